@@ -1,0 +1,5 @@
+"""Allow ``python -m pgblobdump``."""
+
+from pgblobdump.cli import main
+
+main()

@@ -1,0 +1,85 @@
+"""The one exception hierarchy of pgblobdump; the CLI maps each class to an exit code.
+
+The core raises these and nothing else for a user-facing failure. Messages are one line,
+say what was expected and what was found, and name the file, server or option involved.
+"""
+
+from __future__ import annotations
+
+
+class PgBlobDumpError(Exception):
+    """Base of every error pgblobdump reports to a user. ``exit_code`` is the process status."""
+
+    exit_code: int = 1
+
+
+class UsageError(PgBlobDumpError):
+    """A bad option value: an unknown major, a size like ``4XB``, an absurd count."""
+
+    exit_code = 2
+
+
+class ConnectionFailed(PgBlobDumpError):
+    """The server could not be reached or refused the connection."""
+
+    exit_code = 3
+
+
+class DatabaseError(PgBlobDumpError):
+    """A statement failed on a reachable server (a table exists, an OID is taken, ...)."""
+
+    exit_code = 4
+
+
+class ToolchainError(PgBlobDumpError):
+    """PostgreSQL binaries of a major version are missing or unusable."""
+
+    exit_code = 5
+
+
+class ServerError(PgBlobDumpError):
+    """An embedded cluster failed to initialise, start or stop."""
+
+    exit_code = 6
+
+
+class ArchiveError(PgBlobDumpError):
+    """A pg_dump archive could not be read."""
+
+    exit_code = 7
+
+
+class NotAnArchive(ArchiveError):
+    """The file is not a custom or directory pg_dump archive (plain SQL, tar, random bytes)."""
+
+
+class UnsupportedArchive(ArchiveError):
+    """A pg_dump archive whose version or compression this reader does not handle."""
+
+
+class CorruptArchive(ArchiveError):
+    """A pg_dump archive that ends early or holds impossible values."""
+
+
+class NotFound(PgBlobDumpError):
+    """A named object (an OID in an archive, a results folder) does not exist."""
+
+    exit_code = 8
+
+
+class ExternalCommandFailed(PgBlobDumpError):
+    """pg_dump, pg_restore or another child process exited non-zero."""
+
+    exit_code = 9
+
+
+class InsufficientResources(PgBlobDumpError):
+    """Not enough free disk space or inodes for the requested work."""
+
+    exit_code = 10
+
+
+class Interrupted(PgBlobDumpError):
+    """The user pressed Ctrl-C; children were stopped and partial output removed."""
+
+    exit_code = 130

@@ -1,0 +1,1 @@
+"""PostgreSQL plumbing: binaries per major version, embedded clusters, connections."""

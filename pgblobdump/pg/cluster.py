@@ -1,0 +1,299 @@
+"""A throwaway PostgreSQL cluster of a chosen major: initdb, pg_ctl start, stop.
+
+Use as a context manager (``with EmbeddedCluster(16) as c: c.conninfo()``) or, from the
+``server`` command, start it and leave it running, to stop it later by its data directory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+
+from pgblobdump.errors import ServerError, UsageError
+from pgblobdump.pg import toolchain
+from pgblobdump.pg.runas import RunAs, reachable_bin_dir, server_identity
+
+SUPERUSER = "postgres"
+
+BENCHMARK_SETTINGS: Mapping[str, str] = {
+    # A throwaway cluster: durability buys nothing and costs most of the write time.
+    "fsync": "off",
+    "synchronous_commit": "off",
+    "full_page_writes": "off",
+    "wal_level": "minimal",
+    "max_wal_senders": "0",
+    "max_wal_size": "8GB",
+    "checkpoint_timeout": "30min",
+    "shared_buffers": "256MB",
+    "maintenance_work_mem": "256MB",
+    "autovacuum": "off",
+    # Keep the server's default lock table (max_locks_per_transaction = 64): LO work must
+    # succeed at defaults, so tests here prove it does.
+    "max_connections": "50",
+    "listen_addresses": "'127.0.0.1'",
+    "logging_collector": "off",
+    "log_min_messages": "warning",
+}
+"""postgresql.conf settings for LO benchmarks on a disposable cluster."""
+
+_SOCKET_PATH_MAX = 100  # sun_path is 108 bytes; ".s.PGSQL.NNNNN" and a NUL go after the dir
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nobody listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def default_base_dir() -> Path:
+    """Where ``pgblobdump server`` keeps named clusters.
+
+    Under a private home the server user could not reach the data directory, so root
+    uses a world-traversable folder under /var/tmp.
+    """
+    env = os.environ.get("PGBLOBDUMP_HOME")
+    if env:
+        return Path(env)
+    if os.geteuid() == 0:
+        return Path("/var/tmp/pgblobdump-root")
+    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(state) / "pgblobdump"
+
+
+@dataclass(frozen=True)
+class ClusterInfo:
+    """How to reach a running cluster; ``port`` and ``socket_dir`` are as configured."""
+
+    major: int
+    version: str
+    datadir: Path
+    port: int
+    socket_dir: Path
+    running: bool
+
+    def conninfo(self, dbname: str = "postgres", tcp: bool = False) -> str:
+        """A libpq connection string; over the private socket unless ``tcp``."""
+        host = "127.0.0.1" if tcp else str(self.socket_dir)
+        return f"host={host} port={self.port} user={SUPERUSER} dbname={dbname}"
+
+    def url(self, dbname: str = "postgres") -> str:
+        """A ``postgresql://`` URL over TCP loopback, for tools that want one."""
+        return f"postgresql://{SUPERUSER}@127.0.0.1:{self.port}/{dbname}"
+
+
+class EmbeddedCluster:
+    """A cluster in ``datadir`` (a fresh temporary one if None), run by a chosen toolchain.
+
+    A temporary cluster is removed on exit; a named one is stopped but kept unless
+    ``remove=True``. Starting a data directory that already holds a cluster reuses it.
+    """
+
+    def __init__(
+        self,
+        major: int = 16,
+        datadir: Path | None = None,
+        port: int | None = None,
+        settings: Mapping[str, str] | None = None,
+        tc: toolchain.Toolchain | None = None,
+        remove: bool | None = None,
+    ) -> None:
+        self.tc = tc or toolchain.find(major, toolchain.SERVER_TOOLS)
+        self.who: RunAs = server_identity()
+        self._tmp: Path | None = None
+        if datadir is None:
+            self._tmp = Path(tempfile.mkdtemp(prefix="pgbd-"))
+            self._tmp.chmod(0o755)  # the server user must traverse it
+            datadir = self._tmp / "data"
+        self.datadir = Path(datadir).absolute()
+        self.remove = self._tmp is not None if remove is None else remove
+        self.port = port
+        self.settings = dict(BENCHMARK_SETTINGS)
+        self.settings.update(settings or {})
+        self._bin: Path | None = None
+
+    # -- paths ----------------------------------------------------------------------
+    @property
+    def socket_dir(self) -> Path:
+        return self.datadir
+
+    @property
+    def logfile(self) -> Path:
+        return self.datadir / "pgblobdump-server.log"
+
+    def _tool(self, name: str) -> str:
+        if self._bin is None:
+            self._bin = reachable_bin_dir(self.tc.bin_dir, self.who)
+        return str(self._bin / name)
+
+    def _run(self, args: list[str], what: str, timeout: float = 300) -> str:
+        try:
+            proc = subprocess.run(
+                args,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                check=False,
+                cwd="/",
+                env={**os.environ, "LC_ALL": "C"},
+                **self.who.popen_kwargs(),  # type: ignore[arg-type]
+            )
+        except subprocess.TimeoutExpired as e:
+            raise ServerError(f"{what} timed out after {timeout:.0f} s") from e
+        except OSError as e:
+            raise ServerError(f"{what} could not run: {e}") from e
+        if proc.returncode != 0:
+            tail = (proc.stderr or proc.stdout).strip().splitlines()
+            detail = tail[-1] if tail else f"exit status {proc.returncode}"
+            raise ServerError(f"{what} failed: {detail}")
+        return proc.stdout
+
+    # -- lifecycle -------------------------------------------------------------------
+    @property
+    def initialised(self) -> bool:
+        return (self.datadir / "PG_VERSION").is_file()
+
+    def init(self) -> None:
+        """Run initdb and write the benchmark settings, unless already done."""
+        if self.initialised:
+            found = (self.datadir / "PG_VERSION").read_text().strip()
+            if found != str(self.tc.major):
+                raise UsageError(
+                    f"{self.datadir} holds a PostgreSQL {found} cluster, not {self.tc.major}"
+                )
+            return
+        if len(str(self.socket_dir)) > _SOCKET_PATH_MAX:
+            raise UsageError(
+                f"data directory path is too long for a unix socket (max {_SOCKET_PATH_MAX}"
+                f" characters): {self.datadir}"
+            )
+        if self.datadir.exists() and any(self.datadir.iterdir()):
+            raise UsageError(f"{self.datadir} exists and is not empty")
+        self.datadir.mkdir(parents=True, exist_ok=True)
+        self.who.chown(self.datadir)
+        self.datadir.chmod(0o700)
+        self._run(
+            [
+                self._tool("initdb"),
+                "-D", str(self.datadir),
+                "-U", SUPERUSER,
+                "--auth=trust",
+                "-E", "UTF8",
+                "--locale=C",
+                "--no-sync",
+            ],
+            f"initdb of PostgreSQL {self.tc.version} in {self.datadir}",
+        )  # fmt: skip
+        conf = self.datadir / "postgresql.auto.conf"
+        lines = [f"{k} = {v}" for k, v in self.settings.items()]
+        with conf.open("a") as f:
+            f.write("# pgblobdump benchmark settings\n" + "\n".join(lines) + "\n")
+
+    def _configured_port(self) -> int | None:
+        conf = self.datadir / "postgresql.auto.conf"
+        port = None
+        if conf.is_file():
+            for line in conf.read_text().splitlines():
+                key, _, value = line.partition("=")
+                if key.strip() == "port":
+                    port = int(value.strip().strip("'"))
+        return port
+
+    def _set(self, key: str, value: str) -> None:
+        conf = self.datadir / "postgresql.auto.conf"
+        with conf.open("a") as f:
+            f.write(f"{key} = '{value}'\n")
+
+    def start(self) -> ClusterInfo:
+        """Initialise if needed, start on a free (or the chosen) port, wait until ready."""
+        self.init()
+        if self.status().running:
+            return self.status()
+        attempts = 1 if self.port else 5
+        last: ServerError | None = None
+        for _ in range(attempts):
+            port = self.port or free_port()
+            self._set("port", str(port))
+            self._set("unix_socket_directories", str(self.socket_dir))
+            try:
+                self._run(
+                    [
+                        self._tool("pg_ctl"),
+                        "-D", str(self.datadir),
+                        "-l", str(self.logfile),
+                        "-w", "-t", "120",
+                        "start",
+                    ],
+                    f"starting PostgreSQL {self.tc.version} on port {port}",
+                )  # fmt: skip
+                return self.status()
+            except ServerError as e:
+                last = ServerError(f"{e}; see {self.logfile}")
+        assert last is not None
+        raise last
+
+    def status(self) -> ClusterInfo:
+        running = False
+        if self.initialised:
+            proc = subprocess.run(
+                [self._tool("pg_ctl"), "-D", str(self.datadir), "status"],
+                capture_output=True,
+                check=False,
+                cwd="/",
+                **self.who.popen_kwargs(),  # type: ignore[arg-type]
+            )
+            running = proc.returncode == 0
+        return ClusterInfo(
+            self.tc.major,
+            self.tc.version,
+            self.datadir,
+            self._configured_port() or 0,
+            self.socket_dir,
+            running,
+        )
+
+    def stop(self) -> None:
+        """Stop the server if it runs (fast shutdown); remove a temporary cluster."""
+        try:
+            if self.initialised and self.status().running:
+                self._run(
+                    [self._tool("pg_ctl"), "-D", str(self.datadir), "-m", "fast", "-w", "stop"],
+                    f"stopping PostgreSQL in {self.datadir}",
+                )
+        finally:
+            if self.remove:
+                shutil.rmtree(self._tmp or self.datadir, ignore_errors=True)
+
+    def conninfo(self, dbname: str = "postgres", tcp: bool = False) -> str:
+        return self.status().conninfo(dbname, tcp)
+
+    def __enter__(self) -> EmbeddedCluster:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+@contextlib.contextmanager
+def embedded(major: int = 16, **kwargs: object) -> Iterator[EmbeddedCluster]:
+    """Shorthand: a temporary, started cluster that is gone after the block."""
+    with EmbeddedCluster(major, **kwargs) as c:  # type: ignore[arg-type]
+        yield c
