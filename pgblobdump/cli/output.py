@@ -1,0 +1,51 @@
+"""Write results: data to stdout in the chosen format, people-facing extras to stderr."""
+
+from __future__ import annotations
+
+import enum
+import sys
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table as RichTable
+
+from pgblobdump.report import Table, to_csv, to_json, to_markdown
+
+
+class Format(enum.StrEnum):
+    TABLE = "table"
+    JSON = "json"
+    CSV = "csv"
+    MARKDOWN = "markdown"
+
+
+def stdout_console() -> Console:
+    return Console(file=sys.stdout, soft_wrap=True)
+
+
+def stderr_console() -> Console:
+    return Console(file=sys.stderr, soft_wrap=True)
+
+
+def rich_table(table: Table) -> RichTable:
+    rt = RichTable(title=table.title or None, title_justify="left", header_style="bold")
+    for c in table.columns:
+        rt.add_column(c.heading, justify="right" if c.numeric else "left")
+    for row in table.cells():
+        rt.add_row(*row)
+    return rt
+
+
+def emit(table: Table, fmt: Format, json_value: Any = None) -> None:
+    """Print ``table`` in ``fmt``; ``json_value`` replaces the rows in JSON when given."""
+    if fmt is Format.JSON:
+        sys.stdout.write(to_json(table if json_value is None else json_value))
+    elif fmt is Format.CSV:
+        sys.stdout.write(to_csv(table))
+    elif fmt is Format.MARKDOWN:
+        sys.stdout.write(to_markdown(table))
+    else:
+        console = stdout_console()
+        console.print(rich_table(table))
+        for note in table.notes:
+            console.print(f"[dim]{note}[/dim]")

@@ -1,0 +1,135 @@
+"""``pgblobdump server start|stop|status``: named embedded clusters that outlive the command."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from pgblobdump.cli.options import output_options, pg_bin_option
+from pgblobdump.cli.output import Format, emit, stderr_console
+from pgblobdump.errors import NotFound
+from pgblobdump.pg import toolchain
+from pgblobdump.pg.cluster import ClusterInfo, EmbeddedCluster, default_base_dir
+from pgblobdump.report import Column, Table
+
+
+def _datadir(name: str | None, major: int, datadir: Path | None) -> Path:
+    return datadir or default_base_dir() / (name or f"pg{major}")
+
+
+def _cluster(
+    major: int, datadir: Path, pg_bin: tuple[Path, ...], port: int | None = None
+) -> EmbeddedCluster:
+    toolchain.check_major(major)
+    found = datadir / "PG_VERSION"
+    if found.is_file():
+        major = int(found.read_text().strip())
+    tc = toolchain.find(major, toolchain.SERVER_TOOLS, pg_bin)
+    return EmbeddedCluster(major, datadir=datadir, port=port, tc=tc, remove=False)
+
+
+@click.group()
+def server() -> None:
+    """Start, stop and list embedded PostgreSQL clusters for trying and benchmarking.
+
+    Clusters live under $PGBLOBDUMP_HOME (default ~/.local/state/pgblobdump, or
+    /var/tmp/pgblobdump-root as root), one folder per name, with benchmark settings
+    (fsync off) and the server's default lock limits.
+
+    Example: pgblobdump generate -d "$(pgblobdump server start --major 17)" -n 1000
+    """
+
+
+_name = click.option("--name", help="Cluster name (default: pg<major>).")
+_datadir_opt = click.option(
+    "--datadir", type=click.Path(path_type=Path, file_okay=False), help="Data directory to use."
+)
+_major = click.option("--major", "-m", type=int, default=16, show_default=True,
+                      help="PostgreSQL major version.")  # fmt: skip
+
+
+@server.command()
+@_major
+@_name
+@_datadir_opt
+@click.option("--port", type=int, help="TCP port on 127.0.0.1 (default: a free one).")
+@click.option("--url", is_flag=True, help="Print a postgresql:// URL (TCP) instead of a conninfo.")
+@pg_bin_option
+def start(
+    major: int, name: str | None, datadir: Path | None, port: int | None, url: bool,
+    pg_bin: tuple[Path, ...],
+) -> None:  # fmt: skip
+    """Start (creating if needed) a cluster and print its connection string on stdout.
+
+    Example: pgblobdump server start --major 17 --name bench
+    """
+    c = _cluster(major, _datadir(name, major, datadir), pg_bin, port)
+    info = c.start()
+    stderr_console().print(
+        f"PostgreSQL {info.version} running in {info.datadir} on port {info.port}"
+    )
+    click.echo(info.url() if url else info.conninfo())
+
+
+@server.command()
+@_major
+@_name
+@_datadir_opt
+@click.option("--remove", is_flag=True, help="Delete the data directory after stopping.")
+@pg_bin_option
+def stop(
+    major: int, name: str | None, datadir: Path | None, remove: bool, pg_bin: tuple[Path, ...]
+) -> None:
+    """Stop a cluster started with ``server start`` (and delete it with --remove).
+
+    Example: pgblobdump server stop --major 17 --remove
+    """
+    path = _datadir(name, major, datadir)
+    if not (path / "PG_VERSION").is_file():
+        raise NotFound(f"no cluster in {path}")
+    c = _cluster(major, path, pg_bin)
+    c.remove = remove
+    c.stop()
+    stderr_console().print(f"stopped {path}" + (" and removed it" if remove else ""))
+
+
+def status_table(infos: list[ClusterInfo]) -> Table:
+    return Table(
+        [
+            Column("name"),
+            Column("version"),
+            Column("running", show=lambda v: "yes" if v else "no"),
+            Column("port", numeric=True, show=str),
+            Column("conninfo"),
+        ],
+        [
+            {
+                "name": i.datadir.name,
+                "version": i.version,
+                "running": i.running,
+                "port": i.port,
+                "conninfo": i.conninfo() if i.running else "",
+                "datadir": str(i.datadir),
+            }
+            for i in infos
+        ],  # fmt: skip
+        title=f"clusters under {default_base_dir()}",
+    )
+
+
+@server.command()
+@output_options
+@pg_bin_option
+def status(fmt: Format, pg_bin: tuple[Path, ...]) -> None:
+    """List the clusters under the clusters folder and whether each runs.
+
+    Example: pgblobdump server status --json
+    """
+    base = default_base_dir()
+    infos = []
+    if base.is_dir():
+        for d in sorted(base.iterdir()):
+            if (d / "PG_VERSION").is_file():
+                infos.append(_cluster(16, d, pg_bin).status())
+    emit(status_table(infos), fmt, json_value=infos)

@@ -1,0 +1,337 @@
+"""Create LOs with set-based server statements, one batch per transaction.
+
+Why this shape:
+- Seed-style empty LOs (no table, owners, ACLs or comments) are one
+  ``lo_create`` over ``generate_series`` per batch: the server's own fastest path.
+- Otherwise each batch sends its contents as one binary ``bytea[]`` parameter to
+  ``lo_from_bytea`` over ``unnest``: one round trip per batch, no staging table.
+- Owners come from ``SET LOCAL ROLE`` around the create (the new LO's owner is the
+  current role), not per-LO ``ALTER LARGE OBJECT``, which takes a lock per object.
+- Batches commit separately and stay far below the lock table (64 x max_connections),
+  so any count works at default settings; memory is one batch, whatever the count.
+"""
+
+from __future__ import annotations
+
+import time
+from array import array
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import psycopg
+from psycopg import sql
+
+from pgblobdump.errors import DatabaseError, Interrupted, PgBlobDumpError
+from pgblobdump.generate.content import ContentSource
+from pgblobdump.generate.spec import GenerateSpec
+from pgblobdump.pg.connect import connect
+
+OWNER_ROLE_PREFIX = "pgbd_owner_"
+READER_ROLE = "pgbd_reader"
+WRITER_ROLE = "pgbd_writer"
+EMPTY_BATCH = 100_000
+"""Empty LOs per statement on the fast path (progress granularity, not a lock limit)."""
+MAX_BATCH = 1000
+"""LOs per batch on the general path: bounds GRANT locks per transaction far below 6,400."""
+
+Progress = Callable[[int, int], None]
+"""Called after each batch with (LOs done, bytes done)."""
+
+
+@dataclass(frozen=True)
+class GenerateResult:
+    """What a generate run made. ``oid_ranges`` are inclusive, in creation order."""
+
+    count: int
+    total_bytes: int
+    seconds: float
+    first_oid: int | None
+    last_oid: int | None
+    table: str | None
+    owners: tuple[str, ...]
+    grants: int
+    comments: int
+
+    @property
+    def los_per_second(self) -> float:
+        return self.count / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def mb_per_second(self) -> float:
+        return self.total_bytes / 1e6 / self.seconds if self.seconds > 0 else 0.0
+
+
+def _check_start(conn: psycopg.Connection, spec: GenerateSpec) -> None:
+    if spec.start_oid is None or spec.count == 0:
+        return
+    last = spec.start_oid + spec.count - 1
+    row = conn.execute(
+        "SELECT count(*), min(oid::int8) FROM pg_largeobject_metadata"
+        " WHERE oid::int8 BETWEEN %s AND %s",
+        (spec.start_oid, last),
+    ).fetchone()
+    assert row is not None
+    if row[0]:
+        raise DatabaseError(
+            f"{row[0]:,} large objects already exist in OIDs {spec.start_oid}..{last}"
+            f" (the first is {row[1]}); choose another --start-oid"
+        )
+
+
+def _check_table(conn: psycopg.Connection, table: str | None) -> None:
+    if table is None:
+        return
+    row = conn.execute("SELECT to_regclass(%s)", (table,)).fetchone()
+    if row and row[0] is not None:
+        raise DatabaseError(f"table {table} already exists; drop it or choose another --table")
+
+
+def _ensure_roles(conn: psycopg.Connection, spec: GenerateSpec) -> tuple[str, ...]:
+    names = [f"{OWNER_ROLE_PREFIX}{i}" for i in range(1, spec.owners + 1)]
+    wanted = list(names)
+    if spec.grant_fraction:
+        wanted += [READER_ROLE, WRITER_ROLE]
+    for name in wanted:
+        exists = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (name,)).fetchone()
+        if not exists:
+            try:
+                conn.execute(sql.SQL("CREATE ROLE {} NOLOGIN").format(sql.Identifier(name)))
+            except psycopg.errors.InsufficientPrivilege as e:
+                raise DatabaseError(
+                    f"cannot create role {name} for --owners/--grants: {e.diag.message_primary}"
+                ) from e
+    if names and not _is_superuser(conn):
+        # A non-superuser may SET ROLE only to roles it is a member of.
+        for name in names:
+            conn.execute(sql.SQL("GRANT {} TO CURRENT_USER").format(sql.Identifier(name)))
+    return tuple(names)
+
+
+def _is_superuser(conn: psycopg.Connection) -> bool:
+    row = conn.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user").fetchone()
+    return bool(row and row[0])
+
+
+def _create_table(conn: psycopg.Connection, table: str) -> None:
+    conn.execute(
+        sql.SQL(
+            "CREATE TABLE {} (id bigint PRIMARY KEY, lo oid NOT NULL, size integer NOT NULL,"
+            " name text NOT NULL)"
+        ).format(sql.Identifier(table))
+    )
+
+
+class _Run:
+    """State of one generate run: what exists so far, for the report or for clean-up."""
+
+    def __init__(self, conn: psycopg.Connection, spec: GenerateSpec, owners: tuple[str, ...]):
+        self.conn = conn
+        self.spec = spec
+        self.owners = owners
+        self.oids = array("I")  # every OID created, 4 bytes each, for clean-up on failure
+        self.bytes = 0
+        self.grants = 0
+        self.comments = 0
+        self.table_created = False
+        self.next_id = 1
+        self.source = ContentSource(spec.size, spec.content, spec.seed)
+        self._grant_acc = 0.0
+        self._comment_acc = 0.0
+
+    # -- the seed's fast path ---------------------------------------------------------
+    def empty_batch(self, n: int) -> None:
+        spec = self.spec
+        with self.conn.transaction():
+            if spec.start_oid is not None:
+                first = spec.start_oid + len(self.oids)
+                self.conn.execute(
+                    "SELECT count(lo_create(g::oid)) FROM generate_series(%s::int8, %s::int8) g",
+                    (first, first + n - 1),
+                )
+                self.oids.extend(range(first, first + n))
+            else:
+                cur = self.conn.execute(
+                    "SELECT lo_create(0)::int8 FROM generate_series(1, %s)", (n,), binary=True
+                )
+                self.oids.extend(r[0] for r in cur)
+
+    # -- the general path -------------------------------------------------------------
+    def batch(self, n: int, batch_no: int) -> None:
+        spec = self.spec
+        datas = [self.source.data(self.source.next_size()) for _ in range(n)]
+        with self.conn.transaction():
+            owner = self.owners[batch_no % len(self.owners)] if self.owners else None
+            if owner:
+                self.conn.execute(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(owner)))
+            if spec.start_oid is not None:
+                first = spec.start_oid + len(self.oids)
+                cur = self.conn.execute(
+                    "SELECT lo_from_bytea(o, d)::int8 FROM unnest(%b::oid[], %b::bytea[])"
+                    " WITH ORDINALITY AS u(o, d, i) ORDER BY i",
+                    (list(range(first, first + n)), datas),
+                    binary=True,
+                )
+            else:
+                cur = self.conn.execute(
+                    "SELECT lo_from_bytea(0, d)::int8 FROM unnest(%b::bytea[])"
+                    " WITH ORDINALITY AS u(d, i) ORDER BY i",
+                    (datas,),
+                    binary=True,
+                )
+            oids = [r[0] for r in cur]
+            if owner:
+                self.conn.execute("RESET ROLE")
+            self._decorate(oids, datas)
+        self.oids.extend(oids)
+        self.bytes += sum(len(d) for d in datas)
+
+    def _take(self, fraction: float, acc: float, n: int) -> tuple[int, float]:
+        """How many of the next ``n`` LOs get a decoration, spreading the fraction evenly."""
+        acc += fraction * n
+        k = int(acc)
+        return min(k, n), acc - k
+
+    def _decorate(self, oids: list[int], datas: list[bytes]) -> None:
+        spec = self.spec
+        if spec.table:
+            ids = range(self.next_id, self.next_id + len(oids))
+            with self.conn.cursor().copy(
+                sql.SQL("COPY {} (id, lo, size, name) FROM STDIN").format(
+                    sql.Identifier(spec.table)
+                )
+            ) as copy:
+                for i, oid, d in zip(ids, oids, datas, strict=True):
+                    copy.write_row((i, oid, len(d), f"object-{i}.bin"))
+            self.next_id += len(oids)
+        k, self._grant_acc = self._take(spec.grant_fraction, self._grant_acc, len(oids))
+        if k:
+            # One GRANT statement lists many LOs; two ACL shapes so pg_dump 17 makes groups.
+            half = oids[:k]
+            readers, writers = half[: (k + 1) // 2], half[(k + 1) // 2 :]
+            for role, priv, group in (
+                (READER_ROLE, "SELECT", readers),
+                (WRITER_ROLE, "UPDATE", writers),
+            ):
+                if group:
+                    self.conn.execute(
+                        sql.SQL("GRANT {} ON LARGE OBJECT {} TO {}").format(
+                            sql.SQL(priv),
+                            sql.SQL(", ").join(sql.Literal(o) for o in group),
+                            sql.Identifier(role),
+                        )
+                    )
+            self.grants += k
+        k, self._comment_acc = self._take(spec.comment_fraction, self._comment_acc, len(oids))
+        if k:
+            step = max(1, len(oids) // k)
+            chosen = oids[::step][:k]
+            with self.conn.pipeline():
+                for o in chosen:
+                    self.conn.execute(
+                        sql.SQL("COMMENT ON LARGE OBJECT {} IS {}").format(
+                            sql.Literal(o), sql.Literal(f"generated by pgblobdump, object {o}")
+                        )
+                    )
+            self.comments += len(chosen)
+
+    # -- clean-up ---------------------------------------------------------------------
+    def cleanup(self) -> str:
+        """Remove what this run created; returns what was removed, for the message."""
+        removed = len(self.oids)
+        for i in range(0, len(self.oids), MAX_BATCH):
+            chunk = list(self.oids[i : i + MAX_BATCH])
+            with self.conn.transaction():
+                self.conn.execute(
+                    "SELECT count(lo_unlink(o)) FROM unnest(%s::oid[]) o"
+                    " WHERE o IN (SELECT oid FROM pg_largeobject_metadata)",
+                    (chunk,),
+                )
+        if self.table_created and self.spec.table:
+            self.conn.execute(
+                sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(self.spec.table))
+            )
+        what = f"{removed:,} LOs"
+        return what + (f" and table {self.spec.table}" if self.table_created else "")
+
+
+def generate(
+    conninfo: str, spec: GenerateSpec, progress: Progress | None = None, cleanup: bool = True
+) -> GenerateResult:
+    """Create ``spec.count`` LOs in the database at ``conninfo``.
+
+    On any failure (or Ctrl-C) the LOs and the table this run created are removed
+    (unless ``cleanup`` is False) and the error says what was removed or left.
+    """
+    with connect(conninfo, autocommit=True) as conn:
+        _check_start(conn, spec)
+        _check_table(conn, spec.table)
+        owners = _ensure_roles(conn, spec)
+        run = _Run(conn, spec, owners)
+        t0 = time.perf_counter()
+        try:
+            if spec.table:
+                _create_table(conn, spec.table)
+                run.table_created = True
+            _fill(run, progress)
+        except (PgBlobDumpError, psycopg.Error, KeyboardInterrupt) as e:
+            raise _failed(run, e, cleanup) from e
+        seconds = time.perf_counter() - t0
+    return GenerateResult(
+        count=len(run.oids),
+        total_bytes=run.bytes,
+        seconds=seconds,
+        first_oid=run.oids[0] if run.oids else None,
+        last_oid=run.oids[-1] if run.oids else None,
+        table=spec.table,
+        owners=owners,
+        grants=run.grants,
+        comments=run.comments,
+    )
+
+
+def _fill(run: _Run, progress: Progress | None) -> None:
+    spec = run.spec
+    done = 0
+    if not spec.decorated:
+        while done < spec.count:
+            n = min(EMPTY_BATCH, spec.count - done)
+            run.empty_batch(n)
+            done += n
+            if progress:
+                progress(done, 0)
+        return
+    avg = max(1, (spec.size.low + spec.size.high) // 2)
+    per_batch = max(1, min(MAX_BATCH, spec.batch_bytes // avg))
+    batch_no = 0
+    while done < spec.count:
+        n = min(per_batch, spec.count - done)
+        run.batch(n, batch_no)
+        batch_no += 1
+        done += n
+        if progress:
+            progress(done, run.bytes)
+
+
+def _failed(run: _Run, e: BaseException, cleanup: bool) -> PgBlobDumpError:
+    if isinstance(e, psycopg.Error):
+        diag = getattr(e, "diag", None)
+        reason = (diag.message_primary if diag and diag.message_primary else str(e)).splitlines()[0]
+        base: PgBlobDumpError = DatabaseError(f"generate failed: {reason}")
+    elif isinstance(e, KeyboardInterrupt):
+        base = Interrupted("generate interrupted")
+    else:
+        assert isinstance(e, PgBlobDumpError)
+        base = e
+    made = len(run.oids)
+    if not made and not run.table_created:
+        return base
+    if not cleanup or run.conn.closed or run.conn.broken:
+        left = f"{made:,} LOs" + (f" and table {run.spec.table}" if run.table_created else "")
+        if made:
+            left += f" (OIDs {run.oids[0]}..{run.oids[-1]})"
+        return type(base)(f"{base}; left in place: {left}")
+    try:
+        removed = run.cleanup()
+    except psycopg.Error:
+        return type(base)(f"{base}; clean-up failed too: {made:,} LOs may be left in place")
+    return type(base)(f"{base}; removed the {removed} created before the failure")

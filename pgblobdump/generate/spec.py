@@ -1,0 +1,112 @@
+"""What to generate: a frozen, validated description of the LOs to create."""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass
+
+from pgblobdump.errors import UsageError
+from pgblobdump.units import parse_size
+
+OID_MAX = 2**32 - 1
+"""The largest OID; LO OIDs are unsigned 32-bit and 0 is InvalidOid."""
+
+LO_SIZE_MAX = 1024**3 - 1
+"""lo_from_bytea takes a bytea, capped at 1 GB; bigger LOs are out of scope for generate."""
+
+_IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+
+
+class Content(enum.StrEnum):
+    """What LO bytes look like, chosen for how they compress."""
+
+    ZEROS = "zeros"  # compresses to almost nothing
+    RANDOM = "random"  # incompressible
+    TEXT = "text"  # words and spaces, compresses about 3x like real documents
+
+
+@dataclass(frozen=True)
+class SizeSpec:
+    """LO sizes: fixed when ``low == high``, else log-uniform in ``[low, high]``.
+
+    Log-uniform gives as many 1-2 KiB objects as 32-64 KiB ones, closer to real
+    attachments than a flat spread.
+    """
+
+    low: int
+    high: int
+
+    @classmethod
+    def parse(cls, text: str) -> SizeSpec:
+        """``4KiB`` (fixed) or ``1KiB-64KiB`` (range)."""
+        low_text, sep, high_text = text.partition("-")
+        low = parse_size(low_text, "--size")
+        high = parse_size(high_text, "--size") if sep else low
+        if high < low:
+            raise UsageError(f"--size {text!r}: the range's upper end is below its lower end")
+        if high > LO_SIZE_MAX:
+            raise UsageError(f"--size {text!r}: LOs above 1 GB cannot be generated (bytea cap)")
+        return cls(low, high)
+
+    @property
+    def fixed(self) -> bool:
+        return self.low == self.high
+
+    def __str__(self) -> str:
+        return str(self.low) if self.fixed else f"{self.low}-{self.high}"
+
+
+@dataclass(frozen=True)
+class GenerateSpec:
+    """A validated generate request.
+
+    ``owners``: how many owner roles share the LOs (0 = the connecting user owns all).
+    ``grant_fraction``/``comment_fraction``: share of LOs that get a GRANT / a COMMENT.
+    ``start_oid``: first explicit OID (consecutive OIDs follow) or None for server-assigned.
+    """
+
+    count: int
+    size: SizeSpec = SizeSpec(0, 0)
+    content: Content = Content.RANDOM
+    table: str | None = None
+    owners: int = 0
+    grant_fraction: float = 0.0
+    comment_fraction: float = 0.0
+    start_oid: int | None = None
+    seed: int = 0
+    batch_bytes: int = 8 * 1024 * 1024
+
+    def __post_init__(self) -> None:
+        if self.count < 0:
+            raise UsageError(f"count must not be negative (got {self.count})")
+        if self.count > OID_MAX - 16384:
+            raise UsageError(
+                f"count {self.count:,} is more LOs than a database can hold (OIDs are 32-bit)"
+            )
+        if self.start_oid is not None:
+            if not 1 <= self.start_oid <= OID_MAX:
+                raise UsageError(
+                    f"start OID must be between 1 and {OID_MAX} (got {self.start_oid})"
+                )
+            if self.start_oid + self.count - 1 > OID_MAX:
+                raise UsageError(
+                    f"{self.count:,} LOs from OID {self.start_oid} run past the largest OID {OID_MAX}"
+                )
+        if self.table is not None and not _IDENT_RE.fullmatch(self.table):
+            raise UsageError(
+                f"table name {self.table!r} must be a plain identifier (letters, digits, _)"
+            )
+        if not 0 <= self.owners <= 100:
+            raise UsageError(f"owners must be between 0 and 100 (got {self.owners})")
+        for name, value in (("grant", self.grant_fraction), ("comment", self.comment_fraction)):
+            if not 0.0 <= value <= 1.0:
+                raise UsageError(f"{name} fraction must be between 0 and 1 (got {value})")
+
+    @property
+    def decorated(self) -> bool:
+        """Whether anything beyond bare LOs is asked for (the seed-style fast path is not)."""
+        return (
+            bool(self.table or self.owners or self.grant_fraction or self.comment_fraction)
+            or self.size.high > 0
+        )

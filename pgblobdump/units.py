@@ -1,0 +1,65 @@
+"""Parse and format byte sizes (``4KiB``, ``1.5MB``, ``1KiB-64KiB``) and counts."""
+
+from __future__ import annotations
+
+import re
+
+from pgblobdump.errors import UsageError
+
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 1024,
+    "kb": 1000,
+    "kib": 1024,
+    "m": 1024**2,
+    "mb": 1000**2,
+    "mib": 1024**2,
+    "g": 1024**3,
+    "gb": 1000**3,
+    "gib": 1024**3,
+    "t": 1024**4,
+    "tb": 1000**4,
+    "tib": 1024**4,
+}
+_SIZE_RE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*")
+_COUNT_RE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([kKmMgG]?)\s*")
+
+
+def parse_size(text: str, what: str = "size") -> int:
+    """Bytes in ``text``: a number with an optional unit (B, KiB/K, KB, MiB/M, MB, ...)."""
+    m = _SIZE_RE.fullmatch(text.replace("_", ""))
+    if not m or m.group(2).lower() not in _UNITS:
+        raise UsageError(
+            f"{what} {text!r} is not a size; use a number with an optional unit"
+            " like 0, 512, 4KiB, 1.5MB, 2GiB"
+        )
+    value = float(m.group(1)) * _UNITS[m.group(2).lower()]
+    if value != int(value):
+        raise UsageError(f"{what} {text!r} is not a whole number of bytes")
+    return int(value)
+
+
+def parse_count(text: str, what: str = "count") -> int:
+    """A whole count, allowing ``_`` separators and k/M/G suffixes (``1M`` = 1,000,000)."""
+    m = _COUNT_RE.fullmatch(text.replace("_", "").replace(",", ""))
+    if not m:
+        raise UsageError(f"{what} {text!r} is not a whole number (like 1000, 100k or 1M)")
+    value = float(m.group(1)) * {"": 1, "k": 10**3, "m": 10**6, "g": 10**9}[m.group(2).lower()]
+    if value != int(value):
+        raise UsageError(f"{what} {text!r} is not a whole number")
+    return int(value)
+
+
+def format_bytes(n: float) -> str:
+    """``1536`` -> ``1.5 KiB``; binary units, at most one decimal."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")
+
+
+def format_count(n: int) -> str:
+    """``1000000`` -> ``1,000,000``."""
+    return f"{n:,}"
