@@ -48,18 +48,17 @@ def _register() -> None:
     cli.add_command(doctor.doctor)
     cli.add_command(server.server)
     cli.add_command(generate.generate)
-    try:
-        from pgblobdump.cli import toc
-    except ImportError:  # the toc subsystem is being built beside this
-        pass
-    else:
-        cli.add_command(toc.toc)
-    try:
-        from pgblobdump.cli import compare
-    except ImportError:  # the compare subsystem is being built beside this
-        pass
-    else:
-        cli.add_command(compare.compare)
+    import importlib
+
+    # Subsystems being built beside this one register when their module exists.
+    for name in ("toc", "compare"):
+        try:
+            module = importlib.import_module(f"pgblobdump.cli.{name}")
+        except ModuleNotFoundError as e:
+            if e.name != f"pgblobdump.cli.{name}":
+                raise
+            continue
+        cli.add_command(getattr(module, name))
 
 
 _register()

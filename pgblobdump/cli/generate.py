@@ -110,7 +110,8 @@ def generate(
     lo_from_bytea statement. Batches commit separately, so any count works at default
     lock settings. On failure or Ctrl-C what was created is removed.
 
-    Example: pgblobdump generate -d mydb -n 100k --size 4KiB --table docs --owners 3 --grants 0.1 --comments 0.01
+    Example: pgblobdump generate -d mydb -n 100k --size 4KiB --table docs --owners 3
+    --grants 0.1 --comments 0.01
     """
     spec = GenerateSpec(
         count=parse_count(count, "--count"),

@@ -113,7 +113,7 @@ def status_table(infos: list[ClusterInfo]) -> Table:
                 "datadir": str(i.datadir),
             }
             for i in infos
-        ],  # fmt: skip
+        ],
         title=f"clusters under {default_base_dir()}",
     )
 

@@ -91,7 +91,8 @@ class GenerateSpec:
                 )
             if self.start_oid + self.count - 1 > OID_MAX:
                 raise UsageError(
-                    f"{self.count:,} LOs from OID {self.start_oid} run past the largest OID {OID_MAX}"
+                    f"{self.count:,} LOs from OID {self.start_oid} run past the largest OID"
+                    f" {OID_MAX}"
                 )
         if self.table is not None and not _IDENT_RE.fullmatch(self.table):
             raise UsageError(

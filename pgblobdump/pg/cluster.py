@@ -136,16 +136,7 @@ class EmbeddedCluster:
 
     def _run(self, args: list[str], what: str, timeout: float = 300) -> str:
         try:
-            proc = subprocess.run(
-                args,
-                capture_output=True,
-                text=True,
-                timeout=timeout,
-                check=False,
-                cwd="/",
-                env={**os.environ, "LC_ALL": "C"},
-                **self.who.popen_kwargs(),  # type: ignore[arg-type]
-            )
+            proc = self.who.run(args, timeout, env={**os.environ, "LC_ALL": "C"})
         except subprocess.TimeoutExpired as e:
             raise ServerError(f"{what} timed out after {timeout:.0f} s") from e
         except OSError as e:
@@ -243,13 +234,7 @@ class EmbeddedCluster:
     def status(self) -> ClusterInfo:
         running = False
         if self.initialised:
-            proc = subprocess.run(
-                [self._tool("pg_ctl"), "-D", str(self.datadir), "status"],
-                capture_output=True,
-                check=False,
-                cwd="/",
-                **self.who.popen_kwargs(),  # type: ignore[arg-type]
-            )
+            proc = self.who.run([self._tool("pg_ctl"), "-D", str(self.datadir), "status"], 60)
             running = proc.returncode == 0
         return ClusterInfo(
             self.tc.major,

@@ -79,7 +79,7 @@ def gnu_time() -> Path | None:
 
 def diagnose(explicit: Sequence[Path] = ()) -> DoctorReport:
     installs: list[FoundInstall] = []
-    for major, tcs in toolchain.by_major(explicit).items():
+    for tcs in toolchain.by_major(explicit).values():
         for i, tc in enumerate(tcs):
             installs.append(
                 FoundInstall(

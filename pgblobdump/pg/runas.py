@@ -30,11 +30,22 @@ class RunAs:
     uid: int | None
     gid: int | None
 
-    def popen_kwargs(self) -> dict[str, object]:
-        """Keyword arguments for subprocess that switch to this identity."""
-        if self.uid is None:
-            return {}
-        return {"user": self.uid, "group": self.gid, "extra_groups": []}
+    def run(
+        self, args: list[str], timeout: float = 300, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        """Run ``args`` as this identity from ``/`` (our cwd may be unreachable to it)."""
+        return subprocess.run(
+            args,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+            cwd="/",
+            env=env,
+            user=self.uid,
+            group=self.gid,
+            extra_groups=None if self.uid is None else [],
+        )
 
     def chown(self, path: Path) -> None:
         if self.uid is not None and self.gid is not None:
@@ -65,14 +76,7 @@ def server_identity() -> RunAs:
 
 def _runs_as(who: RunAs, exe: Path) -> bool:
     try:
-        proc = subprocess.run(
-            [str(exe), "--version"],
-            capture_output=True,
-            timeout=20,
-            check=False,
-            cwd="/",
-            **who.popen_kwargs(),  # type: ignore[arg-type]
-        )
+        proc = who.run([str(exe), "--version"], timeout=20)
     except (OSError, subprocess.SubprocessError):
         return False
     return proc.returncode == 0
