@@ -39,6 +39,7 @@ class Archive:
         self.root: Path | None = None
         self._tar: tarfile.TarFile | None = None
         self.kind = "custom"
+        self._data_start: int | None = None
         if self.path.is_dir():
             self.toc_path = self.path / TOC_FILE
             self.root = self.path
@@ -119,6 +120,7 @@ class Archive:
             r = Reader(f, self.name, self.header.int_size, self.header.off_size, size,
                        self.header.toc_offset)  # fmt: skip
             yield from read_entries(r, self.header, self.kind == "custom")
+            self._data_start = r.offset  # a full pass found where the TOC ends
 
     def iter_entries(self) -> Iterator[TocEntry]:
         """Every TOC entry, in archive order, decoded one at a time (ReadToc)."""
@@ -128,6 +130,8 @@ class Archive:
 
     def data_start(self) -> int:
         """Custom format: the file offset just after the TOC, where data blocks begin."""
+        if self._data_start is not None:
+            return self._data_start
         with self._open_toc() as (f, size):
             f.seek(self.header.toc_offset)
             r = Reader(f, self.name, self.header.int_size, self.header.off_size, size,

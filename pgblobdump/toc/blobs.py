@@ -1,0 +1,289 @@
+"""Walk LO data: custom-format BLOBS data blocks, directory-format blobs TOC files.
+
+Custom format (pg_backup_custom.c): each data block starts with _readBlockHeader's type
+byte (BLK_DATA 1, BLK_BLOBS 3) and Int dump id. A BLK_DATA block is chunks of
+``[Int length][bytes]`` ended by length 0 (_skipData). A BLK_BLOBS block repeats
+``Int oid`` + chunks until oid 0 (_LoadLOs / _skipLOs); OIDs >= 2^31 are written through a
+signed int and come back negative, so they are masked to 32 bits. When the TOC has the
+block's position (K_OFFSET_POS_SET) we seek there; a dump written to a pipe has no
+positions, so blocks are read one after another from the end of the TOC.
+
+Directory format (pg_backup_directory.c): the BLOBS entry names a text file (``blobs.toc``,
+or ``blobs_<dumpId>.toc`` from 1.16) of ``<oid> blob_<oid>.dat`` lines; the data file
+carries the compression suffix (``.gz``, ``.lz4``, ``.zst``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from pgblobdump.errors import CorruptArchive
+from pgblobdump.toc.compression import DECOMPRESS_ERRORS, SUFFIXES, corrupt, decompressor
+from pgblobdump.toc.primitives import INT4, K_OFFSET_NO_DATA, K_OFFSET_POS_SET, Reader
+from pgblobdump.toc.reader import Archive
+from pgblobdump.toc.tocread import RawEntry
+
+BLK_DATA = 1
+"""A table's (or other entry's) data block."""
+BLK_BLOBS = 3
+"""A BLOBS entry's block: the data of a group of large objects."""
+
+OID_MASK = 0xFFFFFFFF
+
+
+@dataclass(frozen=True)
+class BlobsEntry:
+    """A BLOBS TOC entry: its dump id, owner, the BLOB METADATA dump ids it depends on,
+    and where its data is (custom: Offset flag and position; directory: list file)."""
+
+    dump_id: int
+    owner: str | None
+    dependencies: tuple[int, ...]
+    data_state: int | None
+    data_offset: int
+    filename: str | None
+
+
+@dataclass(frozen=True)
+class StoredLo:
+    """One LO's data as stored: ``size`` is the stored (possibly compressed) byte count;
+    ``blobs_id`` the dump id of the BLOBS entry holding it; ``member`` the data file of a
+    directory archive."""
+
+    oid: int
+    size: int
+    blobs_id: int
+    member: str | None = None
+
+
+def blobs_entry(raw: RawEntry) -> BlobsEntry:
+    """A BLOBS entry from its raw TOC fields."""
+    fname = raw[18]
+    return BlobsEntry(
+        raw[0],
+        None if raw[14] is None else raw[14].decode("utf-8", "replace"),
+        raw[15],
+        raw[16],
+        raw[17],
+        None if fname is None else fname.decode("utf-8", "replace"),
+    )
+
+
+def blobs_entries(archive: Archive) -> list[BlobsEntry]:
+    """Every BLOBS entry of the archive, in TOC order (few: one per 1000 LOs at most)."""
+    return [blobs_entry(raw) for raw in archive.iter_raw() if raw[5] == b"BLOBS"]
+
+
+# -- custom format -------------------------------------------------------------------
+def _walk_lo_block(r: Reader, blobs_id: int, keep: int | None) -> Iterator[StoredLo | bytes]:
+    """Read LOs of one BLK_BLOBS block; yield a StoredLo per LO. For the LO whose oid is
+    ``keep`` also yield its raw chunks (bytes) before its StoredLo."""
+    for item in _walk_sizes(r, blobs_id, keep):
+        if isinstance(item, bytes):
+            yield item
+        else:
+            yield StoredLo(item[0], item[1], blobs_id)
+
+
+def _walk_sizes(
+    r: Reader, blobs_id: int, keep: int | None = None
+) -> Iterator[tuple[int, int, int] | bytes]:
+    """The hot loop behind _walk_lo_block: (oid, stored size, blobs_id) per LO.
+
+    Decodes on local variables and touches the Reader only to refill or to seek past a
+    chunk that is not buffered, because a million-LO block is four million Ints.
+    """
+    one = INT4.unpack_from
+    what = f"the large objects of entry {blobs_id}"
+    buf, pos, end = r.buf, r.pos, len(r.buf)
+    while True:
+        if pos + 5 > end:
+            r.pos = pos
+            r.fill(5, what)
+            buf, pos, end = r.buf, r.pos, len(r.buf)
+        s, oid = one(buf, pos)
+        pos += 5
+        if s:
+            oid = -oid & OID_MASK
+        if oid == 0:
+            r.pos = pos
+            return
+        size = 0
+        while True:
+            if pos + 5 > end:
+                r.pos = pos
+                r.fill(5, what)
+                buf, pos, end = r.buf, r.pos, len(r.buf)
+            s, n = one(buf, pos)
+            pos += 5
+            if s:
+                raise CorruptArchive(f"{r.name}: negative chunk length at byte {r.base + pos - 5}")
+            if n == 0:
+                break
+            size += n
+            if oid == keep:
+                r.pos = pos
+                yield r.read_bytes(n, what)
+                buf, pos, end = r.buf, r.pos, len(r.buf)
+            elif pos + n <= end:
+                pos += n
+            else:
+                r.pos = pos
+                r.skip(n, what)
+                buf, pos, end = r.buf, r.pos, len(r.buf)
+        yield (oid, size, blobs_id)
+
+
+def _skip_data_block(r: Reader) -> None:
+    """_skipData: chunks until a zero length."""
+    while True:
+        n = r.read_int("a data chunk length")
+        if n == 0:
+            return
+        if n < 0:
+            raise CorruptArchive(f"{r.name}: negative chunk length at byte {r.offset - 5}")
+        r.skip(n, "a data chunk")
+
+
+def _block_header(r: Reader) -> tuple[int, int]:
+    """_readBlockHeader: (type, dump id)."""
+    kind = r.read_byte("a data block header")
+    dump_id = r.read_int("a data block header")
+    return kind, dump_id
+
+
+def _custom_los(
+    archive: Archive,
+    keep: int | None,
+    tuples: bool = False,
+    known: list[BlobsEntry] | None = None,
+) -> Iterator[StoredLo | bytes | tuple[int, int, int]]:
+    found = blobs_entries(archive) if known is None else known
+    entries = [e for e in found if e.data_state != K_OFFSET_NO_DATA]
+    if not entries:
+        return
+    with archive.toc_path.open("rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        h = archive.header
+        r = Reader(f, archive.name, h.int_size, h.off_size, size)
+        if all(e.data_state == K_OFFSET_POS_SET for e in entries):
+            for e in entries:
+                r.seek(e.data_offset)
+                kind, dump_id = _block_header(r)
+                if kind != BLK_BLOBS or dump_id != e.dump_id:
+                    raise CorruptArchive(
+                        f"{archive.name}: found block type {kind} of entry {dump_id} at byte"
+                        f" {e.data_offset}, expected the large objects of entry {e.dump_id}"
+                    )
+                yield from (_walk_sizes if tuples else _walk_lo_block)(r, e.dump_id, keep)
+            return
+        # No positions (written to a pipe): read every block in file order.
+        r.seek(archive.data_start())
+        wanted = {e.dump_id for e in entries}
+        while wanted and not r.at_eof():
+            kind, dump_id = _block_header(r)
+            if kind == BLK_BLOBS:
+                wanted.discard(dump_id)
+                yield from (_walk_sizes if tuples else _walk_lo_block)(r, dump_id, keep)
+            elif kind == BLK_DATA:
+                _skip_data_block(r)
+            else:
+                raise CorruptArchive(
+                    f"{archive.name}: unrecognized data block type {kind} at byte {r.offset - 6}"
+                )
+
+
+# -- directory format ----------------------------------------------------------------
+def _directory_los(archive: Archive, known: list[BlobsEntry] | None = None) -> Iterator[StoredLo]:
+    suffix = SUFFIXES.get(archive.header.compression, "")
+    for e in blobs_entries(archive) if known is None else known:
+        if not e.filename:
+            continue
+        with archive.open_member(e.filename) as f:
+            listing = f.read()
+        for number, line in enumerate(listing.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                oid_text, member = line.decode("utf-8").split(" ", 1)
+                oid = int(oid_text)
+            except (UnicodeDecodeError, ValueError) as ex:
+                raise CorruptArchive(
+                    f"{archive.name}: {e.filename} line {number} is not '<oid> <file>'"
+                ) from ex
+            size = archive.member_size(member + suffix)
+            if size is None:
+                size = archive.member_size(member)
+                if size is None:
+                    raise CorruptArchive(f"{archive.name}: {member}{suffix} is missing")
+            else:
+                member += suffix
+            yield StoredLo(oid, size, e.dump_id, member)
+
+
+# -- public ----------------------------------------------------------------------------
+def iter_stored(archive: Archive) -> Iterator[StoredLo]:
+    """Every LO with data in the archive, in data order, with its stored size."""
+    if archive.kind == "custom":
+        for item in _custom_los(archive, None):
+            assert isinstance(item, StoredLo)
+            yield item
+    else:
+        yield from _directory_los(archive)
+
+
+def iter_sizes(
+    archive: Archive, known: list[BlobsEntry] | None = None
+) -> Iterator[tuple[int, int, int]]:
+    """The fast form of iter_stored: (oid, stored size, BLOBS dump id) per LO.
+
+    ``known`` are the archive's BLOBS entries when a caller already has them (saves a
+    pass over the TOC)."""
+    if archive.kind == "custom":
+        for item in _custom_los(archive, None, tuples=True, known=known):
+            assert isinstance(item, tuple)
+            yield item
+    else:
+        for lo in _directory_los(archive, known):
+            yield (lo.oid, lo.size, lo.blobs_id)
+
+
+def read_lo(archive: Archive, oid: int) -> Iterator[bytes]:
+    """The bytes of LO ``oid``, decompressed, in pieces; empty iterator if absent (the
+    caller checks presence through find_lo)."""
+    algorithm = archive.header.compression
+    if archive.kind == "custom":
+        d = decompressor(algorithm)
+        where = f"{archive.name}: large object {oid}"
+        try:
+            for item in _custom_los(archive, oid):
+                if isinstance(item, bytes):
+                    yield d.feed(item)
+                elif isinstance(item, StoredLo) and item.oid == oid:
+                    yield d.finish()
+                    return
+        except DECOMPRESS_ERRORS as e:
+            raise corrupt(where, e) from e
+        return
+    for lo in _directory_los(archive):
+        if lo.oid != oid:
+            continue
+        assert lo.member is not None
+        whole = lo.member.endswith(SUFFIXES.get(algorithm) or "\0")
+        d = decompressor(algorithm if whole else "none", whole_file=True)
+        where = f"{archive.name}: {lo.member}"
+        try:
+            with archive.open_member(lo.member) as f:
+                while chunk := f.read(1 << 20):
+                    yield d.feed(chunk)
+            yield d.finish()
+        except DECOMPRESS_ERRORS as e:
+            raise corrupt(where, e) from e
+        return
+
+
+def find_lo(archive: Archive, oid: int) -> StoredLo | None:
+    """Where LO ``oid`` is stored, or None."""
+    return next((lo for lo in iter_stored(archive) if lo.oid == oid), None)

@@ -1,0 +1,245 @@
+"""Large-object views of an archive: which LOs, their owners, ACLs, comments and sizes.
+
+OIDs come from the entries, never from tag ranges: one ``BLOB`` entry per LO up to 1.15
+(its catalog oid), and from 1.16 the OID list (one per line) in each ``BLOB METADATA``
+entry's definition; a metadata tag ``first..last`` can span OIDs of other groups.
+Memory stays proportional to the exceptions (LOs with a non-default owner, an ACL or a
+comment), not to the LO count, so a million-LO archive is listed in constant memory.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from pgblobdump.errors import NotFound
+from pgblobdump.toc import blobs, listing
+from pgblobdump.toc.entry import SECTION_NONE, SECTION_PRE_DATA
+from pgblobdump.toc.header import K_VERS_1_16
+from pgblobdump.toc.reader import Archive
+
+_LO_TAG = re.compile(rb"LARGE OBJECTS? (\d+)(?:\.\.(\d+))?\Z")
+_COMMENT = re.compile(r"\ACOMMENT ON LARGE OBJECT \d+ IS (E?)'(.*)';\s*\Z", re.S)
+
+
+def comment_text(defn: str) -> str | None:
+    """The comment of a ``COMMENT ON LARGE OBJECT n IS '...';`` statement, unquoted."""
+    m = _COMMENT.match(defn)
+    if m is None:
+        return None
+    body = m.group(2).replace("''", "'")
+    if m.group(1):  # E'' string: backslash escapes, as pg_dump writes them with std_strings off
+        body = body.encode("latin-1", "backslashreplace").decode("unicode_escape")
+    return body
+
+
+def statements(defn: str | None) -> tuple[str, ...]:
+    """The non-empty lines of an entry definition (ACL entries: one GRANT/REVOKE a line)."""
+    return tuple(line for line in (defn or "").splitlines() if line.strip())
+
+
+@dataclass(frozen=True)
+class LargeObject:
+    """One LO of an archive.
+
+    ``owner`` is the owner pg_dump recorded (the entry owner); ``acl`` the GRANT/REVOKE
+    statements that restore its privileges, empty for default privileges; ``comment`` the
+    comment text or None; ``size`` the stored (compressed, if the archive is) byte count,
+    None when the archive has no data for it (``--schema-only``); ``group`` the dump id of
+    the entry that created it (BLOB up to 1.15, BLOB METADATA from 1.16).
+    """
+
+    oid: int
+    owner: str | None
+    acl: tuple[str, ...]
+    comment: str | None
+    size: int | None
+    group: int
+
+
+@dataclass
+class LoCatalog:
+    """What one pass over the TOC learns about LOs, in memory proportional to exceptions."""
+
+    count: int = 0
+    groups: int = 0
+    default_owner: str | None = None
+    owners: dict[str, int] = field(default_factory=dict)  # owner -> LO count
+    owner_of: dict[int, str | None] = field(default_factory=dict)  # non-default owners
+    acl_of: dict[int, tuple[str, ...]] = field(default_factory=dict)  # by oid (<= 1.15)
+    group_acl: dict[int, tuple[str, ...]] = field(default_factory=dict)  # by metadata id
+    comment_of: dict[int, str | None] = field(default_factory=dict)
+    security_labels: int = 0
+    desc_counts: dict[bytes, int] = field(default_factory=dict)  # every entry, by desc
+    blobs: list[blobs.BlobsEntry] = field(default_factory=list)  # the BLOBS entries
+    listed: int = 0  # entries `pg_restore -l` prints
+    # 1.16: metadata dump id -> (owner, OIDs); at most a few thousand groups of 1000
+    metadata: dict[int, tuple[str | None, bytes]] = field(default_factory=dict)
+
+
+def catalog(archive: Archive) -> LoCatalog:
+    """One streaming pass over the TOC collecting the LO metadata."""
+    cat = LoCatalog()
+    new_style = archive.header.version >= K_VERS_1_16
+    owners = cat.owners
+    owner_cache: dict[bytes | None, str | None] = {}
+    first_owner: bytes | bool | None = False
+    lo_tag = _LO_TAG.match
+    counts = cat.desc_counts
+    required = listing.required
+    current = SECTION_PRE_DATA
+    listed = 0
+    desc_text: dict[bytes | None, str] = {}
+    valid_sections = (2, 3, 4)
+    for raw in archive.iter_raw():
+        desc = raw[5]
+        if desc == b"BLOB" and raw[6] in valid_sections:
+            # The hot case of a pre-17 archive (one entry per LO): pg_restore -l prints
+            # every BLOB entry, so skip the general filter below.
+            counts[desc] = counts.get(desc, 0) + 1
+            current = raw[6]
+            listed += 1
+            owner_b = raw[14]
+            if first_owner is False:
+                first_owner = owner_b
+            owner = owner_cache.get(owner_b)
+            if owner is None:
+                owner = owner_cache[owner_b] = (
+                    None if owner_b is None else owner_b.decode("utf-8", "replace")
+                )
+            owners[owner or ""] = owners.get(owner or "", 0) + 1
+            cat.count += 1
+            if owner_b != first_owner:
+                cat.owner_of[blobs_oid(raw)] = owner
+            continue
+        counts[desc or b""] = counts.get(desc or b"", 0) + 1
+        # PrintTOCSummary's filter, inlined here so the summary needs one pass only
+        if raw[6] != SECTION_NONE:
+            current = raw[6]
+        d = desc_text.get(desc)
+        if d is None:
+            d = desc_text[desc] = (desc or b"").decode("utf-8", "replace")
+        defn_b = raw[7]
+        defn = None if not defn_b else defn_b[:32].decode("utf-8", "replace")
+        tag_b = raw[4]
+        tag = None if tag_b is None else tag_b[:16].decode("utf-8", "replace")
+        if required(d, tag, defn, bool(raw[1]), current) & 3:
+            listed += 1
+        if desc == b"BLOB":  # a BLOB in an impossible section
+            owner_b = raw[14]
+            if first_owner is False:
+                first_owner = owner_b
+            owner = owner_cache.get(owner_b)
+            if owner is None:
+                owner = owner_cache[owner_b] = (
+                    None if owner_b is None else owner_b.decode("utf-8", "replace")
+                )
+            owners[owner or ""] = owners.get(owner or "", 0) + 1
+            cat.count += 1
+            if owner_b != first_owner:
+                cat.owner_of[blobs_oid(raw)] = owner
+        elif desc == b"BLOBS":
+            cat.blobs.append(blobs.blobs_entry(raw))
+        elif desc == b"BLOB METADATA":
+            owner = None if raw[14] is None else raw[14].decode("utf-8", "replace")
+            oids = raw[7] or b""
+            n = oids.count(b"\n") + (0 if oids.endswith(b"\n") or not oids else 1)
+            cat.metadata[raw[0]] = (owner, oids)
+            owners[owner or ""] = owners.get(owner or "", 0) + n
+            cat.count += n
+            cat.groups += 1
+        elif desc in (b"ACL", b"COMMENT", b"SECURITY LABEL") and raw[4] is not None:
+            m = lo_tag(raw[4])
+            if m is None:
+                continue
+            defn = None if raw[7] is None else raw[7].decode("utf-8", "replace")
+            if desc == b"SECURITY LABEL":
+                cat.security_labels += 1
+            elif desc == b"COMMENT":
+                cat.comment_of[int(m.group(1))] = comment_text(defn or "")
+            elif new_style:
+                for dep in raw[15]:
+                    if dep in cat.metadata:
+                        cat.group_acl[dep] = statements(defn)
+            else:
+                cat.acl_of[int(m.group(1))] = statements(defn)
+    cat.listed = listed
+    if not new_style:
+        cat.groups = 1 if cat.count else 0
+        if isinstance(first_owner, bytes):
+            cat.default_owner = first_owner.decode("utf-8", "replace")
+    return cat
+
+
+def blobs_oid(raw: tuple[object, ...]) -> int:
+    """The OID of a BLOB entry: its catalog oid (the tag holds the same number)."""
+    value = raw[3] if isinstance(raw[3], bytes) and raw[3] else raw[4]
+    assert isinstance(value, bytes)
+    return int(value)
+
+
+def _parse_oids(text: bytes) -> Iterator[int]:
+    for line in text.split(b"\n"):
+        if line.strip():
+            yield int(line)
+
+
+def iter_los(archive: Archive, with_sizes: bool = True) -> Iterator[LargeObject]:
+    """Every LO in the archive: LOs with data in data order, then LOs without data."""
+    cat = catalog(archive)
+    yield from _rows(archive, cat, with_sizes)
+
+
+def _rows(archive: Archive, cat: LoCatalog, with_sizes: bool) -> Iterator[LargeObject]:
+    new_style = archive.header.version >= K_VERS_1_16
+    empty: tuple[str, ...] = ()
+    if new_style:
+        meta_of_blobs: dict[int, int] = {}
+        for e in cat.blobs:
+            for dep in e.dependencies:
+                if dep in cat.metadata:
+                    meta_of_blobs[e.dump_id] = dep
+        done: set[int] = set()
+        if with_sizes:
+            for oid, size, blobs_id in blobs.iter_sizes(archive, cat.blobs):
+                meta = meta_of_blobs.get(blobs_id, 0)
+                done.add(meta)
+                owner = cat.metadata[meta][0] if meta in cat.metadata else None
+                yield LargeObject(
+                    oid, owner, cat.group_acl.get(meta, empty), cat.comment_of.get(oid),
+                    size, meta,
+                )  # fmt: skip
+        for meta, (owner, oids) in cat.metadata.items():
+            if meta in done:
+                continue
+            for oid in _parse_oids(oids):
+                yield LargeObject(
+                    oid, owner, cat.group_acl.get(meta, empty), cat.comment_of.get(oid),
+                    None, meta,
+                )  # fmt: skip
+        return
+    stored = blobs.iter_sizes(archive, cat.blobs) if with_sizes else iter(())
+    any_data = False
+    for oid, size, blobs_id in stored:
+        any_data = True
+        yield LargeObject(
+            oid, cat.owner_of.get(oid, cat.default_owner), cat.acl_of.get(oid, empty),
+            cat.comment_of.get(oid), size, blobs_id,
+        )  # fmt: skip
+    if any_data:
+        return
+    for raw in archive.iter_raw():
+        if raw[5] == b"BLOB":
+            oid = blobs_oid(raw)
+            yield LargeObject(
+                oid, cat.owner_of.get(oid, cat.default_owner), cat.acl_of.get(oid, empty),
+                cat.comment_of.get(oid), None, raw[0],
+            )  # fmt: skip
+
+
+def extract(archive: Archive, oid: int) -> Iterator[bytes]:
+    """LO ``oid``'s bytes as pg_dump read them from the server; NotFound if absent."""
+    if blobs.find_lo(archive, oid) is None:
+        raise NotFound(f"{archive.name}: no large object with OID {oid} in this archive")
+    return blobs.read_lo(archive, oid)
