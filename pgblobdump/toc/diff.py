@@ -126,8 +126,8 @@ def diff(a: Archive, b: Archive) -> list[DiffLine]:
         elif key not in sa.objects:
             out.append(DiffLine("+", desc, name, f"owner {sb.objects[key][0]}"))
         elif sa.objects[key] != sb.objects[key]:
-            (oa, da), (ob, db) = sa.objects[key], sb.objects[key]
-            what = [f"owner {oa} -> {ob}"] if oa != ob else []
+            (own_a, da), (own_b, db) = sa.objects[key], sb.objects[key]
+            what = [f"owner {own_a} -> {own_b}"] if own_a != own_b else []
             what += ["definition differs"] if da != db else []
             out.append(DiffLine("~", desc, name, "; ".join(what)))
     for lo_key in sorted(sa.lo_oids.keys() | sb.lo_oids.keys()):
