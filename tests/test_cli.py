@@ -1,0 +1,143 @@
+"""The command line as a user meets it: real servers, bad input gives one-line errors."""
+
+from __future__ import annotations
+
+import json
+
+import psycopg
+import pytest
+from click.testing import CliRunner, Result
+
+from pgblobdump.cli import cli
+from pgblobdump.pg.cluster import EmbeddedCluster
+from tests.conftest import NewDb
+
+
+def run(*args: str) -> Result:
+    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+
+
+def assert_one_line_error(result: Result, code: int, fragment: str) -> None:
+    assert result.exit_code == code, (result.exit_code, result.output, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("Error: ") and fragment in lines[0], lines[0]
+    assert "Traceback" not in result.output
+
+
+def test_doctor_finds_16_17_18() -> None:
+    result = run("doctor", "--json")
+    assert result.exit_code == 0, result.stderr
+    report = json.loads(result.stdout)
+    majors = {i["major"] for i in report["installs"] if i["server"] and i["client"]}
+    assert {16, 17, 18} <= majors
+    assert report["missing"] == []
+
+
+def test_generate_reports_rates_as_json(pg16: EmbeddedCluster, new_db: NewDb) -> None:
+    db = new_db(pg16)
+    result = run("generate", "-d", db, "-n", "2k", "--size", "4KiB", "--table", "docs",
+                 "--owners", "2", "--grants", "0.1", "--comments", "0.01", "--json")  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert out["count"] == 2000 and out["total_bytes"] == 2000 * 4096
+    assert out["grants"] == 200 and out["comments"] == 20
+    assert out["table"] == "docs" and len(out["owners"]) == 2
+
+
+def test_connection_options_like_psql(pg16: EmbeddedCluster, new_db: NewDb) -> None:
+    db = new_db(pg16)
+    info = pg16.status()
+    name = db.split("dbname=")[1]
+    result = run("generate", "-h", str(info.socket_dir), "-p", str(info.port), "-U", "postgres",
+                 "-d", name, "-n", "10", "--json")  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    with psycopg.connect(db) as conn:
+        assert conn.execute("SELECT count(*) FROM pg_largeobject_metadata").fetchone() == (10,)
+
+
+def test_pg_environment_variables(
+    pg16: EmbeddedCluster, new_db: NewDb, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = new_db(pg16)
+    info = pg16.status()
+    monkeypatch.setenv("PGHOST", str(info.socket_dir))
+    monkeypatch.setenv("PGPORT", str(info.port))
+    monkeypatch.setenv("PGUSER", "postgres")
+    monkeypatch.setenv("PGDATABASE", db.split("dbname=")[1])
+    assert run("generate", "-n", "5", "--json").exit_code == 0
+    with psycopg.connect(db) as conn:
+        assert conn.execute("SELECT count(*) FROM pg_largeobject_metadata").fetchone() == (5,)
+
+
+def test_bad_connection_string() -> None:
+    assert_one_line_error(run("generate", "-d", "hostx=nowhere", "-n", "1"), 2,
+                          "invalid connection string")  # fmt: skip
+
+
+def test_unreachable_server() -> None:
+    assert_one_line_error(run("generate", "-h", "127.0.0.1", "-p", "1", "-n", "1"), 3,
+                          "cannot connect to database")  # fmt: skip
+
+
+def test_unknown_major() -> None:
+    assert_one_line_error(run("generate", "--embedded", "99", "-n", "1"), 2,
+                          "unknown PostgreSQL major version 99")  # fmt: skip
+    assert_one_line_error(run("server", "start", "--major", "99"), 2, "unknown PostgreSQL major")
+
+
+@pytest.mark.parametrize(
+    ("count", "fragment"),
+    [("-5", "not a whole number"), ("5G", "more LOs than a database can hold"),
+     ("many", "not a whole number")],
+)  # fmt: skip
+def test_negative_or_absurd_count(count: str, fragment: str) -> None:
+    assert_one_line_error(run("generate", "-d", "dbname=x", "-n", count), 2, fragment)
+
+
+def test_bad_size() -> None:
+    assert_one_line_error(run("generate", "-d", "dbname=x", "--size", "4XB"), 2,
+                          "--size '4XB' is not a size")  # fmt: skip
+
+
+def test_existing_owning_table(pg16: EmbeddedCluster, new_db: NewDb) -> None:
+    db = new_db(pg16)
+    with psycopg.connect(db, autocommit=True) as conn:
+        conn.execute("CREATE TABLE docs (x int)")
+    assert_one_line_error(run("generate", "-d", db, "--table", "docs", "-n", "5"), 4,
+                          "table docs already exists")  # fmt: skip
+    with psycopg.connect(db) as conn:
+        assert conn.execute("SELECT count(*) FROM pg_largeobject_metadata").fetchone() == (0,)
+
+
+def test_existing_oid(pg16: EmbeddedCluster, new_db: NewDb) -> None:
+    db = new_db(pg16)
+    with psycopg.connect(db, autocommit=True) as conn:
+        conn.execute("SELECT lo_create(3000000005)")
+    assert_one_line_error(
+        run("generate", "-d", db, "--start-oid", "3000000000", "-n", "10"), 4,
+        "already exist in OIDs 3000000000..3000000009",
+    )  # fmt: skip
+
+
+def test_server_start_status_stop(tmp_path_factory: pytest.TempPathFactory,
+                                  monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    import tempfile
+    from pathlib import Path
+
+    home = Path(tempfile.mkdtemp(prefix="pgbd-home-"))
+    home.chmod(0o755)
+    monkeypatch.setenv("PGBLOBDUMP_HOME", str(home))
+    started = run("server", "start", "--major", "17")
+    assert started.exit_code == 0, started.stderr
+    conninfo = started.stdout.strip()
+    try:
+        with psycopg.connect(conninfo) as conn:
+            assert conn.execute("SHOW server_version_num").fetchone()[0].startswith("17")  # type: ignore[index]
+        status = json.loads(run("server", "status", "--json").stdout)
+        assert [(s["version"][:2], s["running"]) for s in status] == [("17", True)]
+    finally:
+        stopped = run("server", "stop", "--major", "17", "--remove")
+    assert stopped.exit_code == 0, stopped.stderr
+    assert not (home / "pg17").exists()
+    assert_one_line_error(run("server", "stop", "--major", "17"), 8, "no cluster in")

@@ -1,0 +1,122 @@
+"""generate against real servers: counts, sizes, owners, ACLs, comments, OIDs, failures."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+from pgblobdump.errors import DatabaseError
+from pgblobdump.generate import Content, GenerateSpec, SizeSpec, generate
+from pgblobdump.generate import generator as gen
+from pgblobdump.pg.cluster import EmbeddedCluster
+from tests.conftest import NewDb
+
+
+def _one(conninfo: str, query: str) -> object:
+    with psycopg.connect(conninfo) as conn:
+        row = conn.execute(query).fetchone()
+        assert row is not None
+        return row[0]
+
+
+def test_empty_los_seed_style(pg16: EmbeddedCluster, new_db: NewDb) -> None:
+    db = new_db(pg16)
+    r = generate(db, GenerateSpec(25_000))
+    assert r.count == 25_000 and r.total_bytes == 0
+    assert _one(db, "SELECT count(*) FROM pg_largeobject_metadata") == 25_000
+    assert _one(db, "SELECT count(*) FROM pg_largeobject") == 0
+
+
+def test_everything_at_once(pg17: EmbeddedCluster, new_db: NewDb) -> None:
+    db = new_db(pg17)
+    spec = GenerateSpec(
+        3000, SizeSpec(100, 5000), Content.TEXT, table="docs", owners=3,
+        grant_fraction=0.2, comment_fraction=0.05, start_oid=3_000_000_000, seed=7,
+    )  # fmt: skip
+    r = generate(db, spec)
+    assert (r.first_oid, r.last_oid) == (3_000_000_000, 3_000_002_999)
+    with psycopg.connect(db) as conn:
+        owners = dict(conn.execute(
+            "SELECT lomowner::regrole::text, count(*) FROM pg_largeobject_metadata GROUP BY 1"
+        ).fetchall())  # fmt: skip
+        assert set(owners) == {"pgbd_owner_1", "pgbd_owner_2", "pgbd_owner_3"}
+        assert sum(owners.values()) == 3000
+        acl = conn.execute(
+            "SELECT count(*) FROM pg_largeobject_metadata WHERE lomacl IS NOT NULL"
+        ).fetchone()
+        assert acl == (600,)
+        comments = conn.execute(
+            "SELECT count(*) FROM pg_description WHERE classoid = 'pg_largeobject'::regclass"
+        ).fetchone()
+        assert comments == (150,)
+        # The table points at each LO and records its true size.
+        bad = conn.execute(
+            "SELECT count(*) FROM docs WHERE size <> length(lo_get(lo))"
+            " OR size NOT BETWEEN 100 AND 5000"
+        ).fetchone()
+        assert bad == (0,)
+        assert conn.execute("SELECT count(DISTINCT lo) FROM docs").fetchone() == (3000,)
+        assert r.total_bytes == conn.execute("SELECT sum(size) FROM docs").fetchone()[0]  # type: ignore[index]
+
+
+def test_same_seed_same_bytes(pg16: EmbeddedCluster, new_db: NewDb) -> None:
+    spec = GenerateSpec(200, SizeSpec(1, 9000), Content.RANDOM, seed=42, start_oid=5000)
+    digests = []
+    for _ in range(2):
+        db = new_db(pg16)
+        generate(db, spec)
+        digests.append(_one(db, "SELECT md5(string_agg(md5(lo_get(oid)), '' ORDER BY oid))"
+                                " FROM pg_largeobject_metadata"))  # fmt: skip
+    assert digests[0] == digests[1]
+
+
+def test_many_grants_at_default_lock_settings(pg16: EmbeddedCluster, new_db: NewDb) -> None:
+    db = new_db(pg16)
+    assert _one(db, "SHOW max_locks_per_transaction") == "64"
+    # 20,000 per-LO ACL changes in one transaction would overflow the lock table.
+    generate(db, GenerateSpec(20_000, SizeSpec(1, 1), owners=2, grant_fraction=1.0))
+    assert _one(db, "SELECT count(lomacl) FROM pg_largeobject_metadata") == 20_000
+
+
+def test_existing_oid_is_refused_and_nothing_is_made(pg16: EmbeddedCluster, new_db: NewDb) -> None:
+    db = new_db(pg16)
+    _one(db, "SELECT lo_create(1500)")
+    with pytest.raises(DatabaseError, match=r"1 large objects already exist in OIDs 1000\.\.2999"):
+        generate(db, GenerateSpec(2000, start_oid=1000))
+    assert _one(db, "SELECT count(*) FROM pg_largeobject_metadata") == 1
+
+
+def test_existing_table_is_refused(pg16: EmbeddedCluster, new_db: NewDb) -> None:
+    db = new_db(pg16)
+    with psycopg.connect(db, autocommit=True) as conn:
+        conn.execute("CREATE TABLE docs (x int)")
+    with pytest.raises(DatabaseError, match="table docs already exists"):
+        generate(db, GenerateSpec(10, table="docs"))
+    assert _one(db, "SELECT count(*) FROM pg_largeobject_metadata") == 0
+
+
+def test_failure_midway_removes_what_was_made(
+    pg16: EmbeddedCluster, new_db: NewDb, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = new_db(pg16)
+    real = gen._Run._decorate
+    calls = []
+
+    def fail_on_third(self: gen._Run, oids: list[int], datas: list[bytes]) -> None:
+        calls.append(1)
+        if len(calls) == 3:
+            self.conn.execute("SELECT 1/0")
+        real(self, oids, datas)
+
+    monkeypatch.setattr(gen._Run, "_decorate", fail_on_third)
+    with pytest.raises(DatabaseError, match="division by zero; removed the 2,000 LOs and table t"):
+        generate(db, GenerateSpec(5000, SizeSpec(10, 10), table="t"))
+    assert _one(db, "SELECT count(*) FROM pg_largeobject_metadata") == 0
+    assert _one(db, "SELECT to_regclass('t')") is None
+
+
+@pytest.mark.slow
+def test_a_million_empty_los(pg16: EmbeddedCluster, new_db: NewDb) -> None:
+    db = new_db(pg16)
+    assert generate(db, GenerateSpec(1_000_000)).count == 1_000_000
+    assert _one(db, "SELECT count(*) FROM pg_largeobject_metadata") == 1_000_000
