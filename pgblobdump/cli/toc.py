@@ -1,0 +1,279 @@
+"""``pgblobdump toc``: read pg_dump archives natively (no server, no pg_restore)."""
+
+from __future__ import annotations
+
+import csv
+import functools
+import json
+import os
+import sys
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import click
+
+from pgblobdump.cli.options import output_options
+from pgblobdump.cli.output import Format, emit
+from pgblobdump.errors import UsageError
+from pgblobdump.report import Column, Table
+from pgblobdump.toc import diff as toc_diff
+from pgblobdump.toc import listing, los, summary
+from pgblobdump.toc.reader import open_archive
+
+ARCHIVE = click.argument("archive", type=click.Path(path_type=Path))
+
+
+def _write_json_stream(records: Iterable[dict[str, Any]]) -> None:
+    """A JSON array written row by row, so a million rows never sit in memory."""
+    out = sys.stdout
+    first = True
+    out.write("[")
+    for rec in records:
+        out.write("\n  " if first else ",\n  ")
+        out.write(json.dumps(rec, ensure_ascii=False))
+        first = False
+    out.write("\n]\n" if not first else "]\n")
+
+
+def _write_rows(fmt: Format, columns: list[str], records: Iterator[dict[str, Any]]) -> None:
+    """Stream ``records`` as JSON, CSV, Markdown or plain aligned text."""
+    if fmt is Format.JSON:
+        _write_json_stream(records)
+        return
+    if fmt is Format.CSV:
+        w = csv.writer(sys.stdout, lineterminator="\n")
+        w.writerow(columns)
+        for rec in records:
+            w.writerow(["" if rec[c] is None else _cell(rec[c]) for c in columns])
+        return
+    if fmt is Format.MARKDOWN:
+        sys.stdout.write("| " + " | ".join(columns) + " |\n")
+        sys.stdout.write("|" + "|".join("---" for _ in columns) + "|\n")
+        for rec in records:
+            cells = (_cell(rec[c]).replace("|", "\\|").replace("\n", " ") for c in columns)
+            sys.stdout.write("| " + " | ".join(cells) + " |\n")
+        return
+    sys.stdout.write("\t".join(columns) + "\n")
+    for rec in records:
+        sys.stdout.write("\t".join(_cell(rec[c]).replace("\n", " ") for c in columns) + "\n")
+
+
+def _quiet_pipe(f: Any) -> Any:
+    """Stop quietly when the reader of stdout goes away (``| head``), as cat does."""
+
+    @functools.wraps(f)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return f(*args, **kwargs)
+        except BrokenPipeError:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
+            return None
+
+    return wrapper
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, list | tuple):
+        return "; ".join(str(v) for v in value)
+    return str(value)
+
+
+@click.group()
+def toc() -> None:
+    """Read pg_dump custom and directory archives without a server or pg_restore.
+
+    ARCHIVE is a custom-format file (pg_dump -Fc), a directory (pg_dump -Fd) or its
+    toc.dat, or a tar archive (pg_dump -Ft). Archive versions 1.12 to 1.16
+    (PostgreSQL 9.0 to 18), compressed with none, gzip, lz4 or zstd.
+
+    Example: pgblobdump toc summary db.dump
+    """
+
+
+@toc.command()
+@ARCHIVE
+@click.option("--all", "show_all", is_flag=True, help="Also entries pg_restore -l hides.")
+@click.option("--no-header", is_flag=True, help="Omit the ';' comment header.")
+@output_options
+@_quiet_pipe
+def show(archive: Path, show_all: bool, no_header: bool, fmt: Format) -> None:
+    """List the TOC entries like `pg_restore -l` (same entry lines, same header).
+
+    Without --all, prints exactly the entries pg_restore -l prints (ENCODING,
+    STDSTRINGS, SEARCHPATH and DATABASE entries are hidden, as there). With --json,
+    one object per entry with its section and dependencies.
+
+    Example: pgblobdump toc show db.dump > db.list
+    """
+    with open_archive(archive) as a:
+        entries = a.iter_entries()
+        flags = listing.listed((e.desc, e.tag, e.defn, e.had_dumper, e.section) for e in entries)
+        pairs = zip(a.iter_entries(), flags, strict=False)
+        chosen = (e for e, keep in pairs if keep or show_all)
+        if fmt is Format.TABLE:
+            out = sys.stdout
+            if not no_header:
+                out.write("\n".join(listing.format_header(a.header, a.kind)) + "\n")
+            for e in chosen:
+                out.write(
+                    listing.format_line(
+                        e.dump_id, e.tableoid, e.oid, e.desc, e.namespace, e.tag, e.owner
+                    )
+                    + "\n"
+                )
+            return
+        cols = ["dump_id", "tableoid", "oid", "desc", "namespace", "tag", "owner", "section",
+                "dependencies"]  # fmt: skip
+        _write_rows(
+            fmt,
+            cols,
+            (
+                {
+                    "dump_id": e.dump_id,
+                    "tableoid": e.tableoid,
+                    "oid": e.oid,
+                    "desc": e.desc,
+                    "namespace": e.namespace,
+                    "tag": e.tag,
+                    "owner": e.owner,
+                    "section": e.section_name,
+                    "dependencies": list(e.dependencies),
+                }
+                for e in chosen
+            ),
+        )
+
+
+def _summary_table(s: summary.Summary) -> Table:
+    owners = ", ".join(f"{k or '-'} {v:,}" for k, v in s.lo_owners.items())
+    rows: list[dict[str, Any]] = [
+        {"field": "archive", "value": s.path},
+        {"field": "format", "value": s.format},
+        {"field": "archive version", "value": s.version},
+        {"field": "compression", "value": s.compression},
+        {"field": "created", "value": s.created},
+        {"field": "database", "value": s.dbname},
+        {"field": "server version", "value": s.server_version},
+        {"field": "pg_dump version", "value": s.pg_dump_version},
+        {"field": "TOC entries", "value": f"{s.toc_entries:,} ({s.listed:,} listed)"},
+        {"field": "large objects", "value": f"{s.lo_count:,} in {s.lo_groups:,} groups"},
+        {"field": "LO owners", "value": owners},
+        {"field": "LOs with ACL/comment", "value": f"{s.los_with_acl:,}/{s.los_with_comment:,}"},
+        {"field": "LO data stored", "value": "not measured" if s.lo_data_bytes is None
+         else f"{s.lo_data_bytes:,} bytes for {s.los_with_data:,} LOs"},
+        {"field": "archive size", "value": f"{s.archive_bytes:,} bytes"},
+    ]  # fmt: skip
+    rows += [{"field": f"  {k}", "value": f"{v:,}"} for k, v in s.entries_by_type.items()]
+    return Table([Column("field"), Column("value")], rows, title="Archive summary")
+
+
+@toc.command(name="summary")
+@ARCHIVE
+@click.option("--no-data", is_flag=True, help="Skip the walk over LO data (no sizes).")
+@output_options
+@_quiet_pipe
+def summary_cmd(archive: Path, no_data: bool, fmt: Format) -> None:
+    """Archive version, format, compression, versions, entry counts, LOs and sizes.
+
+    Reads the TOC once, keeping counters only, then walks the LO data blocks (or
+    the blobs list files of a directory archive) to total the stored LO bytes.
+
+    Example: pgblobdump toc summary db.dump --json
+    """
+    with open_archive(archive) as a:
+        s = summary.summarize(a, with_data=not no_data)
+    emit(_summary_table(s), fmt, json_value=s)
+
+
+@toc.command(name="los")
+@ARCHIVE
+@click.option("--no-sizes", is_flag=True, help="Do not read LO data (no size column).")
+@output_options
+@_quiet_pipe
+def los_cmd(archive: Path, no_sizes: bool, fmt: Format) -> None:
+    """The large objects in an archive: OID, owner, stored size, ACL, comment.
+
+    OIDs come from BLOB entries (up to 1.15) or the BLOB METADATA OID lists (1.16).
+    Size is the stored byte count (compressed when the archive is). Rows stream;
+    use --json or --csv for a million LOs.
+
+    Example: pgblobdump toc los db.dump --csv > los.csv
+    """
+    with open_archive(archive) as a:
+        rows = (
+            {
+                "oid": lo.oid,
+                "owner": lo.owner,
+                "size": lo.size,
+                "acl": list(lo.acl),
+                "comment": lo.comment,
+            }
+            for lo in los.iter_los(a, with_sizes=not no_sizes)
+        )
+        _write_rows(fmt, ["oid", "owner", "size", "acl", "comment"], rows)
+
+
+@toc.command()
+@click.argument("a", type=click.Path(path_type=Path))
+@click.argument("b", type=click.Path(path_type=Path))
+@output_options
+@_quiet_pipe
+def diff(a: Path, b: Path, fmt: Format) -> None:
+    """Entry-level differences from archive A to archive B.
+
+    Entries match by type, schema and name; per-LO entries are grouped by type and
+    owner into OID ranges, so archives of a million LOs differ in a few lines. Lines
+    start with '-' (only in A), '+' (only in B), '~' (changed) or '=' (LO verdict).
+
+    Example: pgblobdump toc diff pg16.dump pg17.dump
+    """
+    with open_archive(a) as arch_a, open_archive(b) as arch_b:
+        lines = toc_diff.diff(arch_a, arch_b)
+    if fmt is Format.TABLE:
+        for line in lines:
+            sys.stdout.write(line.format() + "\n")
+        return
+    table = Table(
+        [Column("change"), Column("desc"), Column("what"), Column("detail")],
+        [{"change": x.change, "desc": x.desc, "what": x.what, "detail": x.detail} for x in lines],
+    )
+    emit(table, fmt)
+
+
+@toc.command()
+@ARCHIVE
+@click.argument("oid", type=int)
+@click.option("-o", "--output", type=click.Path(path_type=Path, dir_okay=False),
+              help="Write to FILE instead of stdout.")  # fmt: skip
+@_quiet_pipe
+def extract(archive: Path, oid: int, output: Path | None) -> None:
+    """Write one large object's bytes, decompressed, to stdout or FILE.
+
+    The bytes are those pg_dump read from the server (lo_get), found by OID in the
+    custom-format data blocks or the directory's blob_<oid>.dat[.gz|.lz4|.zst] file.
+
+    Example: pgblobdump toc extract db.dump 16401 -o picture.png
+    """
+    if not 0 < oid <= 0xFFFFFFFF:
+        raise UsageError(f"OID {oid} is out of range (1 to 4294967295)")
+    with open_archive(archive) as a:
+        pieces = los.extract(a, oid)
+        if output is None:
+            out = sys.stdout.buffer
+            for piece in pieces:
+                out.write(piece)
+            out.flush()
+            return
+        tmp = output.with_name(output.name + ".part")
+        try:
+            with tmp.open("wb") as f:
+                for piece in pieces:
+                    f.write(piece)
+            tmp.replace(output)
+        finally:
+            tmp.unlink(missing_ok=True)
