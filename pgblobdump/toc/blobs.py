@@ -201,7 +201,16 @@ def _directory_los(archive: Archive, known: list[BlobsEntry] | None = None) -> I
     for e in blobs_entries(archive) if known is None else known:
         if not e.filename:
             continue
-        with archive.open_member(e.filename) as f:
+        list_name = e.filename
+        if archive.kind == "tar":
+            # pg_backup_tar.c names the entry "<id>.dat" but writes the LO list as a
+            # member of its own: blobs.toc (1.15) or, by analogy, blobs_<id>.toc.
+            list_name = next(
+                (n for n in (f"blobs_{e.dump_id}.toc", "blobs.toc")
+                 if archive.member_size(n) is not None),
+                e.filename,
+            )  # fmt: skip
+        with archive.open_member(list_name) as f:
             listing = f.read()
         for number, line in enumerate(listing.splitlines(), 1):
             if not line.strip():

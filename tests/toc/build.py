@@ -86,6 +86,11 @@ class Built:
     def name(self) -> str:
         return f"pg{self.major}-{self.fmt}-{self.compression}" + ("-piped" if self.piped else "")
 
+    @property
+    def version(self) -> str:
+        """The archive version this pg_dump writes."""
+        return {15: "1.14-0", 16: "1.15-0"}.get(self.major, "1.16-0")
+
     def pg_restore_list(self) -> str:
         """``pg_restore -l`` of this archive by the same major's pg_restore."""
         out = subprocess.run(
@@ -142,10 +147,11 @@ def dump(
     """Run pg_dump ``major`` once and return what it wrote."""
     tc = toolchain.find(major)
     pg_dump = str(tc.tool("pg_dump"))
-    suffix = "" if fmt == "directory" else ".dump"
+    suffix = {"directory": "", "tar": ".tar"}.get(fmt, ".dump")
     name = f"pg{major}-{fmt}-{compression}{'-piped' if piped else ''}{suffix}"
     path = out_dir / name
-    args = [pg_dump, "-F", fmt[0], *compression_flag(major, compression), "-d", conninfo]
+    zflag = [] if fmt == "tar" else compression_flag(major, compression)
+    args = [pg_dump, "-F", fmt[0], *zflag, "-d", conninfo]
     if piped:
         with path.open("wb") as f:
             subprocess.run(args, stdout=f, check=True)
