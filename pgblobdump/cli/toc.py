@@ -205,17 +205,53 @@ def los_cmd(archive: Path, no_sizes: bool, fmt: Format) -> None:
     Example: pgblobdump toc los db.dump --csv > los.csv
     """
     with open_archive(archive) as a:
-        rows = (
-            {
-                "oid": lo.oid,
-                "owner": lo.owner,
-                "size": lo.size,
-                "acl": list(lo.acl),
-                "comment": lo.comment,
-            }
-            for lo in los.iter_los(a, with_sizes=not no_sizes)
+        rows = los.iter_rows(a, with_sizes=not no_sizes)
+        if fmt is Format.JSON:
+            _write_los_json(rows)
+            return
+        records = (
+            {"oid": oid, "owner": owner, "size": size, "acl": list(acl), "comment": comment}
+            for oid, owner, acl, comment, size, _group in rows
         )
-        _write_rows(fmt, ["oid", "owner", "size", "acl", "comment"], rows)
+        _write_rows(fmt, ["oid", "owner", "size", "acl", "comment"], records)
+
+
+def _write_los_json(rows: Iterable[los.LoRow]) -> None:
+    """The JSON array of `toc los`, encoded by hand: owners, ACLs and comments repeat, so
+    each distinct value is encoded once; rows go out in batches."""
+    enc: dict[Any, str] = {}
+
+    def js(value: Any) -> str:
+        key = (type(value), value)
+        text = enc.get(key)
+        if text is None:
+            text = enc[key] = json.dumps(list(value) if isinstance(value, tuple) else value,
+                                         ensure_ascii=False)  # fmt: skip
+        return text
+
+    out = sys.stdout
+    out.write("[")
+    batch: list[str] = []
+    sep = "\n  "
+    last_owner: object = object()
+    last_acl: object = object()
+    owner_js = acl_js = ""
+    dumps = json.dumps
+    for oid, owner, acl, comment, size, _group in rows:
+        if owner is not last_owner:  # rows of one group share these objects
+            last_owner, owner_js = owner, js(owner)
+        if acl is not last_acl:
+            last_acl, acl_js = acl, js(acl)
+        batch.append(
+            f'{sep}{{"oid": {oid}, "owner": {owner_js}, "size": {"null" if size is None else size}'
+            f', "acl": {acl_js}, "comment": '
+            f"{'null' if comment is None else dumps(comment, ensure_ascii=False)}}}"
+        )
+        sep = ",\n  "
+        if len(batch) >= 10_000:
+            out.write("".join(batch))
+            batch.clear()
+    out.write("".join(batch) + ("\n]\n" if sep != "\n  " else "]\n"))
 
 
 @toc.command()
