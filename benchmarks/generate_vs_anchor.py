@@ -106,13 +106,29 @@ def main() -> None:
         rows.append(
             (f"{lo4_big:,} x 4 KiB: the same over 2 conns", f"{a2:.2f}", "", f"{a2 / a1:.2f}")
         )
-        full = ["--size", "4KiB", "--table", "docs", "--owners", "3", "--grants", "0.1",
-                "--comments", "0.01"]  # fmt: skip
+        full = [
+            "--size",
+            "4KiB",
+            "--table",
+            "docs",
+            "--owners",
+            "3",
+            "--grants",
+            "0.1",
+            "--comments",
+            "0.01",
+        ]
         for n in (lo4_small, lo4_big):
             wall, rss = run_generate(fresh_db(c, f"gen_f{n}"), ["-n", str(n), *full])
             ratio = f"{wall / a1:.2f}" if n == lo4_big else ""
-            rows.append((f"{n:,} x 4 KiB + table, 3 owners, 10% ACL, 1% comments: generate",
-                         f"{wall:.2f}", f"{rss / 1024:.0f}", ratio))  # fmt: skip
+            rows.append(
+                (
+                    f"{n:,} x 4 KiB + table, 3 owners, 10% ACL, 1% comments: generate",
+                    f"{wall:.2f}",
+                    f"{rss / 1024:.0f}",
+                    ratio,
+                )
+            )
     print("| step | wall s | peak RSS MB | ratio to anchor |")
     print("|---|---:|---:|---:|")
     for r in rows:

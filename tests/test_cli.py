@@ -36,8 +36,24 @@ def test_doctor_finds_16_17_18() -> None:
 
 def test_generate_reports_rates_as_json(pg16: EmbeddedCluster, new_db: NewDb) -> None:
     db = new_db(pg16)
-    result = run("generate", "-d", db, "-n", "2k", "--size", "4KiB", "--table", "docs",
-                 "--owners", "2", "--grants", "0.1", "--comments", "0.01", "--json")  # fmt: skip
+    result = run(
+        "generate",
+        "-d",
+        db,
+        "-n",
+        "2k",
+        "--size",
+        "4KiB",
+        "--table",
+        "docs",
+        "--owners",
+        "2",
+        "--grants",
+        "0.1",
+        "--comments",
+        "0.01",
+        "--json",
+    )
     assert result.exit_code == 0, result.stderr
     out = json.loads(result.stdout)
     assert out["count"] == 2000 and out["total_bytes"] == 2000 * 4096
@@ -49,8 +65,20 @@ def test_connection_options_like_psql(pg16: EmbeddedCluster, new_db: NewDb) -> N
     db = new_db(pg16)
     info = pg16.status()
     name = db.split("dbname=")[1]
-    result = run("generate", "-h", str(info.socket_dir), "-p", str(info.port), "-U", "postgres",
-                 "-d", name, "-n", "10", "--json")  # fmt: skip
+    result = run(
+        "generate",
+        "-h",
+        str(info.socket_dir),
+        "-p",
+        str(info.port),
+        "-U",
+        "postgres",
+        "-d",
+        name,
+        "-n",
+        "10",
+        "--json",
+    )
     assert result.exit_code == 0, result.stderr
     with psycopg.connect(db) as conn:
         assert conn.execute("SELECT count(*) FROM pg_largeobject_metadata").fetchone() == (10,)
@@ -71,41 +99,49 @@ def test_pg_environment_variables(
 
 
 def test_bad_connection_string() -> None:
-    assert_one_line_error(run("generate", "-d", "hostx=nowhere", "-n", "1"), 2,
-                          "invalid connection string")  # fmt: skip
+    assert_one_line_error(
+        run("generate", "-d", "hostx=nowhere", "-n", "1"), 2, "invalid connection string"
+    )
 
 
 def test_unreachable_server() -> None:
-    assert_one_line_error(run("generate", "-h", "127.0.0.1", "-p", "1", "-n", "1"), 3,
-                          "cannot connect to database")  # fmt: skip
+    assert_one_line_error(
+        run("generate", "-h", "127.0.0.1", "-p", "1", "-n", "1"), 3, "cannot connect to database"
+    )
 
 
 def test_unknown_major() -> None:
-    assert_one_line_error(run("generate", "--embedded", "99", "-n", "1"), 2,
-                          "unknown PostgreSQL major version 99")  # fmt: skip
+    assert_one_line_error(
+        run("generate", "--embedded", "99", "-n", "1"), 2, "unknown PostgreSQL major version 99"
+    )
     assert_one_line_error(run("server", "start", "--major", "99"), 2, "unknown PostgreSQL major")
 
 
 @pytest.mark.parametrize(
     ("count", "fragment"),
-    [("-5", "not a whole number"), ("5G", "more LOs than a database can hold"),
-     ("many", "not a whole number")],
-)  # fmt: skip
+    [
+        ("-5", "not a whole number"),
+        ("5G", "more LOs than a database can hold"),
+        ("many", "not a whole number"),
+    ],
+)
 def test_negative_or_absurd_count(count: str, fragment: str) -> None:
     assert_one_line_error(run("generate", "-d", "dbname=x", "-n", count), 2, fragment)
 
 
 def test_bad_size() -> None:
-    assert_one_line_error(run("generate", "-d", "dbname=x", "--size", "4XB"), 2,
-                          "--size '4XB' is not a size")  # fmt: skip
+    assert_one_line_error(
+        run("generate", "-d", "dbname=x", "--size", "4XB"), 2, "--size '4XB' is not a size"
+    )
 
 
 def test_existing_owning_table(pg16: EmbeddedCluster, new_db: NewDb) -> None:
     db = new_db(pg16)
     with psycopg.connect(db, autocommit=True) as conn:
         conn.execute("CREATE TABLE docs (x int)")
-    assert_one_line_error(run("generate", "-d", db, "--table", "docs", "-n", "5"), 4,
-                          "table docs already exists")  # fmt: skip
+    assert_one_line_error(
+        run("generate", "-d", db, "--table", "docs", "-n", "5"), 4, "table docs already exists"
+    )
     with psycopg.connect(db) as conn:
         assert conn.execute("SELECT count(*) FROM pg_largeobject_metadata").fetchone() == (0,)
 
@@ -115,13 +151,15 @@ def test_existing_oid(pg16: EmbeddedCluster, new_db: NewDb) -> None:
     with psycopg.connect(db, autocommit=True) as conn:
         conn.execute("SELECT lo_create(3000000005)")
     assert_one_line_error(
-        run("generate", "-d", db, "--start-oid", "3000000000", "-n", "10"), 4,
+        run("generate", "-d", db, "--start-oid", "3000000000", "-n", "10"),
+        4,
         "already exist in OIDs 3000000000..3000000009",
-    )  # fmt: skip
+    )
 
 
-def test_server_start_status_stop(tmp_path_factory: pytest.TempPathFactory,
-                                  monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_server_start_status_stop(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import tempfile
     from pathlib import Path
 

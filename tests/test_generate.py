@@ -30,15 +30,24 @@ def test_empty_los_seed_style(pg16: EmbeddedCluster, new_db: NewDb) -> None:
 def test_everything_at_once(pg17: EmbeddedCluster, new_db: NewDb) -> None:
     db = new_db(pg17)
     spec = GenerateSpec(
-        3000, SizeSpec(100, 5000), Content.TEXT, table="docs", owners=3,
-        grant_fraction=0.2, comment_fraction=0.05, start_oid=3_000_000_000, seed=7,
-    )  # fmt: skip
+        3000,
+        SizeSpec(100, 5000),
+        Content.TEXT,
+        table="docs",
+        owners=3,
+        grant_fraction=0.2,
+        comment_fraction=0.05,
+        start_oid=3_000_000_000,
+        seed=7,
+    )
     r = generate(db, spec)
     assert (r.first_oid, r.last_oid) == (3_000_000_000, 3_000_002_999)
     with psycopg.connect(db) as conn:
-        owners = dict(conn.execute(
-            "SELECT lomowner::regrole::text, count(*) FROM pg_largeobject_metadata GROUP BY 1"
-        ).fetchall())  # fmt: skip
+        owners = dict(
+            conn.execute(
+                "SELECT lomowner::regrole::text, count(*) FROM pg_largeobject_metadata GROUP BY 1"
+            ).fetchall()
+        )
         assert set(owners) == {"pgbd_owner_1", "pgbd_owner_2", "pgbd_owner_3"}
         assert sum(owners.values()) == 3000
         acl = conn.execute(
@@ -65,8 +74,13 @@ def test_same_seed_same_bytes(pg16: EmbeddedCluster, new_db: NewDb) -> None:
     for _ in range(2):
         db = new_db(pg16)
         generate(db, spec)
-        digests.append(_one(db, "SELECT md5(string_agg(md5(lo_get(oid)), '' ORDER BY oid))"
-                                " FROM pg_largeobject_metadata"))  # fmt: skip
+        digests.append(
+            _one(
+                db,
+                "SELECT md5(string_agg(md5(lo_get(oid)), '' ORDER BY oid))"
+                " FROM pg_largeobject_metadata",
+            )
+        )
     assert digests[0] == digests[1]
 
 

@@ -25,8 +25,10 @@ def test_parse_size_rejects(text: str) -> None:
         parse_size(text)
 
 
-@pytest.mark.parametrize(("text", "expected"), [("1000", 1000), ("100k", 100_000), ("1M", 10**6),
-                                                ("1_000_000", 10**6), ("1.5M", 1_500_000)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("1000", 1000), ("100k", 100_000), ("1M", 10**6), ("1_000_000", 10**6), ("1.5M", 1_500_000)],
+)
 def test_parse_count(text: str, expected: int) -> None:
     assert parse_count(text) == expected
 

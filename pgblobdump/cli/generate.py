@@ -99,10 +99,20 @@ def _target(target: ConnectionTarget, embedded: int | None) -> Iterator[str]:
 )
 @output_options
 def generate(
-    target: ConnectionTarget, count: str, size: str, content: str, table: str | None,
-    owners: int, grant_fraction: float, comment_fraction: float, start_oid: int | None,
-    seed: int, embedded: int | None, no_cleanup: bool, fmt: Format,
-) -> None:  # fmt: skip
+    target: ConnectionTarget,
+    count: str,
+    size: str,
+    content: str,
+    table: str | None,
+    owners: int,
+    grant_fraction: float,
+    comment_fraction: float,
+    start_oid: int | None,
+    seed: int,
+    embedded: int | None,
+    no_cleanup: bool,
+    fmt: Format,
+) -> None:
     """Create many large objects fast, with sizes, content, owners, ACLs and comments.
 
     Empty LOs with nothing else go through the server's own fastest path
@@ -125,6 +135,7 @@ def generate(
         seed=seed,
     )
     with _target(target, embedded) as conninfo, progress_bar("creating LOs", spec.count) as update:
-        result = run(conninfo, spec, progress=lambda done, _bytes: update(done),
-                     cleanup=not no_cleanup)  # fmt: skip
+        result = run(
+            conninfo, spec, progress=lambda done, _bytes: update(done), cleanup=not no_cleanup
+        )
     emit(result_table(result), fmt, json_value=result)

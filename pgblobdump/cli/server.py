@@ -45,8 +45,9 @@ _name = click.option("--name", help="Cluster name (default: pg<major>).")
 _datadir_opt = click.option(
     "--datadir", type=click.Path(path_type=Path, file_okay=False), help="Data directory to use."
 )
-_major = click.option("--major", "-m", type=int, default=16, show_default=True,
-                      help="PostgreSQL major version.")  # fmt: skip
+_major = click.option(
+    "--major", "-m", type=int, default=16, show_default=True, help="PostgreSQL major version."
+)
 
 
 @server.command()
@@ -57,9 +58,13 @@ _major = click.option("--major", "-m", type=int, default=16, show_default=True,
 @click.option("--url", is_flag=True, help="Print a postgresql:// URL (TCP) instead of a conninfo.")
 @pg_bin_option
 def start(
-    major: int, name: str | None, datadir: Path | None, port: int | None, url: bool,
+    major: int,
+    name: str | None,
+    datadir: Path | None,
+    port: int | None,
+    url: bool,
     pg_bin: tuple[Path, ...],
-) -> None:  # fmt: skip
+) -> None:
     """Start (creating if needed) a cluster and print its connection string on stdout.
 
     Example: pgblobdump server start --major 17 --name bench

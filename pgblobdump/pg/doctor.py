@@ -83,16 +83,25 @@ def diagnose(explicit: Sequence[Path] = ()) -> DoctorReport:
         for i, tc in enumerate(tcs):
             installs.append(
                 FoundInstall(
-                    tc.major, tc.version, tc.source, tc.bin_dir, tc.has_server, tc.has_client,
-                    build_compression(tc.bin_dir), i == 0,
+                    tc.major,
+                    tc.version,
+                    tc.source,
+                    tc.bin_dir,
+                    tc.has_server,
+                    tc.has_client,
+                    build_compression(tc.bin_dir),
+                    i == 0,
                 )
-            )  # fmt: skip
+            )
     missing = []
     for major in EXPECTED_MAJORS:
         have = [i for i in installs if i.major == major]
         if not any(i.server and i.client for i in have):
-            missing.append(Missing(f"PostgreSQL {major} server and client tools",
-                                   toolchain.INSTALL_HINTS[major]))  # fmt: skip
+            missing.append(
+                Missing(
+                    f"PostgreSQL {major} server and client tools", toolchain.INSTALL_HINTS[major]
+                )
+            )
     time_path = gnu_time()
     if time_path is None:
         missing.append(Missing("GNU time (/usr/bin/time)", GNU_TIME_HINT))
