@@ -14,6 +14,8 @@ from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
+from pgblobdump.toc.entry import catalog_id
+from pgblobdump.toc.los import blobs_oid, parse_oids
 from pgblobdump.toc.reader import Archive
 
 _LO_DEPENDENT = (b"ACL", b"COMMENT", b"SECURITY LABEL")
@@ -47,24 +49,18 @@ def _text(raw: bytes | None) -> str:
     return "" if raw is None else raw.decode("utf-8", "replace")
 
 
-def _oids(text: bytes) -> Iterator[int]:
-    for line in text.split(b"\n"):
-        if line.strip():
-            yield int(line)
-
-
 def _load(archive: Archive) -> _Side:
     side = _Side()
     metadata: dict[int, bytes] = {}
     for raw in archive.iter_raw():
         desc, tag, owner = raw[5] or b"", raw[4], _text(raw[14])
         if desc == b"BLOB":
-            oid = int(raw[3] or raw[4] or b"0")
+            oid = blobs_oid(raw)
             _add(side, "BLOB", owner, (oid,))
             side.all_los[oid] = owner
         elif desc == b"BLOB METADATA":
             metadata[raw[0]] = raw[7] or b""
-            oids = list(_oids(raw[7] or b""))
+            oids = list(parse_oids(raw[7] or b""))
             _add(side, "BLOB METADATA", owner, oids)
             for oid in oids:
                 side.all_los[oid] = owner
@@ -74,9 +70,9 @@ def _load(archive: Archive) -> _Side:
             name = f"{_text(desc)} ON LARGE OBJECT"
             deps = [d for d in raw[15] if d in metadata] if desc == b"ACL" else []
             if deps:  # 1.16: one ACL entry for a whole group; comments stay per LO
-                oids = [o for d in deps for o in _oids(metadata[d])]
+                oids = [o for d in deps for o in parse_oids(metadata[d])]
             else:
-                oids = [int(tag.rsplit(b" ", 1)[-1].split(b"..")[0])]
+                oids = [catalog_id(tag.rsplit(b" ", 1)[-1].split(b"..")[0])]
             _add(side, name, owner, oids)
         else:
             key = (_text(desc), _text(raw[10]), _text(tag))

@@ -113,7 +113,8 @@ def describe(head: bytes) -> str:
 def read_header(r: Reader) -> ArchiveHeader:
     """ReadHead: magic, version, sizes, format, compression, date, names, entry count."""
     name = r.name
-    r.fill(min(r.size or 5, 5), "the magic")  # an empty file passes to the check below
+    with contextlib.suppress(CorruptArchive):  # a short file fails the check below
+        r.fill(5, "the magic")
     if r.buf[r.pos : r.pos + 5] != MAGIC:
         head = r.buf[r.pos :]
         if len(head) < 4096:

@@ -13,13 +13,14 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from pgblobdump.errors import NotFound
+from pgblobdump.errors import CorruptArchive, NotFound
 from pgblobdump.toc import blobs, listing
-from pgblobdump.toc.entry import SECTION_NONE, SECTION_PRE_DATA
+from pgblobdump.toc.entry import SECTION_NONE, SECTION_PRE_DATA, catalog_id
 from pgblobdump.toc.header import K_VERS_1_16
 from pgblobdump.toc.reader import Archive
+from pgblobdump.toc.tocread import RawEntry
 
-_LO_TAG = re.compile(rb"LARGE OBJECTS? (\d+)(?:\.\.(\d+))?\Z")
+_LO_TAG = re.compile(rb"LARGE OBJECTS? (\d{1,10})(?:\.\.(\d{1,10}))?\Z")
 _COMMENT = re.compile(r"\ACOMMENT ON LARGE OBJECT \d+ IS (E?)'(.*)';\s*\Z", re.S)
 
 
@@ -172,17 +173,19 @@ def catalog(archive: Archive) -> LoCatalog:
     return cat
 
 
-def blobs_oid(raw: tuple[object, ...]) -> int:
-    """The OID of a BLOB entry: its catalog oid (the tag holds the same number)."""
-    value = raw[3] if isinstance(raw[3], bytes) and raw[3] else raw[4]
-    assert isinstance(value, bytes)
-    return int(value)
+def blobs_oid(raw: RawEntry) -> int:
+    """The OID of a BLOB entry: its catalog oid, read as ReadToc does (0 if unparsable)."""
+    return catalog_id(raw[3]) or catalog_id(raw[4])
 
 
-def _parse_oids(text: bytes) -> Iterator[int]:
+def parse_oids(text: bytes, where: str = "archive") -> Iterator[int]:
+    """The OIDs of a BLOB METADATA definition: one decimal OID a line."""
     for line in text.split(b"\n"):
         if line.strip():
-            yield int(line)
+            oid = catalog_id(line.strip())
+            if oid == 0:
+                raise CorruptArchive(f"{where}: BLOB METADATA line {line[:40]!r} is not an OID")
+            yield oid
 
 
 LoRow = tuple[int, "str | None", tuple[str, ...], "str | None", "int | None", int]
@@ -225,7 +228,7 @@ def _rows(archive: Archive, cat: LoCatalog, with_sizes: bool) -> Iterator[LoRow]
         for meta, (owner, oids) in cat.metadata.items():
             if meta in done:
                 continue
-            for oid in _parse_oids(oids):
+            for oid in parse_oids(oids, archive.name):
                 yield (
                     oid, owner, cat.group_acl.get(meta, empty), cat.comment_of.get(oid),
                     None, meta,

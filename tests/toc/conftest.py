@@ -16,9 +16,12 @@ from pgblobdump.pg.cluster import EmbeddedCluster
 from tests.toc import build
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Corpus:
     """Every archive built, and the source database's LOs to check them against."""
+
+    def __repr__(self) -> str:  # Hypothesis prints arguments; keep it short
+        return f"Corpus({len(self.archives)} archives, {len(self.los)} LOs)"
 
     archives: dict[str, build.Built]
     los: dict[int, bytes]
@@ -48,9 +51,7 @@ def corpus(pg16: EmbeddedCluster, tmp_path_factory: pytest.TempPathFactory) -> C
     plain = out / "plain.sql"
     pg_dump = toolchain.find(16).tool("pg_dump")
     subprocess.run([str(pg_dump), "-Fp", "-f", str(plain), "-d", conninfo], check=True)
-    return Corpus(
-        archives, build.source_los(conninfo), build.source_metadata(conninfo), plain, tar
-    )
+    return Corpus(archives, build.source_los(conninfo), build.source_metadata(conninfo), plain, tar)
 
 
 @pytest.fixture(scope="session")

@@ -91,7 +91,9 @@ def test_tar_large_objects(corpus: Corpus) -> None:
     _check_los(corpus, corpus.tar)
 
 
-@pytest.mark.parametrize("name", ["pg16-custom-gzip", "pg17-directory-zstd", "pg18-custom-gzip-piped"])
+@pytest.mark.parametrize(
+    "name", ["pg16-custom-gzip", "pg17-directory-zstd", "pg18-custom-gzip-piped"]
+)
 def test_summary(corpus: Corpus, name: str) -> None:
     b = corpus.archives[name]
     result = CliRunner().invoke(cli, ["toc", "summary", str(b.path), "--json"])
@@ -145,4 +147,6 @@ def test_diff_16_vs_17_collapses_per_lo_entries(corpus: Corpus) -> None:
     assert any(x.startswith("+ BLOB METADATA") for x in lines)
     assert lines[-1].startswith(f"= large objects same {len(corpus.los)} OIDs")
     same = CliRunner().invoke(cli, ["toc", "diff", str(a), str(a)])
-    assert same.output.splitlines() == [f"= large objects same {len(corpus.los)} OIDs  (same owners)"]
+    assert same.output.splitlines() == [
+        f"= large objects same {len(corpus.los)} OIDs  (same owners)"
+    ]
