@@ -39,6 +39,8 @@ def _target(target: ConnectionTarget, embedded: int | None) -> Iterator[str]:
     if embedded is None:
         yield target.conninfo()
         return
+    if target.given:
+        raise UsageError("--embedded starts its own server: give it no -d, -h, -p or -U")
     with EmbeddedCluster(embedded) as c:
         stderr_console().print(f"using a throwaway PostgreSQL {c.tc.version} cluster")
         yield c.conninfo()
