@@ -110,6 +110,12 @@ def test_unreachable_server() -> None:
     )
 
 
+def test_embedded_excludes_connection_options() -> None:
+    assert_one_line_error(
+        run("generate", "--embedded", "16", "-d", "x", "-n", "1"), 2, "give it no -d"
+    )
+
+
 def test_unknown_major() -> None:
     assert_one_line_error(
         run("generate", "--embedded", "99", "-n", "1"), 2, "unknown PostgreSQL major version 99"

@@ -10,6 +10,7 @@ import click
 from pgblobdump.cli.options import connection_options, output_options
 from pgblobdump.cli.output import Format, emit, stderr_console
 from pgblobdump.cli.progress import progress_bar
+from pgblobdump.errors import UsageError
 from pgblobdump.generate import Content, GenerateResult, GenerateSpec, SizeSpec
 from pgblobdump.generate import generate as run
 from pgblobdump.pg.cluster import EmbeddedCluster
