@@ -1,0 +1,140 @@
+"""The plan of a compare run: contenders x LO counts x repeats, and the restore modes.
+
+A contender is one way of dumping: a tool, its major version and an archive format.
+Today every contender is ``pg_dump``; the packed format will join as another ``tool``
+with its own dump and restore commands (see ``commands.py``), measured the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from pgblobdump.errors import UsageError
+
+PG_DUMP = "pg_dump"
+"""The tool name of stock pg_dump/pg_restore contenders."""
+
+FORMATS = {"custom": "c", "directory": "d"}
+"""pg_dump formats compare runs, and their ``-F`` letters."""
+
+TOOLS = (PG_DUMP,)
+"""Contender tools compare knows; adding one means a branch in commands.py."""
+
+DEFAULT_MAJORS = (16, 17)
+DEFAULT_FORMATS = ("custom", "directory")
+TRANSACTION_SIZE_SINCE = 17
+"""pg_restore --transaction-size first appeared in PostgreSQL 17."""
+
+
+@dataclass(frozen=True, order=True)
+class Contender:
+    """One way of dumping: ``tool`` at ``major`` writing ``format`` (a key of FORMATS)."""
+
+    tool: str
+    major: int
+    format: str
+
+    def __post_init__(self) -> None:
+        if self.tool not in TOOLS:
+            raise UsageError(f"unknown contender tool {self.tool!r} (known: {', '.join(TOOLS)})")
+        if self.format not in FORMATS:
+            raise UsageError(f"unknown format {self.format!r}; choose from {', '.join(FORMATS)}")
+
+    @property
+    def key(self) -> str:
+        """A stable identifier for files and JSON: ``pg_dump-17-custom``."""
+        return f"{self.tool}-{self.major}-{self.format}"
+
+    @property
+    def label(self) -> str:
+        """How people read it, like the seed: ``pg_dump 17 -Fc``."""
+        return f"{self.tool} {self.major} -F{FORMATS[self.format]}"
+
+    @property
+    def is_directory(self) -> bool:
+        return self.format == "directory"
+
+
+@dataclass(frozen=True)
+class RestoreMode:
+    """One way of running pg_restore: ``jobs`` workers, optional ``--transaction-size``."""
+
+    jobs: int = 1
+    transaction_size: int | None = None
+
+    @property
+    def label(self) -> str:
+        parts = [f"-j {self.jobs}" if self.jobs > 1 else "1 job"]
+        if self.transaction_size:
+            parts.append(f"--transaction-size {self.transaction_size}")
+        return " ".join(parts)
+
+    def applies_to(self, contender: Contender) -> bool:
+        """Whether this contender's restore tool has what the mode asks for."""
+        return not self.transaction_size or contender.major >= TRANSACTION_SIZE_SINCE
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything a run will do. Counts ascend (the source grows from one to the next).
+
+    Invariants: ``counts`` strictly ascending and >= 0; ``repeat`` >= 1; ``contenders``
+    non-empty and distinct.
+    """
+
+    contenders: tuple[Contender, ...]
+    counts: tuple[int, ...]
+    repeat: int = 1
+    restore_modes: tuple[RestoreMode, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.contenders:
+            raise UsageError("nothing to compare: no contenders")
+        if len(set(self.contenders)) != len(self.contenders):
+            raise UsageError("a contender is listed twice")
+        if not self.counts or any(c < 0 for c in self.counts):
+            raise UsageError("LO counts must be given and not negative")
+        if list(self.counts) != sorted(set(self.counts)):
+            raise UsageError("LO counts must be distinct and ascending")
+        if self.repeat < 1:
+            raise UsageError(f"--repeat must be at least 1 (got {self.repeat})")
+
+    @property
+    def majors(self) -> tuple[int, ...]:
+        return tuple(sorted({c.major for c in self.contenders}))
+
+    def cells(self, count: int) -> Iterator[tuple[int, Contender]]:
+        """(repeat number, contender) at one count; contenders alternate within a repeat
+        so slow drift of the machine spreads over all of them."""
+        for rep in range(1, self.repeat + 1):
+            for contender in self.contenders:
+                yield rep, contender
+
+    def modes_for(self, contender: Contender) -> tuple[RestoreMode, ...]:
+        return tuple(m for m in self.restore_modes if m.applies_to(contender))
+
+    @property
+    def dump_runs(self) -> int:
+        return len(self.counts) * self.repeat * len(self.contenders)
+
+
+def pg_dump_contenders(majors: Iterable[int], formats: Iterable[str]) -> tuple[Contender, ...]:
+    """Every pg_dump major in every format, ordered by format then major."""
+    formats = tuple(formats)
+    majors = tuple(majors)
+    return tuple(Contender(PG_DUMP, m, f) for f in formats for m in majors)
+
+
+def restore_modes(jobs: int, transaction_size: int | None) -> tuple[RestoreMode, ...]:
+    """One job always; ``-j N`` when N > 1; ``-j N --transaction-size T`` when T is given."""
+    if jobs < 1:
+        raise UsageError(f"--jobs must be at least 1 (got {jobs})")
+    if transaction_size is not None and transaction_size < 1:
+        raise UsageError(f"--transaction-size must be at least 1 (got {transaction_size})")
+    modes = [RestoreMode()]
+    if jobs > 1:
+        modes.append(RestoreMode(jobs))
+    if transaction_size:
+        modes.append(RestoreMode(jobs, transaction_size))
+    return tuple(modes)

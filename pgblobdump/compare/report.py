@@ -1,0 +1,211 @@
+"""Turn compare results into report tables (no terminal needed) and one JSON document."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pgblobdump.compare.ratios import (
+    SEED_TOLERANCE,
+    DumpSummary,
+    Ratio,
+    RestoreSummary,
+    Spread,
+    agreement,
+    harness_overhead,
+    major_ratios,
+    summarize_dumps,
+    summarize_restores,
+)
+from pgblobdump.compare.results import Results
+from pgblobdump.report.table import Column, Table, jsonable
+from pgblobdump.units import format_bytes
+
+
+def _spread_text(s: Spread | None, show: Any) -> str:
+    if s is None:
+        return "-"
+    text: str = show(s.median)
+    return text if s.n == 1 or s.low == s.high else f"{text} ({show(s.low)}-{show(s.high)})"
+
+
+def _secs(v: float) -> str:
+    return f"{v:,.2f}" if v < 10 else f"{v:,.1f}"
+
+
+def _kib(v: float) -> str:
+    return format_bytes(v * 1024)
+
+
+def _entries_text(entries: dict[str, int]) -> str:
+    total = sum(entries.values())
+    lo = {k: v for k, v in entries.items() if k.startswith("BLOB")}
+    parts = ", ".join(f"{k} {v:,}" for k, v in sorted(lo.items()))
+    return f"{total:,} ({parts})" if parts else f"{total:,}"
+
+
+def dump_table(summaries: list[DumpSummary]) -> Table:
+    rows = [
+        {
+            "los": s.count,
+            "contender": s.contender.label,
+            "wall_s": _spread_text(s.wall_s, _secs),
+            "peak_rss": _spread_text(s.max_rss_kb, _kib),
+            "user_s": _spread_text(s.user_s, _secs),
+            "sys_s": _spread_text(s.sys_s, _secs),
+            "archive": _spread_text(s.apparent_bytes, format_bytes),
+            "allocated": _spread_text(s.allocated_bytes, format_bytes),
+            "toc_dat": _spread_text(s.toc_bytes, format_bytes),
+            "files": s.files,
+            "entries": _entries_text(s.entries),
+            "runs": s.wall_s.n,
+        }
+        for s in summaries
+    ]
+    cols = [
+        Column("los", "LOs", numeric=True), Column("contender"),
+        Column("wall_s", "wall s", numeric=True), Column("peak_rss", "peak RSS", numeric=True),
+        Column("user_s", "user s", numeric=True), Column("sys_s", "sys s", numeric=True),
+        Column("archive", numeric=True), Column("allocated", numeric=True),
+        Column("toc_dat", "toc.dat", numeric=True), Column("files", numeric=True),
+        Column("entries", "TOC entries"), Column("runs", numeric=True),
+    ]  # fmt: skip
+    return Table(cols, rows, title="pg_dump: median (min-max) over runs")
+
+
+def restore_table(summaries: list[RestoreSummary]) -> Table:
+    rows = [
+        {
+            "los": s.count,
+            "archive": s.contender.label,
+            "restore": s.mode_label,
+            "wall_s": _spread_text(s.wall_s, _secs),
+            "peak_rss": _spread_text(s.max_rss_kb, _kib),
+            "restored": s.restored_los,
+            "checked": s.checked_los,
+            "ok": "yes" if s.all_ok else "NO",
+        }
+        for s in summaries
+    ]
+    cols = [
+        Column("los", "LOs", numeric=True), Column("archive"), Column("restore"),
+        Column("wall_s", "wall s", numeric=True), Column("peak_rss", "peak RSS", numeric=True),
+        Column("restored", "LOs back", numeric=True),
+        Column("checked", "checksummed", numeric=True), Column("ok", "all back"),
+    ]  # fmt: skip
+    return Table(cols, rows, title="pg_restore into a fresh database, then checked")
+
+
+def ratio_table(ratios: list[Ratio]) -> Table:
+    rows = [
+        {
+            "los": r.count,
+            "format": r.format,
+            "versions": f"{r.base}/{r.other}",
+            "figure": r.figure,
+            "ratio": f"{r.value:.2f}x",
+            "seed": f"{r.seed:.2f}x" if r.seed else "",
+            "off": "" if r.off is None else f"{r.off:+.0%}" + ("" if r.within_tolerance else " !"),
+        }
+        for r in ratios
+    ]
+    cols = [
+        Column("los", "LOs", numeric=True), Column("format"), Column("versions"),
+        Column("figure"), Column("ratio", numeric=True), Column("seed", "seed (1M)", numeric=True),
+        Column("off", "vs seed", numeric=True),
+    ]  # fmt: skip
+    return Table(cols, rows, title="ratios between majors (medians; higher = older is worse)")
+
+
+def notes(results: Results) -> list[str]:
+    out = []
+    via = results.via
+    if "wait4" in via:
+        out.append(
+            "figures from the kernel (wait4 rusage): /usr/bin/time (GNU time) was not found;"
+            " a peak RSS at pgblobdump's own RSS means 'no more than that'"
+        )
+    else:
+        out.append("figures from GNU time (/usr/bin/time -f %e %M %U %S), as in the seed")
+    agree = agreement(results.dumps, results.restores)
+    if agree.runs and agree.cpu_max_diff_s is not None:
+        rss = (
+            f"peak RSS within {agree.rss_max_diff:.1%} on {agree.rss_runs} runs above"
+            " pgblobdump's own RSS"
+            if agree.rss_max_diff is not None
+            else "no run's peak RSS was above pgblobdump's own, so RSS was not cross-checked"
+        )
+        out.append(
+            f"GNU time vs wait4 cross-check on {agree.runs} runs: {rss};"
+            f" CPU within {agree.cpu_max_diff_s:.2f} s"
+        )
+    over = harness_overhead(results.dumps)
+    if over is not None:
+        out.append(f"harness overhead on dumps of 10 s or more: at most {over:.2%} of wall time")
+    sources = sorted({d.entries_via for d in results.dumps})
+    if sources:
+        out.append(f"TOC entries counted by: {', '.join(sources)}")
+    if any(r.within_tolerance is False for r in major_ratios(summarize_dumps(results.dumps))):
+        out.append(f"! marks a ratio more than {SEED_TOLERANCE:.0%} away from the seed's")
+    if not results.meta.get("complete", True):
+        out.append("the run stopped early: these are the runs finished before it stopped")
+    return out
+
+
+def tables(results: Results) -> list[Table]:
+    """The dump table (with notes), then restores and ratios when there are any."""
+    dumps = summarize_dumps(results.dumps)
+    main = dump_table(dumps)
+    out = [Table(main.columns, main.rows, main.title, notes(results))]
+    restores = summarize_restores(results.restores)
+    if restores:
+        out.append(restore_table(restores))
+    ratios = major_ratios(dumps)
+    if ratios:
+        out.append(ratio_table(ratios))
+    return out
+
+
+def json_document(results: Results) -> dict[str, Any]:
+    """Everything in raw units: summaries, ratios, raw records and the run's facts."""
+    dumps = summarize_dumps(results.dumps)
+    return {
+        "summary": jsonable(dumps),
+        "restores": jsonable(summarize_restores(results.restores)),
+        "ratios": [
+            {**jsonable(r), "off": r.off, "within_tolerance": r.within_tolerance}
+            for r in major_ratios(dumps)
+        ],
+        "agreement": jsonable(agreement(results.dumps, results.restores)),
+        "harness_overhead": harness_overhead(results.dumps),
+        "via": results.via,
+        "runs": {"dumps": jsonable(results.dumps), "restores": jsonable(results.restores)},
+        "meta": results.meta,
+    }
+
+
+def flat_table(results: Results) -> Table:
+    """One row per measured run (dump or restore), raw numbers: the CSV form."""
+    rows: list[dict[str, Any]] = []
+    for d in results.dumps:
+        rows.append({
+            "phase": "dump", "los": d.count, "contender": d.contender.key, "mode": "",
+            "repeat": d.repeat, "wall_s": d.stats.wall_s, "max_rss_kb": d.stats.max_rss_kb,
+            "user_s": d.stats.user_s, "sys_s": d.stats.sys_s,
+            "apparent_bytes": d.archive.apparent_bytes,
+            "allocated_bytes": d.archive.allocated_bytes, "toc_bytes": d.archive.toc_bytes,
+            "files": d.archive.files, "toc_entries": d.toc_entries, "via": d.stats.via,
+        })  # fmt: skip
+    for r in results.restores:
+        rows.append({
+            "phase": "restore", "los": r.count, "contender": r.contender.key,
+            "mode": r.mode.label, "repeat": r.repeat, "wall_s": r.stats.wall_s,
+            "max_rss_kb": r.stats.max_rss_kb, "user_s": r.stats.user_s,
+            "sys_s": r.stats.sys_s, "restored_los": r.restored_los, "ok": r.ok,
+            "via": r.stats.via,
+        })  # fmt: skip
+    keys = [
+        "phase", "los", "contender", "mode", "repeat", "wall_s", "max_rss_kb", "user_s",
+        "sys_s", "apparent_bytes", "allocated_bytes", "toc_bytes", "files", "toc_entries",
+        "restored_los", "ok", "via",
+    ]  # fmt: skip
+    return Table([Column(k) for k in keys], rows, title="compare runs")

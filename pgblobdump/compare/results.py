@@ -1,0 +1,152 @@
+"""A results folder: raw records, exact commands and machine facts, to re-render later.
+
+    DIR/results.json   every dump and restore record, the plan, the machine, the tools
+    DIR/commands.txt   the exact command lines run, in order, ready for a shell
+    DIR/plots/         compare.png and compare.svg (written by plots.py)
+
+The JSON carries raw numbers only (bytes, KiB, seconds), so two machines' folders can be
+compared, and a folder can be rendered again by ``pgblobdump compare --render DIR``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import socket
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pgblobdump import __version__
+from pgblobdump.compare.matrix import Plan
+from pgblobdump.compare.records import DumpRecord, RestoreRecord, records_from_json
+from pgblobdump.errors import NotFound
+from pgblobdump.pg.toolchain import Toolchain
+from pgblobdump.report.table import jsonable
+
+RESULTS_FILE = "results.json"
+COMMANDS_FILE = "commands.txt"
+FORMAT_VERSION = 1
+"""Bumped when results.json changes incompatibly."""
+
+
+def _first_match(path: str, key: str) -> str | None:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                name, sep, value = line.partition(":")
+                if sep and name.strip() == key:
+                    return value.strip()
+    except OSError:
+        return None
+    return None
+
+
+def machine_info() -> dict[str, Any]:
+    """Facts that explain why another machine's figures differ."""
+    return {
+        "hostname": socket.gethostname(),
+        "platform": platform.platform(),
+        "cpu": _first_match("/proc/cpuinfo", "model name") or platform.processor(),
+        "cpus": os.cpu_count(),
+        "memory": _first_match("/proc/meminfo", "MemTotal"),
+        "python": platform.python_version(),
+        "pgblobdump": __version__,
+    }
+
+
+@dataclass
+class Results:
+    """One compare run as saved. ``meta`` holds the plan, source, tools and machine."""
+
+    dumps: list[DumpRecord]
+    restores: list[RestoreRecord]
+    commands: list[str]
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def via(self) -> str:
+        """Where process figures came from: gnu-time, wait4, or both when mixed."""
+        kinds = {r.stats.via for r in self.dumps} | {r.stats.via for r in self.restores}
+        return "+".join(sorted(kinds)) or "-"
+
+
+def make_meta(
+    plan: Plan,
+    source_description: str,
+    server_version: str,
+    toolchains: Mapping[int, Toolchain],
+    gnu_time: Path | None,
+    argv: Sequence[str],
+    complete: bool,
+) -> dict[str, Any]:
+    return {
+        "format_version": FORMAT_VERSION,
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
+        "invocation": list(argv),
+        "complete": complete,
+        "plan": jsonable(plan),
+        "source": {"description": source_description, "server_version": server_version},
+        "toolchains": {
+            str(m): {"version": tc.version, "bin_dir": str(tc.bin_dir), "source": tc.source}
+            for m, tc in toolchains.items()
+        },
+        "gnu_time": str(gnu_time) if gnu_time else None,
+        "machine": machine_info(),
+    }
+
+
+def save(results: Results, folder: Path) -> Path:
+    """Write results.json and commands.txt into ``folder`` (created); returns the folder."""
+    folder.mkdir(parents=True, exist_ok=True)
+    data = {
+        **results.meta,
+        "dumps": jsonable(results.dumps),
+        "restores": jsonable(results.restores),
+    }
+    tmp = folder / (RESULTS_FILE + ".tmp")
+    with tmp.open("w", encoding="utf-8") as f:
+        json.dump(data, f, indent=1)
+        f.write("\n")
+    tmp.replace(folder / RESULTS_FILE)  # never leave a half-written results.json
+    header = [
+        f"# pgblobdump compare, {results.meta.get('created', '')}",
+        f"# invoked as: {' '.join(results.meta.get('invocation', []))}",
+        "# each measured command, in the order run (archives were removed unless --keep)",
+    ]
+    with (folder / COMMANDS_FILE).open("w", encoding="utf-8") as f:
+        f.write("\n".join([*header, *results.commands]) + "\n")
+    return folder
+
+
+def load(folder: Path) -> Results:
+    """Read a results folder (or a results.json path) back; NotFound when it is not one."""
+    path = folder / RESULTS_FILE if folder.is_dir() else folder
+    if not path.is_file():
+        raise NotFound(f"{folder}: no {RESULTS_FILE} there; not a compare results folder")
+    try:
+        with path.open(encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError) as e:
+        raise NotFound(f"{path}: cannot read compare results: {e}") from e
+    if not isinstance(data, dict) or data.get("format_version") != FORMAT_VERSION:
+        raise NotFound(
+            f"{path}: not compare results of format version {FORMAT_VERSION}"
+            f" (found {data.get('format_version') if isinstance(data, dict) else 'no object'})"
+        )
+    dumps, restores = records_from_json(data, str(path))
+    commands_path = path.parent / COMMANDS_FILE
+    commands: list[str] = []
+    if commands_path.is_file():
+        with commands_path.open(encoding="utf-8") as f:
+            commands = [ln.rstrip("\n") for ln in f if ln.strip() and not ln.startswith("#")]
+    meta = {k: v for k, v in data.items() if k not in ("dumps", "restores")}
+    return Results(dumps, restores, commands, meta)
+
+
+def argv_now() -> list[str]:
+    return ["pgblobdump", *sys.argv[1:]]

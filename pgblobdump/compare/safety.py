@@ -1,0 +1,65 @@
+"""Refuse a dump that would fill the disk or run out of inodes, before starting it.
+
+A directory archive of N LOs is N files of at least one block each: 1M empty LOs take
+~4.1 GB allocated (90 MB apparent) and a million inodes. We estimate generously and
+compare with ``statvfs`` of the work directory.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from pgblobdump.compare.matrix import Contender
+from pgblobdump.errors import InsufficientResources
+from pgblobdump.units import format_bytes
+
+CUSTOM_BYTES_PER_LO = 400
+"""pg_dump 16 -Fc writes ~223 bytes of TOC per empty LO; 400 leaves room."""
+EXTRA_FILES = 2_000
+"""toc.dat, blobs.toc or one blobs_N.toc per 1000 LOs (17+), table data files."""
+MARGIN = 1.10
+SLACK_BYTES = 64 * 1024**2
+"""Room for the rest of the system while the dump runs."""
+
+
+@dataclass(frozen=True)
+class Need:
+    """What one archive is expected to take: ``bytes`` allocated and ``inodes``."""
+
+    bytes: int
+    inodes: int
+
+
+def estimate(contender: Contender, count: int, data_bytes: int, block: int) -> Need:
+    """An upper estimate of an archive of ``count`` LOs holding ``data_bytes`` of LO data."""
+    if contender.is_directory:
+        files = count + count // 1000 + EXTRA_FILES
+        # Every file takes whole blocks; data is counted uncompressed (gzip only shrinks it).
+        per_file = max(block, 4096)
+        size = files * per_file + data_bytes
+        return Need(int(size * MARGIN) + SLACK_BYTES, files)
+    size = count * CUSTOM_BYTES_PER_LO + data_bytes
+    return Need(int(size * MARGIN) + SLACK_BYTES, 4)
+
+
+def check_space(workdir: Path, contender: Contender, count: int, data_bytes: int) -> Need:
+    """Raise InsufficientResources naming the numbers when ``workdir`` cannot hold it."""
+    st = os.statvfs(workdir)
+    need = estimate(contender, count, data_bytes, st.f_frsize)
+    free = st.f_bavail * st.f_frsize
+    what = f"{contender.label} of {count:,} LOs into {workdir}"
+    if need.bytes > free:
+        raise InsufficientResources(
+            f"{what} needs about {format_bytes(need.bytes)} but only {format_bytes(free)} is"
+            " free; choose another --workdir, fewer --los, or --formats custom"
+        )
+    # Some file systems (btrfs) report no inode limit at all: f_files == 0.
+    if st.f_files and need.inodes > st.f_favail:
+        raise InsufficientResources(
+            f"{what} needs about {need.inodes:,} inodes (one file per LO) but only"
+            f" {st.f_favail:,} are free; choose another --workdir, fewer --los,"
+            " or --formats custom"
+        )
+    return need

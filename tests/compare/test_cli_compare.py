@@ -1,0 +1,172 @@
+"""``pgblobdump compare`` end to end: a small matrix against real pg_dump and pg_restore."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+
+from pgblobdump.cli import cli
+from pgblobdump.compare import commands, entries, results
+from pgblobdump.compare.matrix import Contender
+from pgblobdump.pg.cluster import EmbeddedCluster
+
+LOS = 200
+
+
+def _run(*args: str) -> Result:
+    # A wide terminal, so rich does not wrap "pg_dump 17 -Fc" over two lines.
+    runner = CliRunner(env={"COLUMNS": "250"})
+    return runner.invoke(cli, ["compare", *args], catch_exceptions=False)
+
+
+@pytest.fixture(scope="module")
+def small_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Result, Path, Path]:
+    """One run shared by the tests below: 16 and 17, both formats, with restores."""
+    base = tmp_path_factory.mktemp("compare")
+    folder, work = base / "results", base / "work"
+    result = _run(
+        "--los", str(LOS), "--majors", "16,17", "--formats", "custom,directory",
+        "--restore", "--keep", "--workdir", str(work), "--results", str(folder), "--json",
+    )  # fmt: skip
+    return result, folder, work
+
+
+def _doc(small_run: tuple[Result, Path, Path]) -> dict[str, Any]:
+    result = small_run[0]
+    assert result.exit_code == 0, result.stderr
+    doc: dict[str, Any] = json.loads(result.stdout)
+    return doc
+
+
+def test_dumps(small_run: tuple[Result, Path, Path]) -> None:
+    doc = _doc(small_run)
+    summary = {(s["contender"]["major"], s["contender"]["format"]): s for s in doc["summary"]}
+    assert set(summary) == {(16, "custom"), (17, "custom"), (16, "directory"), (17, "directory")}
+    for (major, fmt), s in summary.items():
+        assert s["count"] == LOS
+        assert s["wall_s"]["median"] > 0
+        assert s["max_rss_kb"]["median"] > 1000
+        assert s["apparent_bytes"]["median"] > 0
+        assert s["allocated_bytes"]["median"] > 0
+        # 16 writes an entry per LO; 17 groups metadata (one BLOB METADATA per 1000 LOs).
+        if major == 16:
+            assert s["entries"]["BLOB"] == LOS
+            assert "BLOB METADATA" not in s["entries"]
+        else:
+            assert s["entries"]["BLOB METADATA"] == 1
+            assert "BLOB" not in s["entries"]
+        assert s["entries"]["BLOBS"] == 1
+        if fmt == "directory":
+            # a file per LO, toc.dat, and blobs.toc (16) or blobs_1.toc (17)
+            assert s["files"] == LOS + 2
+            assert s["toc_bytes"]["median"] > 0
+        else:
+            assert s["files"] == 1
+            assert s["toc_bytes"] is None
+    # The seed's effect, visible even at 200 LOs: the 16 TOC is far larger.
+    r = {(x["format"], x["figure"]): x["value"] for x in doc["ratios"]}
+    assert r[("custom", "archive_bytes")] > 4
+    assert r[("directory", "toc_bytes")] > 10
+    assert doc["via"] in ("gnu-time", "wait4")
+
+
+def test_restores_bring_every_lo_back(small_run: tuple[Result, Path, Path]) -> None:
+    doc = _doc(small_run)
+    modes = {(r["contender"]["major"], r["contender"]["format"], r["mode_label"])
+             for r in doc["restores"]}  # fmt: skip
+    # --transaction-size only where pg_restore has it (17+).
+    assert (17, "custom", "-j 2 --transaction-size 1000") in modes
+    assert (16, "custom", "-j 2 --transaction-size 1000") not in modes
+    assert len(modes) == 2 * 2 + 2 * 3
+    for r in doc["restores"]:
+        assert r["restored_los"] == LOS
+        assert r["checked_los"] == LOS
+        assert r["all_ok"] is True
+        assert r["wall_s"]["median"] > 0
+
+
+def test_results_folder_round_trips(small_run: tuple[Result, Path, Path]) -> None:
+    _doc(small_run)
+    folder = small_run[1]
+    loaded = results.load(folder)
+    assert len(loaded.dumps) == 4 and len(loaded.restores) == 10
+    assert loaded.meta["complete"] is True
+    assert loaded.meta["source"]["server_version"].startswith("16.")
+    assert set(loaded.meta["toolchains"]) == {"16", "17"}
+    assert len(loaded.commands) == 14
+    assert all("pg_dump" in c or "pg_restore" in c for c in loaded.commands)
+    png = (folder / "plots" / "compare.png").read_bytes()
+    assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 10_000
+    svg = (folder / "plots" / "compare.svg").read_text()
+    assert svg.lstrip().startswith("<?xml") and "</svg>" in svg
+    # Render again, as CSV and Markdown, without measuring anything.
+    csv = _run("--render", str(folder), "--csv")
+    assert csv.exit_code == 0, csv.stderr
+    lines = csv.stdout.splitlines()
+    assert lines[0].startswith("phase,los,contender")
+    assert len(lines) == 1 + 4 + 10
+    md = _run("--render", str(folder), "--markdown")
+    assert "| pg_dump 17 -Fd |" in md.stdout and "all back" in md.stdout
+
+
+def test_kept_archives_entries_agree_with_pg_restore(small_run: tuple[Result, Path, Path]) -> None:
+    _doc(small_run)
+    work = small_run[2]
+    tcs = commands.find_toolchains((16, 17))
+    for major in (16, 17):
+        for fmt in ("custom", "directory"):
+            c = Contender("pg_dump", major, fmt)
+            path = work / commands.archive_name(c, LOS, 1)
+            assert path.exists()
+            listing = commands.list_argv(c, tcs[major], path)
+            native, via = entries.entries_by_type(path, listing)
+            listed, via2 = entries.entries_by_type(path, listing, prefer_native=False)
+            assert (via, via2) == (entries.NATIVE, entries.PG_RESTORE_L)
+            # pg_restore -l hides the four setting entries; everything else matches.
+            assert {k: v for k, v in native.items() if k not in entries.NOT_LISTED} == listed
+            assert set(native) - set(listed) == entries.NOT_LISTED
+
+
+def test_table_output_by_default(pg16: EmbeddedCluster, new_db: Any) -> None:
+    conninfo = new_db(pg16)
+    result = _run("-d", conninfo, "--generate", "--los", "50", "--majors", "17",
+                  "--formats", "custom")  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    assert "pg_dump 17 -Fc" in result.stdout
+    assert "BLOB METADATA 1" in result.stdout
+    assert "GNU time" in result.stdout or "wait4" in result.stdout
+    # Dumped as it is, without --generate: the 50 LOs already there.
+    again = _run("-d", conninfo, "--majors", "17", "--formats", "custom", "--csv")
+    assert again.exit_code == 0, again.stderr
+    assert again.stdout.splitlines()[1].startswith("dump,50,pg_dump-17-custom")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--formats", "tar"], "--formats 'tar': choose from custom, directory"),
+        (["--majors", "sixteen"], "give major versions like 16,17,18"),
+        (["--majors", "99"], "unknown PostgreSQL major version 99"),
+        (["--los", "many"], "--los 'many' is not a whole number"),
+        (["-d", "postgres", "--los", "10"], "--los with -d needs --generate"),
+        (["--generate"], "--generate applies to a database given with -d"),
+        (["--render", "."], "no results.json there"),
+    ],
+)
+def test_usage_errors(args: list[str], message: str) -> None:
+    result = _run(*args)
+    assert result.exit_code in (2, 8), result.output
+    assert result.stderr.startswith("Error: ")
+    assert message in result.stderr
+
+
+def test_help_ends_with_an_example() -> None:
+    result = CliRunner().invoke(cli, ["compare", "--help"])
+    assert result.exit_code == 0
+    last = result.output.rstrip().split("\n\n")[-1].strip()
+    assert last.startswith("Example"), last
+    assert "pgblobdump compare --los 1M" in " ".join(last.split())
