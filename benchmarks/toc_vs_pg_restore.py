@@ -87,7 +87,7 @@ def main() -> None:
     for major, path in sorted(paths.items()):
         pg_restore = toolchain.find(major).tool("pg_restore")
         runs = [
-            ("pg_restore -l | wc -l", f"{pg_restore} -l {path} | wc -l"),
+            ("pg_restore -l (to wc -l)", f"{pg_restore} -l {path} | wc -l"),
             ("toc summary", f"{exe} toc summary {path}"),
             ("toc los --json", f"{exe} toc los {path} --json > /dev/null"),
         ]
