@@ -21,7 +21,8 @@ from dataclasses import dataclass
 
 from pgblobdump.errors import CorruptArchive
 from pgblobdump.toc.compression import DECOMPRESS_ERRORS, SUFFIXES, corrupt, decompressor
-from pgblobdump.toc.primitives import INT4, K_OFFSET_NO_DATA, K_OFFSET_POS_SET, Reader
+from pgblobdump.toc.lodata import SizeRun, walk_sizes
+from pgblobdump.toc.primitives import K_OFFSET_NO_DATA, K_OFFSET_POS_SET, Reader
 from pgblobdump.toc.reader import Archive
 from pgblobdump.toc.tocread import RawEntry
 
@@ -29,8 +30,6 @@ BLK_DATA = 1
 """A table's (or other entry's) data block."""
 BLK_BLOBS = 3
 """A BLOBS entry's block: the data of a group of large objects."""
-
-OID_MASK = 0xFFFFFFFF
 
 
 @dataclass(frozen=True)
@@ -73,67 +72,25 @@ def blobs_entry(raw: RawEntry) -> BlobsEntry:
 
 def blobs_entries(archive: Archive) -> list[BlobsEntry]:
     """Every BLOBS entry of the archive, in TOC order (few: one per 1000 LOs at most)."""
-    return [blobs_entry(raw) for raw in archive.iter_raw() if raw[5] == b"BLOBS"]
+    return [
+        blobs_entry(raw)
+        for raw in archive.iter_items()
+        if type(raw) is tuple and raw[5] == b"BLOBS"  # BlobRuns are BLOB entries
+    ]
 
 
 # -- custom format -------------------------------------------------------------------
 def _walk_lo_block(r: Reader, blobs_id: int, keep: int | None) -> Iterator[StoredLo | bytes]:
     """Read LOs of one BLK_BLOBS block; yield a StoredLo per LO. For the LO whose oid is
     ``keep`` also yield its raw chunks (bytes) before its StoredLo."""
-    for item in _walk_sizes(r, blobs_id, keep):
+    for item in walk_sizes(r, blobs_id, keep, runs=True):
         if isinstance(item, bytes):
             yield item
+        elif isinstance(item, SizeRun):
+            for oid in item.oids:
+                yield StoredLo(oid, item.size, blobs_id)
         else:
             yield StoredLo(item[0], item[1], blobs_id)
-
-
-def _walk_sizes(
-    r: Reader, blobs_id: int, keep: int | None = None
-) -> Iterator[tuple[int, int, int] | bytes]:
-    """The hot loop behind _walk_lo_block: (oid, stored size, blobs_id) per LO.
-
-    Decodes on local variables and touches the Reader only to refill or to seek past a
-    chunk that is not buffered, because a million-LO block is four million Ints.
-    """
-    one = INT4.unpack_from
-    what = f"the large objects of entry {blobs_id}"
-    buf, pos, end = r.buf, r.pos, len(r.buf)
-    while True:
-        if pos + 5 > end:
-            r.pos = pos
-            r.fill(5, what)
-            buf, pos, end = r.buf, r.pos, len(r.buf)
-        s, oid = one(buf, pos)
-        pos += 5
-        if s:
-            oid = -oid & OID_MASK
-        if oid == 0:
-            r.pos = pos
-            return
-        size = 0
-        while True:
-            if pos + 5 > end:
-                r.pos = pos
-                r.fill(5, what)
-                buf, pos, end = r.buf, r.pos, len(r.buf)
-            s, n = one(buf, pos)
-            pos += 5
-            if s:
-                raise CorruptArchive(f"{r.name}: negative chunk length at byte {r.base + pos - 5}")
-            if n == 0:
-                break
-            size += n
-            if oid == keep:
-                r.pos = pos
-                yield r.read_bytes(n, what)
-                buf, pos, end = r.buf, r.pos, len(r.buf)
-            elif pos + n <= end:
-                pos += n
-            else:
-                r.pos = pos
-                r.skip(n, what)
-                buf, pos, end = r.buf, r.pos, len(r.buf)
-        yield (oid, size, blobs_id)
 
 
 def _skip_data_block(r: Reader) -> None:
@@ -154,12 +111,20 @@ def _block_header(r: Reader) -> tuple[int, int]:
     return kind, dump_id
 
 
+def _walk(
+    r: Reader, blobs_id: int, keep: int | None, tuples: bool
+) -> Iterator[StoredLo | bytes | tuple[int, int, int] | SizeRun]:
+    if tuples:
+        return walk_sizes(r, blobs_id, runs=True)
+    return _walk_lo_block(r, blobs_id, keep)
+
+
 def _custom_los(
     archive: Archive,
     keep: int | None,
     tuples: bool = False,
     known: list[BlobsEntry] | None = None,
-) -> Iterator[StoredLo | bytes | tuple[int, int, int]]:
+) -> Iterator[StoredLo | bytes | tuple[int, int, int] | SizeRun]:
     found = blobs_entries(archive) if known is None else known
     entries = [e for e in found if e.data_state != K_OFFSET_NO_DATA]
     if not entries:
@@ -177,7 +142,7 @@ def _custom_los(
                         f"{archive.name}: found block type {kind} of entry {dump_id} at byte"
                         f" {e.data_offset}, expected the large objects of entry {e.dump_id}"
                     )
-                yield from (_walk_sizes if tuples else _walk_lo_block)(r, e.dump_id, keep)
+                yield from _walk(r, e.dump_id, keep, tuples)
             return
         # No positions (written to a pipe): read every block in file order.
         r.seek(archive.data_start())
@@ -186,7 +151,7 @@ def _custom_los(
             kind, dump_id = _block_header(r)
             if kind == BLK_BLOBS:
                 wanted.discard(dump_id)
-                yield from (_walk_sizes if tuples else _walk_lo_block)(r, dump_id, keep)
+                yield from _walk(r, dump_id, keep, tuples)
             elif kind == BLK_DATA:
                 _skip_data_block(r)
             else:
@@ -250,9 +215,22 @@ def iter_sizes(
 
     ``known`` are the archive's BLOBS entries when a caller already has them (saves a
     pass over the TOC)."""
+    for item in iter_size_runs(archive, known):
+        if isinstance(item, SizeRun):
+            size, blobs_id = item.size, item.blobs_id
+            for oid in item.oids:
+                yield (oid, size, blobs_id)
+        else:
+            yield item
+
+
+def iter_size_runs(
+    archive: Archive, known: list[BlobsEntry] | None = None
+) -> Iterator[tuple[int, int, int] | SizeRun]:
+    """iter_sizes with runs of same-size LOs of a custom archive kept as SizeRuns."""
     if archive.kind == "custom":
         for item in _custom_los(archive, None, tuples=True, known=known):
-            assert isinstance(item, tuple)
+            assert isinstance(item, tuple | SizeRun)
             yield item
     else:
         for lo in _directory_los(archive, known):

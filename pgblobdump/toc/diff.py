@@ -14,6 +14,7 @@ from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
+from pgblobdump.toc.blobruns import BlobRun
 from pgblobdump.toc.entry import catalog_id
 from pgblobdump.toc.los import blobs_oid, parse_oids
 from pgblobdump.toc.reader import Archive
@@ -52,7 +53,13 @@ def _text(raw: bytes | None) -> str:
 def _load(archive: Archive) -> _Side:
     side = _Side()
     metadata: dict[int, bytes] = {}
-    for raw in archive.iter_raw():
+    for raw in archive.iter_items():
+        if isinstance(raw, BlobRun):
+            run_oids = raw.oids()
+            owner = _text(raw.owner)
+            _add(side, "BLOB", owner, run_oids, raw.count)
+            side.all_los.update(dict.fromkeys(run_oids, owner))
+            continue
         desc, tag, owner = raw[5] or b"", raw[4], _text(raw[14])
         if desc == b"BLOB":
             oid = blobs_oid(raw)
@@ -90,10 +97,10 @@ def _digest(defn: bytes | None) -> str:
     return hashlib.sha1(defn, usedforsecurity=False).hexdigest()[:10]
 
 
-def _add(side: _Side, desc: str, owner: str, oids: Iterable[int]) -> None:
+def _add(side: _Side, desc: str, owner: str, oids: Iterable[int], entries: int = 1) -> None:
     key = (desc, owner)
     side.lo_oids.setdefault(key, array("I")).extend(oids)
-    side.lo_entries[key] = side.lo_entries.get(key, 0) + 1
+    side.lo_entries[key] = side.lo_entries.get(key, 0) + entries
 
 
 def ranges(oids: Iterable[int], limit: int = 8) -> str:

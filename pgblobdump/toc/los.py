@@ -10,11 +10,12 @@ comment), not to the LO count, so a million-LO archive is listed in constant mem
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from pgblobdump.errors import CorruptArchive, NotFound
 from pgblobdump.toc import blobs, listing
+from pgblobdump.toc.blobruns import BlobRun
 from pgblobdump.toc.entry import SECTION_NONE, SECTION_PRE_DATA, catalog_id
 from pgblobdump.toc.header import K_VERS_1_16
 from pgblobdump.toc.reader import Archive
@@ -93,7 +94,21 @@ def catalog(archive: Archive) -> LoCatalog:
     listed = 0
     desc_text: dict[bytes | None, str] = {}
     valid_sections = (2, 3, 4)
-    for raw in archive.iter_raw():
+    for raw in _flatten_odd_runs(archive, valid_sections):
+        if isinstance(raw, BlobRun):  # the same bookkeeping as below, for a whole run
+            n = raw.count
+            counts[b"BLOB"] = counts.get(b"BLOB", 0) + n
+            current = raw.section
+            listed += n
+            owner_b = raw.owner
+            if first_owner is False:
+                first_owner = owner_b
+            owner = None if owner_b is None else owner_b.decode("utf-8", "replace")
+            owners[owner or ""] = owners.get(owner or "", 0) + n
+            cat.count += n
+            if owner_b != first_owner:
+                cat.owner_of.update(dict.fromkeys(raw.oids(), owner))
+            continue
         desc = raw[5]
         if desc == b"BLOB" and raw[6] in valid_sections:
             # The hot case of a pre-17 archive (one entry per LO): pg_restore -l prints
@@ -173,6 +188,17 @@ def catalog(archive: Archive) -> LoCatalog:
     return cat
 
 
+def _flatten_odd_runs(
+    archive: Archive, valid_sections: tuple[int, ...]
+) -> Iterator[RawEntry | BlobRun]:
+    """The TOC's items, runs of BLOB entries in an impossible section as single entries."""
+    for item in archive.iter_items():
+        if isinstance(item, BlobRun) and item.section not in valid_sections:
+            yield from item.entries()
+        else:
+            yield item
+
+
 def blobs_oid(raw: RawEntry) -> int:
     """The OID of a BLOB entry: its catalog oid, read as ReadToc does (0 if unparsable)."""
     return catalog_id(raw[3]) or catalog_id(raw[4])
@@ -244,12 +270,17 @@ def _rows(archive: Archive, cat: LoCatalog, with_sizes: bool) -> Iterator[LoRow]
         )  # fmt: skip
     if any_data:
         return
-    for raw in archive.iter_raw():
-        if raw[5] == b"BLOB":
-            oid = blobs_oid(raw)
+    for item in archive.iter_items():
+        if isinstance(item, BlobRun):
+            pairs: Iterable[tuple[int, int]] = zip(item.oids(), item.dump_ids(), strict=True)
+        elif item[5] == b"BLOB":
+            pairs = ((blobs_oid(item), item[0]),)
+        else:
+            continue
+        for oid, dump_id in pairs:
             yield (
                 oid, cat.owner_of.get(oid, cat.default_owner), cat.acl_of.get(oid, empty),
-                cat.comment_of.get(oid), None, raw[0],
+                cat.comment_of.get(oid), None, dump_id,
             )  # fmt: skip
 
 

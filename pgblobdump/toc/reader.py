@@ -17,10 +17,11 @@ from types import TracebackType
 from typing import IO
 
 from pgblobdump.errors import CorruptArchive, NotAnArchive
+from pgblobdump.toc.blobruns import BlobRun
 from pgblobdump.toc.entry import TocEntry
 from pgblobdump.toc.header import ArchiveHeader, describe, read_header
 from pgblobdump.toc.primitives import Reader
-from pgblobdump.toc.tocread import RawEntry, read_entries
+from pgblobdump.toc.tocread import RawEntry, read_items
 
 TOC_FILE = "toc.dat"
 
@@ -114,12 +115,21 @@ class Archive:
 
     # -- entries --------------------------------------------------------------------
     def iter_raw(self) -> Iterator[RawEntry]:
-        """Every TOC entry as a tuple of undecoded fields (fastest; see tocread.RawEntry)."""
+        """Every TOC entry as a tuple of undecoded fields (see tocread.RawEntry)."""
+        for item in self.iter_items():
+            if isinstance(item, BlobRun):
+                yield from item.entries()
+            else:
+                yield item
+
+    def iter_items(self, runs: bool = True) -> Iterator[RawEntry | BlobRun]:
+        """iter_raw with consecutive same-shape BLOB entries grouped into BlobRuns, so
+        that a million per-LO entries need no million tuples (fastest)."""
         with self._open_toc() as (f, size):
             f.seek(self.header.toc_offset)
             r = Reader(f, self.name, self.header.int_size, self.header.off_size, size,
                        self.header.toc_offset)  # fmt: skip
-            yield from read_entries(r, self.header, self.kind == "custom")
+            yield from read_items(r, self.header, self.kind == "custom", runs)
             self._data_start = r.offset  # a full pass found where the TOC ends
 
     def iter_entries(self) -> Iterator[TocEntry]:
@@ -130,15 +140,11 @@ class Archive:
 
     def data_start(self) -> int:
         """Custom format: the file offset just after the TOC, where data blocks begin."""
-        if self._data_start is not None:
-            return self._data_start
-        with self._open_toc() as (f, size):
-            f.seek(self.header.toc_offset)
-            r = Reader(f, self.name, self.header.int_size, self.header.off_size, size,
-                       self.header.toc_offset)  # fmt: skip
-            for _ in read_entries(r, self.header, self.kind == "custom"):
+        if self._data_start is None:
+            for _ in self.iter_items():
                 pass
-            return r.offset
+        assert self._data_start is not None
+        return self._data_start
 
     def open_member(self, name: str) -> IO[bytes]:
         """A data file of a directory or tar archive, opened for reading."""

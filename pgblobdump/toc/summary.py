@@ -6,6 +6,7 @@ import os
 from dataclasses import dataclass
 
 from pgblobdump.toc import blobs, los
+from pgblobdump.toc.lodata import SizeRun
 from pgblobdump.toc.reader import Archive
 
 
@@ -64,9 +65,13 @@ def summarize(archive: Archive, with_data: bool = True) -> Summary:
     data_bytes: int | None = None
     if with_data:
         data_count = data_bytes = 0
-        for _oid, size, _blobs_id in blobs.iter_sizes(archive, cat.blobs):
-            data_count += 1
-            data_bytes += size
+        for item in blobs.iter_size_runs(archive, cat.blobs):
+            if isinstance(item, SizeRun):
+                data_count += len(item.oids)
+                data_bytes += item.size * len(item.oids)
+            else:
+                data_count += 1
+                data_bytes += item[1]
     return Summary(
         path=archive.name,
         format=archive.kind,

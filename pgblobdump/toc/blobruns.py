@@ -1,0 +1,251 @@
+"""Runs of same-shape BLOB entries (archives up to 1.15), matched in one regex call.
+
+pg_dump up to 16 writes one BLOB entry per large object, and in a million-LO archive
+nearly all of them differ only in the dump id, the OID digits (written four times: oid,
+tag, lo_create, lo_unlink) and the data offset. Once tocread has decoded one such entry
+field by field, a BlobFamily compiles a pattern in which every length prefix and every
+constant field is a literal and only those parts vary, each with a fixed width (one
+alternative per OID digit count, the digits captured once and back-referenced). A match
+is therefore exactly a valid encoding of consecutive entries that ReadToc would decode
+to the same fields as the first, except the varying ones; a run of up to MAX_RUN of them
+is matched by one ``re.match``. Anything else (another owner, an ACL, a damaged byte)
+simply does not match and goes back to the field-by-field decoder.
+"""
+
+from __future__ import annotations
+
+import re
+from array import array
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pgblobdump.toc.tocread import RawEntry
+
+NULL_STR = b"\x01\x01\x00\x00\x00"
+"""WriteStr(NULL) as pg_dump writes it: WriteInt(-1), sign byte 1 and value 1."""
+
+LO_CREATE = b"SELECT pg_catalog.lo_create('"
+LO_UNLINK = b"SELECT pg_catalog.lo_unlink('"
+STMT_END = b"');\n"
+
+MAX_RUN = 4096
+"""Entries per regex call: bounds sre's backtracking stack (one mark save per repeat)."""
+
+MAX_DIGITS = 10
+"""OIDs are 32-bit: at most ten decimal digits."""
+
+MAX_FAMILIES = 64
+"""Distinct shapes compiled per TOC (owners, sections...); beyond it, decode generically."""
+
+_ANY, _DIGIT = -1, -2
+
+
+def _int(v: int) -> bytes:
+    """WriteInt with intSize 4."""
+    return (b"\x01" if v < 0 else b"\x00") + abs(v).to_bytes(4, "little")
+
+
+def _str(v: bytes | None) -> bytes:
+    """WriteStr: NULL or Int length + bytes."""
+    return NULL_STR if v is None else _int(len(v)) + v
+
+
+@dataclass(frozen=True, slots=True)
+class BlobRun:
+    """``count`` consecutive BLOB entries at ``buf[start:end]``, all of ``family``.
+
+    Invariants: every entry has the family template's constant fields (owner, section,
+    offset flag...), an OID of 1-10 ASCII digits equal to its tag and no dependencies;
+    ``first_index`` is the 0-based TOC index of the first one.
+    """
+
+    buf: bytes
+    start: int
+    end: int
+    count: int
+    first_index: int
+    family: BlobFamily
+
+    @property
+    def owner(self) -> bytes | None:
+        return self.family.template[14]
+
+    @property
+    def section(self) -> int:
+        return self.family.template[6]
+
+    def _walk(self) -> Iterator[tuple[int, int]]:
+        """(entry start, digit count) of each entry."""
+        buf, p, at, base = self.buf, self.start, self.family.prefix + 1, self.family.base
+        for _ in range(self.count):
+            d = buf[p + at]
+            yield p, d
+            p += base + 4 * d
+
+    def oids(self) -> array[int]:
+        """The OID of each entry as los.blobs_oid reads it (0 when beyond 32 bits)."""
+        buf, at = self.buf, self.family.prefix + 5
+        out = array("I")
+        for p, d in self._walk():
+            v = int(buf[p + at : p + at + d])
+            out.append(v if v <= 0xFFFFFFFF else 0)
+        return out
+
+    def dump_ids(self) -> array[int]:
+        buf = self.buf
+        return array("I", (int.from_bytes(buf[p + 1 : p + 5], "little") for p, _ in self._walk()))
+
+    def entries(self) -> Iterator[RawEntry]:
+        """The entries as tocread.read_entries yields them, field for field."""
+        t, buf = self.family.template, self.buf
+        at, base, with_offset = self.family.prefix + 5, self.family.base, self.family.with_offset
+        for p, d in self._walk():
+            oid = buf[p + at : p + at + d]
+            end = p + base + 4 * d
+            yield (
+                int.from_bytes(buf[p + 1 : p + 5], "little"), t[1], t[2], oid, oid, t[5],
+                t[6], LO_CREATE + oid + STMT_END, LO_UNLINK + oid + STMT_END, t[9], t[10],
+                t[11], t[12], t[13], t[14], (), t[16],
+                int.from_bytes(buf[end - 8 : end], "little") if with_offset else 0, t[18],
+            )  # fmt: skip
+
+
+class BlobFamily:
+    """The compiled shape of BLOB entries sharing ``template``'s constant fields."""
+
+    def __init__(self, template: RawEntry, has_tableam: bool, has_relkind: bool,
+                 with_offset: bool) -> None:  # fmt: skip
+        t = template
+        self.template = t
+        self.with_offset = with_offset
+        head = _int(t[1]) + _str(t[2])
+        self.prefix = 5 + len(head)  # where the oid Str's length Int starts
+        tail = (
+            _str(t[9]) + _str(t[10]) + _str(t[11]) + (_str(t[12]) if has_tableam else b"")
+            + (_int(t[13]) if has_relkind else b"") + _str(t[14]) + _str(b"false") + NULL_STR
+        )  # fmt: skip
+        tail += bytes([t[16] or 0]) if with_offset else _str(t[18])
+        desc = _str(t[5]) + _int(t[6])
+        esc = re.escape
+        alts = []
+        cells: list[list[int]] = []
+        for d in range(1, MAX_DIGITS + 1):
+            ref = b"(?P=o%d)" % d
+            stmt = _int(len(LO_CREATE) + d + len(STMT_END))
+            alts.append(
+                esc(_int(d)) + b"(?P<o%d>[0-9]{%d})" % (d, d) + esc(_int(d)) + ref
+                + esc(desc + stmt + LO_CREATE) + ref + esc(STMT_END + stmt + LO_UNLINK) + ref
+                + esc(STMT_END)
+            )  # fmt: skip
+            digits = [_DIGIT] * d
+            lits = [_int(d), _int(d), desc + stmt + LO_CREATE, STMT_END + stmt + LO_UNLINK]
+            cells.append(
+                [0, *[_ANY] * 4, *head, *lits[0], *digits, *lits[1], *digits, *lits[2],
+                 *digits, *lits[3], *digits, *STMT_END, *tail,
+                 *([_ANY] * 8 if with_offset else [])]
+            )  # fmt: skip
+        entry = (
+            b"\x00(?!\x00{4})(?s:....)" + esc(head) + b"(?:" + b"|".join(alts) + b")"
+            + esc(tail) + (b"(?s:.{8})" if with_offset else b"")
+        )  # fmt: skip
+        self.base = len(cells[0]) - 4  # entry length = base + 4 * digits
+        self.run = re.compile(b"(?:" + entry + b"){1,%d}" % MAX_RUN)
+        self.one = re.compile(entry)
+        # Counting entries: bytes.count of a literal that no other alignment can match
+        # (checked below, cell by cell), else one more regex pass. The first candidate
+        # ends with a byte rare in a TOC ('k'), which lets the search skip ahead.
+        self.marker: bytes | None = next(
+            (m for m in (LO_UNLINK[:-2], desc) if _occurs_once(m, cells)), None
+        )
+
+    def match(self, buf: bytes, pos: int, index: int, limit: int) -> BlobRun | None:
+        """The run of this family's entries at ``buf[pos:]``, at most ``limit`` of them."""
+        m = self.run.match(buf, pos)
+        if m is None:
+            return None
+        end = m.end()
+        if self.marker is not None:
+            count = buf.count(self.marker, pos, end)
+        else:
+            count = self.one.subn(b"", memoryview(buf)[pos:end])[1]
+        if count > limit:  # the TOC ends inside the run: what follows is data
+            count, end = limit, pos
+            at = self.prefix + 1
+            for _ in range(limit):
+                end += self.base + 4 * buf[end + at]
+        return BlobRun(buf, pos, end, count, index, self)
+
+
+def _occurs_once(marker: bytes, cells: list[list[int]]) -> bool:
+    """Whether ``marker`` can start at exactly one place in each entry shape, whatever
+    the varying bytes are, including places that run on into any next entry."""
+    k = len(marker)
+
+    def fits(text: list[int], i: int) -> bool:
+        for j in range(k):
+            cell, byte = text[i + j], marker[j]
+            if cell != byte and cell != _ANY and (cell != _DIGIT or not 48 <= byte <= 57):
+                return False
+        return True
+
+    for c in cells:
+        if sum(fits(c, i) for i in range(len(c) - k + 1)) != 1:
+            return False
+        for c2 in cells:
+            text = c + c2[: k - 1]
+            if any(fits(text, i) for i in range(len(c) - k + 1, len(c))):
+                return False
+    return True
+
+
+def eligible(raw: RawEntry) -> bool:
+    """Whether a decoded entry has the shape a BlobFamily matches."""
+    oid = raw[3]
+    return (
+        raw[5] == b"BLOB"
+        and oid is not None
+        and 1 <= len(oid) <= MAX_DIGITS
+        and oid.isdigit()
+        and raw[4] == oid
+        and raw[7] == LO_CREATE + oid + STMT_END
+        and raw[8] == LO_UNLINK + oid + STMT_END
+        and not raw[15]
+    )
+
+
+class Families:
+    """The BlobFamily of each shape met in one TOC, compiled on first use."""
+
+    def __init__(self, has_tableam: bool, has_relkind: bool, with_offset: bool) -> None:
+        self.has_tableam = has_tableam
+        self.has_relkind = has_relkind
+        self.with_offset = with_offset
+        self.known: dict[tuple[object, ...], BlobFamily | None] = {}
+        self.cool = 0  # BLOB entries to let pass before trying again after a miss
+        self.misses = 0
+
+    def get(self, raw: RawEntry) -> BlobFamily | None:
+        """The family to try after ``raw`` (a BLOB entry just decoded), or None."""
+        if self.cool:
+            self.cool -= 1
+            return None
+        if not eligible(raw):
+            return None
+        key = raw[1:3] + raw[5:7] + raw[9:15] + raw[16:17] + raw[18:]
+        if key in self.known:
+            return self.known[key]
+        family = None
+        if len(self.known) < MAX_FAMILIES:
+            family = BlobFamily(raw, self.has_tableam, self.has_relkind, self.with_offset)
+        self.known[key] = family
+        return family
+
+    def miss(self) -> None:
+        """No run followed a BLOB entry: back off (BLOB entries alternate with others)."""
+        self.misses = min(self.misses + 1, 6)
+        self.cool = (1 << self.misses) - 1
+
+    def hit(self) -> None:
+        self.misses = self.cool = 0
