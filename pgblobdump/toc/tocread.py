@@ -212,7 +212,11 @@ def read_items(
                 if pos > end:
                     raise _Overrun
             except (struct.error, _Overrun):
-                r.fill(max(pos - start, end - start) + 16, f"TOC entry {index + 1}")
+                need = max(pos - start, end - start) + 16
+                left = None if r.size is None else r.size - r.base - start
+                if left is not None and end - start < left < need:
+                    need = left  # the entry may end within the slack: no early EOF error
+                r.fill(need, f"TOC entry {index + 1}")
                 continue
             except ValueError as e:  # a dependency that is not a number
                 raise CorruptArchive(
