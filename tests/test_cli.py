@@ -185,3 +185,4 @@ def test_server_start_status_stop(
     assert stopped.exit_code == 0, stopped.stderr
     assert not (home / "pg17").exists()
     assert_one_line_error(run("server", "stop", "--major", "17"), 8, "no cluster in")
+    home.rmdir()
