@@ -15,9 +15,11 @@ simply does not match and goes back to the field-by-field decoder.
 from __future__ import annotations
 
 import re
+import sys
 from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import accumulate, islice
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -84,18 +86,32 @@ class BlobRun:
             yield p, d
             p += base + 4 * d
 
+    def _digits(self) -> list[bytes]:
+        """The OID digits of each entry."""
+        found = self.family.digits
+        if found is not None:
+            return found.findall(self.buf, self.start, self.end)
+        buf, at = self.buf, self.family.prefix + 5
+        return [buf[p + at : p + at + d] for p, d in self._walk()]
+
     def oids(self) -> array[int]:
         """The OID of each entry as los.blobs_oid reads it (0 when beyond 32 bits)."""
-        buf, at = self.buf, self.family.prefix + 5
-        out = array("I")
-        for p, d in self._walk():
-            v = int(buf[p + at : p + at + d])
-            out.append(v if v <= 0xFFFFFFFF else 0)
-        return out
+        values = list(map(int, self._digits()))
+        try:
+            return array("I", values)
+        except OverflowError:  # ten digits can exceed 2^32 - 1; ReadToc's sscanf fails
+            return array("I", (v if v <= 0xFFFFFFFF else 0 for v in values))
 
     def dump_ids(self) -> array[int]:
+        """The dump id of each entry: the four bytes after each entry's start."""
+        base = self.family.base
+        starts = accumulate((base + 4 * len(d) for d in self._digits()), initial=self.start)
         buf = self.buf
-        return array("I", (int.from_bytes(buf[p + 1 : p + 5], "little") for p, _ in self._walk()))
+        raw = b"".join([buf[p + 1 : p + 5] for p in islice(starts, self.count)])
+        out = array("I", raw)
+        if sys.byteorder == "big":
+            out.byteswap()
+        return out
 
     def entries(self) -> Iterator[RawEntry]:
         """The entries as tocread.read_entries yields them, field for field."""
@@ -158,6 +174,13 @@ class BlobFamily:
         # ends with a byte rare in a TOC ('k'), which lets the search skip ahead.
         self.marker: bytes | None = next(
             (m for m in (LO_UNLINK[:-2], desc) if _occurs_once(m, cells)), None
+        )
+        # When that marker is the lo_unlink statement, each of its occurrences in a run is
+        # one entry's, followed by the quoted OID: findall reads the OIDs in one call.
+        self.digits = (
+            re.compile(re.escape(LO_UNLINK[:-2]) + rb"\('([0-9]+)'")
+            if self.marker == LO_UNLINK[:-2]
+            else None
         )
 
     def match(self, buf: bytes, pos: int, index: int, limit: int) -> BlobRun | None:
