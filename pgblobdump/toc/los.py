@@ -18,6 +18,7 @@ from pgblobdump.toc import blobs, listing
 from pgblobdump.toc.blobruns import BlobRun
 from pgblobdump.toc.entry import SECTION_NONE, SECTION_PRE_DATA, catalog_id
 from pgblobdump.toc.header import K_VERS_1_16
+from pgblobdump.toc.lodata import SizeRun
 from pgblobdump.toc.reader import Archive
 from pgblobdump.toc.tocread import RawEntry
 
@@ -260,21 +261,34 @@ def _rows(archive: Archive, cat: LoCatalog, with_sizes: bool) -> Iterator[LoRow]
                     None, meta,
                 )  # fmt: skip
         return
-    stored = blobs.iter_sizes(archive, cat.blobs) if with_sizes else iter(())
+    stored = blobs.iter_size_runs(archive, cat.blobs) if with_sizes else iter(())
     any_data = False
-    for oid, size, blobs_id in stored:
+    plain = not (cat.owner_of or cat.acl_of or cat.comment_of)  # no LO is an exception
+    default = cat.default_owner
+    for item in stored:
         any_data = True
-        yield (
-            oid, cat.owner_of.get(oid, cat.default_owner), cat.acl_of.get(oid, empty),
-            cat.comment_of.get(oid), size, blobs_id,
-        )  # fmt: skip
+        if isinstance(item, SizeRun):
+            size, blobs_id = item.size, item.blobs_id
+            if plain:
+                for oid in item.oids:
+                    yield (oid, default, empty, None, size, blobs_id)
+                continue
+            pairs: Iterable[tuple[int, int]] = ((oid, size) for oid in item.oids)
+        else:
+            oid, size, blobs_id = item
+            pairs = ((oid, size),)
+        for oid, size in pairs:
+            yield (
+                oid, cat.owner_of.get(oid, default), cat.acl_of.get(oid, empty),
+                cat.comment_of.get(oid), size, blobs_id,
+            )  # fmt: skip
     if any_data:
         return
-    for item in archive.iter_items():
-        if isinstance(item, BlobRun):
-            pairs: Iterable[tuple[int, int]] = zip(item.oids(), item.dump_ids(), strict=True)
-        elif item[5] == b"BLOB":
-            pairs = ((blobs_oid(item), item[0]),)
+    for entry in archive.iter_items():
+        if isinstance(entry, BlobRun):
+            pairs = zip(entry.oids(), entry.dump_ids(), strict=True)
+        elif entry[5] == b"BLOB":
+            pairs = ((blobs_oid(entry), entry[0]),)
         else:
             continue
         for oid, dump_id in pairs:
