@@ -78,7 +78,7 @@ def run_archives(
         conn.execute("CREATE DATABASE toc_runs_plain")
     with psycopg.connect(pg16.conninfo("toc_runs_plain"), autocommit=True) as conn:
         conn.execute("SELECT lo_create(id) FROM generate_series(1, 1500) id")
-        conn.execute("SELECT lo_put(id, 0, 'ab') FROM generate_series(1, 1500, 3) id")
+        conn.execute("SELECT lo_put(id, 0, 'ab') FROM generate_series(1, 700) id")
     plain = out / "plain"
     plain.mkdir()
     built["16-custom-plain"] = build.dump(
