@@ -194,6 +194,12 @@ def _plots(res: results.Results, folder: Path) -> None:
     help="Measure nothing: show (and re-plot) a saved results folder.",
 )
 @click.option(
+    "--against",
+    "against_dir",
+    type=click.Path(path_type=Path, exists=True),
+    help="With --render: compare with another saved results folder (another machine's).",
+)
+@click.option(
     "--plots/--no-plots",
     default=None,
     help="Write PNG and SVG plots into the results folder [default: with --results].",
@@ -217,8 +223,8 @@ def compare(
     target: ConnectionTarget, los: tuple[str, ...], majors: str, formats: str, repeat: int,
     restore: bool, jobs: int, transaction_size: int, verify_sample: int, keep: bool,
     workdir: Path | None, results_dir: Path | None, render_dir: Path | None,
-    plots: bool | None, embedded_major: int, may_generate: bool, pg_bin: tuple[Path, ...],
-    fmt: Format,
+    against_dir: Path | None, plots: bool | None, embedded_major: int, may_generate: bool,
+    pg_bin: tuple[Path, ...], fmt: Format,
 ) -> None:  # fmt: skip
     """Measure pg_dump and pg_restore of many large objects: majors x formats x counts.
 
@@ -238,8 +244,14 @@ def compare(
         res = results.load(render_dir)
         if plots:
             _plots(res, render_dir if render_dir.is_dir() else render_dir.parent)
+        if against_dir is not None:
+            other = results.load(against_dir)
+            emit(report.against_table(res, other, str(against_dir)), fmt)
+            return
         _show(res, fmt)
         return
+    if against_dir is not None:
+        raise UsageError("--against works with --render DIR (compare two saved runs)")
     formats_t = parse_formats(formats)
     plan_majors = parse_majors(majors)
     counts = parse_los(los or [DEFAULT_LOS])

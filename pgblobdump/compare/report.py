@@ -110,7 +110,7 @@ def ratio_table(ratios: list[Ratio]) -> Table:
     ]
     cols = [
         Column("los", "LOs", numeric=True), Column("format"), Column("versions"),
-        Column("figure"), Column("ratio", numeric=True), Column("seed", "seed (1M)", numeric=True),
+        Column("figure"), Column("ratio", numeric=True), Column("seed", "seed", numeric=True),
         Column("off", "vs seed", numeric=True),
     ]  # fmt: skip
     return Table(cols, rows, title="ratios between majors (medians; higher = older is worse)")
@@ -209,3 +209,39 @@ def flat_table(results: Results) -> Table:
         "restored_los", "ok", "via",
     ]  # fmt: skip
     return Table([Column(k) for k in keys], rows, title="compare runs")
+
+
+def against_table(mine: Results, theirs: Results, their_name: str) -> Table:
+    """Each (count, contender) measured in both runs: figures here over figures there.
+
+    Times move with the machine; RSS and sizes should not, so a size ratio away from 1.00x
+    means a different pg_dump build or data, not a faster disk.
+    """
+    there = {(s.count, s.contender): s for s in summarize_dumps(theirs.dumps)}
+    rows = []
+    for s in summarize_dumps(mine.dumps):
+        o = there.get((s.count, s.contender))
+        if o is None:
+            continue
+        rows.append(
+            {
+                "los": s.count,
+                "contender": s.contender.label,
+                "wall": f"{s.wall_s.median / o.wall_s.median:.2f}x" if o.wall_s.median else "-",
+                "peak_rss": f"{s.max_rss_kb.median / o.max_rss_kb.median:.2f}x",
+                "archive": f"{s.apparent_bytes.median / o.apparent_bytes.median:.2f}x",
+                "files": f"{s.files:,} / {o.files:,}",
+            }
+        )
+    cols = [
+        Column("los", "LOs", numeric=True), Column("contender"),
+        Column("wall", "wall", numeric=True), Column("peak_rss", "peak RSS", numeric=True),
+        Column("archive", numeric=True), Column("files", "files here / there", numeric=True),
+    ]  # fmt: skip
+    where = theirs.meta.get("machine", {}).get("hostname", "?")
+    return Table(
+        cols,
+        rows,
+        title=f"this run over {their_name} ({where}): medians, here / there",
+        notes=() if rows else ("no (count, contender) was measured in both runs",),
+    )

@@ -109,6 +109,10 @@ def test_results_folder_round_trips(small_run: tuple[Result, Path, Path]) -> Non
     lines = csv.stdout.splitlines()
     assert lines[0].startswith("phase,los,contender")
     assert len(lines) == 1 + 4 + 10
+    same = _run("--render", str(folder), "--against", str(folder), "--csv")
+    assert same.exit_code == 0, same.stderr
+    rows = same.stdout.splitlines()[1:]
+    assert len(rows) == 4 and all(",1.00x,1.00x,1.00x," in r for r in rows)
     md = _run("--render", str(folder), "--markdown")
     assert "| pg_dump 17 -Fd |" in md.stdout and "all back" in md.stdout
 
