@@ -19,8 +19,13 @@ class Format(enum.StrEnum):
     MARKDOWN = "markdown"
 
 
+PIPE_WIDTH = 200
+"""Columns for tables written to a pipe or file, where rich would assume 80 and elide cells."""
+
+
 def stdout_console() -> Console:
-    return Console(file=sys.stdout, soft_wrap=True)
+    width = None if sys.stdout.isatty() else PIPE_WIDTH
+    return Console(file=sys.stdout, soft_wrap=True, width=width)
 
 
 def stderr_console() -> Console:
