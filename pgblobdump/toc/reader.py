@@ -161,6 +161,8 @@ class Archive:
             return (self.root / name).open("rb")
         except OSError as e:
             raise CorruptArchive(f"{self.name}: cannot open {name}: {e.strerror}") from e
+        except ValueError as e:  # a NUL byte: a damaged blobs list, no file name
+            raise CorruptArchive(f"{self.name}: bad data file name {name!r}") from e
 
     def member_size(self, name: str) -> int | None:
         """The size of a data file, or None when it is missing."""
@@ -172,7 +174,7 @@ class Archive:
         assert self.root is not None
         try:
             return (self.root / name).stat().st_size
-        except OSError:
+        except (OSError, ValueError):  # ValueError: a NUL byte in a damaged blobs list
             return None
 
     # -- lifetime -------------------------------------------------------------------
