@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import click
 import pytest
 
 from pgblobdump.cli import cli
@@ -26,5 +27,5 @@ def test_every_command_has_help_ending_with_an_example(path: list[str], cmd: obj
 
 def test_readme_mentions_every_top_level_command() -> None:
     readme = (ROOT / "README.md").read_text()
-    for name in cli.commands:  # type: ignore[attr-defined]
+    for name in cli.list_commands(click.Context(cli)):
         assert f"pgblobdump {name}" in readme, f"README does not mention pgblobdump {name}"

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
+import os
+import sys
 from typing import Any
 
 import click
@@ -17,8 +20,32 @@ def report_error(e: PgBlobDumpError) -> int:
     return e.exit_code
 
 
+SUBCOMMANDS = {
+    "doctor": "pgblobdump.cli.doctor:doctor",
+    "server": "pgblobdump.cli.server:server",
+    "generate": "pgblobdump.cli.generate:generate",
+    "toc": "pgblobdump.cli.toc:toc",
+    "compare": "pgblobdump.cli.compare:compare",
+}
+"""Each command's module, imported only when that command runs (or help lists them all),
+so ``toc`` never loads libpq or matplotlib."""
+
+
 class _Group(click.Group):
-    """The root group: maps PgBlobDumpError (and Ctrl-C) to ``Error: ...`` and an exit code."""
+    """The root group: loads commands lazily, and maps PgBlobDumpError (and Ctrl-C) to
+    ``Error: ...`` and an exit code, the one place where that happens."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(SUBCOMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = SUBCOMMANDS.get(cmd_name)
+        if target is None:
+            return None
+        module, _, attr = target.partition(":")
+        command = getattr(importlib.import_module(module), attr)
+        assert isinstance(command, click.Command)
+        return command
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -27,6 +54,13 @@ class _Group(click.Group):
             ctx.exit(report_error(e))
         except KeyboardInterrupt:
             ctx.exit(report_error(Interrupted("interrupted")))
+        except BrokenPipeError:
+            # The reader of stdout went away (``| head``): stop quietly, as cat does, and
+            # keep Python from complaining when it flushes stdout at exit.
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
+            ctx.exit(0)
 
 
 @click.group(
@@ -40,28 +74,6 @@ def cli() -> None:
 
     Example: pgblobdump doctor
     """
-
-
-def _register() -> None:
-    from pgblobdump.cli import doctor, generate, server
-
-    cli.add_command(doctor.doctor)
-    cli.add_command(server.server)
-    cli.add_command(generate.generate)
-    import importlib
-
-    # Subsystems being built beside this one register when their module exists.
-    for name in ("toc", "compare"):
-        try:
-            module = importlib.import_module(f"pgblobdump.cli.{name}")
-        except ModuleNotFoundError as e:
-            if e.name != f"pgblobdump.cli.{name}":
-                raise
-            continue
-        cli.add_command(getattr(module, name))
-
-
-_register()
 
 
 def main() -> None:

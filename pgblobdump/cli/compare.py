@@ -31,8 +31,8 @@ from pgblobdump.compare.source import (
     restore_server,
 )
 from pgblobdump.errors import UsageError
-from pgblobdump.pg.connect import ConnectionTarget
 from pgblobdump.pg.doctor import gnu_time
+from pgblobdump.pg.target import ConnectionTarget
 from pgblobdump.pg.toolchain import check_major
 from pgblobdump.units import parse_count
 

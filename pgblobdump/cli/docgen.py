@@ -14,8 +14,11 @@ def walk(cmd: click.Command, path: list[str]) -> list[tuple[list[str], click.Com
     """Every command under ``cmd`` with its full name, groups before their children."""
     out = [(path, cmd)]
     if isinstance(cmd, click.Group):
-        for name in sorted(cmd.commands):
-            out += walk(cmd.commands[name], [*path, name])
+        ctx = click.Context(cmd, info_name=path[-1])
+        for name in sorted(cmd.list_commands(ctx)):
+            sub = cmd.get_command(ctx, name)
+            assert sub is not None
+            out += walk(sub, [*path, name])
     return out
 
 

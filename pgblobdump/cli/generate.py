@@ -14,7 +14,7 @@ from pgblobdump.errors import UsageError
 from pgblobdump.generate import Content, GenerateResult, GenerateSpec, SizeSpec
 from pgblobdump.generate import generate as run
 from pgblobdump.pg.cluster import EmbeddedCluster
-from pgblobdump.pg.connect import ConnectionTarget
+from pgblobdump.pg.target import ConnectionTarget
 from pgblobdump.report import Column, Table
 from pgblobdump.units import format_bytes, parse_count
 

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 import click
 
 from pgblobdump.cli.output import Format
-from pgblobdump.pg.connect import ConnectionTarget
+from pgblobdump.pg.target import ConnectionTarget
 
 F = TypeVar("F", bound=Callable[..., Any])
 

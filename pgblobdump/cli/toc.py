@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import csv
-import functools
 import json
-import os
 import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -16,7 +13,7 @@ import click
 from pgblobdump.cli.options import output_options
 from pgblobdump.cli.output import Format, emit
 from pgblobdump.errors import UsageError
-from pgblobdump.report import Column, Table
+from pgblobdump.report import Column, Table, stream
 from pgblobdump.toc import diff as toc_diff
 from pgblobdump.toc import listing, los, summary
 from pgblobdump.toc.reader import open_archive
@@ -24,63 +21,16 @@ from pgblobdump.toc.reader import open_archive
 ARCHIVE = click.argument("archive", type=click.Path(path_type=Path))
 
 
-def _write_json_stream(records: Iterable[dict[str, Any]]) -> None:
-    """A JSON array written row by row, so a million rows never sit in memory."""
-    out = sys.stdout
-    first = True
-    out.write("[")
-    for rec in records:
-        out.write("\n  " if first else ",\n  ")
-        out.write(json.dumps(rec, ensure_ascii=False))
-        first = False
-    out.write("\n]\n" if not first else "]\n")
-
-
 def _write_rows(fmt: Format, columns: list[str], records: Iterator[dict[str, Any]]) -> None:
-    """Stream ``records`` as JSON, CSV, Markdown or plain aligned text."""
+    """Stream ``records`` as JSON, CSV, Markdown or tab-separated text."""
     if fmt is Format.JSON:
-        _write_json_stream(records)
-        return
-    if fmt is Format.CSV:
-        w = csv.writer(sys.stdout, lineterminator="\n")
-        w.writerow(columns)
-        for rec in records:
-            w.writerow(["" if rec[c] is None else _cell(rec[c]) for c in columns])
-        return
-    if fmt is Format.MARKDOWN:
-        sys.stdout.write("| " + " | ".join(columns) + " |\n")
-        sys.stdout.write("|" + "|".join("---" for _ in columns) + "|\n")
-        for rec in records:
-            cells = (_cell(rec[c]).replace("|", "\\|").replace("\n", " ") for c in columns)
-            sys.stdout.write("| " + " | ".join(cells) + " |\n")
-        return
-    sys.stdout.write("\t".join(columns) + "\n")
-    for rec in records:
-        sys.stdout.write("\t".join(_cell(rec[c]).replace("\n", " ") for c in columns) + "\n")
-
-
-def _quiet_pipe(f: Any) -> Any:
-    """Stop quietly when the reader of stdout goes away (``| head``), as cat does."""
-
-    @functools.wraps(f)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return f(*args, **kwargs)
-        except BrokenPipeError:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-            os.close(devnull)
-            return None
-
-    return wrapper
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, list | tuple):
-        return "; ".join(str(v) for v in value)
-    return str(value)
+        stream.write_json(sys.stdout, records)
+    elif fmt is Format.CSV:
+        stream.write_csv(sys.stdout, columns, records)
+    elif fmt is Format.MARKDOWN:
+        stream.write_markdown(sys.stdout, columns, records)
+    else:
+        stream.write_tsv(sys.stdout, columns, records)
 
 
 @click.group()
@@ -100,7 +50,6 @@ def toc() -> None:
 @click.option("--all", "show_all", is_flag=True, help="Also entries pg_restore -l hides.")
 @click.option("--no-header", is_flag=True, help="Omit the ';' comment header.")
 @output_options
-@_quiet_pipe
 def show(archive: Path, show_all: bool, no_header: bool, fmt: Format) -> None:
     """List the TOC entries like `pg_restore -l` (same entry lines, same header).
 
@@ -176,7 +125,6 @@ def _summary_table(s: summary.Summary) -> Table:
 @ARCHIVE
 @click.option("--no-data", is_flag=True, help="Skip the walk over LO data (no sizes).")
 @output_options
-@_quiet_pipe
 def summary_cmd(archive: Path, no_data: bool, fmt: Format) -> None:
     """Archive version, format, compression, versions, entry counts, LOs and sizes.
 
@@ -194,7 +142,6 @@ def summary_cmd(archive: Path, no_data: bool, fmt: Format) -> None:
 @ARCHIVE
 @click.option("--no-sizes", is_flag=True, help="Do not read LO data (no size column).")
 @output_options
-@_quiet_pipe
 def los_cmd(archive: Path, no_sizes: bool, fmt: Format) -> None:
     """The large objects in an archive: OID, owner, stored size, ACL, comment.
 
@@ -258,7 +205,6 @@ def _write_los_json(rows: Iterable[los.LoRow]) -> None:
 @click.argument("a", type=click.Path(path_type=Path))
 @click.argument("b", type=click.Path(path_type=Path))
 @output_options
-@_quiet_pipe
 def diff(a: Path, b: Path, fmt: Format) -> None:
     """Entry-level differences from archive A to archive B.
 
@@ -286,7 +232,6 @@ def diff(a: Path, b: Path, fmt: Format) -> None:
 @click.argument("oid", type=int)
 @click.option("-o", "--output", type=click.Path(path_type=Path, dir_okay=False),
               help="Write to FILE instead of stdout.")  # fmt: skip
-@_quiet_pipe
 def extract(archive: Path, oid: int, output: Path | None) -> None:
     """Write one large object's bytes, decompressed, to stdout or FILE.
 

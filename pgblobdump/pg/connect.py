@@ -1,52 +1,17 @@
-"""Connections spelled like psql: ``-d`` (a name or a full connection string), ``-h -p -U``.
-
-libpq itself reads PGHOST, PGPORT, PGUSER, PGDATABASE, PGPASSWORD and the rest, so a
-target built from no options at all connects where psql would.
-"""
+"""Open connections with libpq's errors turned into ours, and describe them safely."""
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import psycopg
 from psycopg import conninfo as pgconninfo
 
 from pgblobdump.errors import ConnectionFailed, UsageError
+from pgblobdump.pg.target import first_line
 
 APPLICATION_NAME = "pgblobdump"
-
-
-@dataclass(frozen=True)
-class ConnectionTarget:
-    """Connection options as given; empty fields fall back to libpq's environment."""
-
-    dbname: str | None = None
-    host: str | None = None
-    port: str | None = None
-    user: str | None = None
-
-    @property
-    def given(self) -> bool:
-        """Whether the user named any connection option at all."""
-        return any((self.dbname, self.host, self.port, self.user))
-
-    def conninfo(self) -> str:
-        """The libpq connection string; options override what ``-d`` says."""
-        base = self.dbname or ""
-        if base and "=" not in base and "://" not in base:
-            base = pgconninfo.make_conninfo(dbname=base)
-        extra = {k: v for k, v in (("host", self.host), ("port", self.port), ("user", self.user))}
-        try:
-            return pgconninfo.make_conninfo(base, **{k: v for k, v in extra.items() if v})
-        except psycopg.ProgrammingError as e:
-            raise UsageError(f"invalid connection string {self.dbname!r}: {_first_line(e)}") from e
-
-
-def _first_line(e: BaseException) -> str:
-    text = str(e).strip()
-    return text.splitlines()[0] if text else type(e).__name__
 
 
 def describe(conninfo: str) -> str:
@@ -68,8 +33,8 @@ def connect(conninfo: str, autocommit: bool = True) -> Iterator[psycopg.Connecti
             conninfo, autocommit=autocommit, application_name=APPLICATION_NAME, connect_timeout=10
         )
     except psycopg.ProgrammingError as e:
-        raise UsageError(f"invalid connection string: {_first_line(e)}") from e
+        raise UsageError(f"invalid connection string: {first_line(e)}") from e
     except psycopg.OperationalError as e:
-        raise ConnectionFailed(f"cannot connect to {describe(conninfo)}: {_first_line(e)}") from e
+        raise ConnectionFailed(f"cannot connect to {describe(conninfo)}: {first_line(e)}") from e
     with conn:
         yield conn
