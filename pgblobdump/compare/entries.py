@@ -1,7 +1,7 @@
 """TOC entries of an archive counted by type (BLOB, BLOB METADATA, BLOBS, TABLE, ...).
 
-Two sources, one adapter: the native TOC reader (``pgblobdump.toc``) when it is importable
-and reads the archive, else ``pg_restore -l`` of the contender's own major, parsed here.
+Two sources, one adapter: the native TOC reader (``pgblobdump.toc``) when it reads the
+archive, else ``pg_restore -l`` of the contender's own major.
 Counting happens after the measured run, so it never affects the figures.
 """
 
@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from pgblobdump.errors import ExternalCommandFailed, PgBlobDumpError
+from pgblobdump.toc import listing, open_archive, summarize
 
 NATIVE = "native"
 PG_RESTORE_L = "pg_restore -l"
@@ -20,55 +21,16 @@ NOT_LISTED = frozenset({"ENCODING", "STDSTRINGS", "SEARCHPATH", "DATABASE"})
 """Entries every archive has that ``pg_restore -l`` never prints (settings applied on
 connect; DATABASE only with -C): the native count is higher by these, one each."""
 
-# pg_dump's multi-word entry types, longest first so "MATERIALIZED VIEW DATA" wins.
-_MULTI_WORD = sorted(
-    (
-        "BLOB METADATA", "TABLE DATA", "SEQUENCE SET", "SEQUENCE OWNED BY", "DEFAULT ACL",
-        "FK CONSTRAINT", "CHECK CONSTRAINT", "MATERIALIZED VIEW DATA", "MATERIALIZED VIEW",
-        "TEXT SEARCH CONFIGURATION", "TEXT SEARCH DICTIONARY", "TEXT SEARCH PARSER",
-        "TEXT SEARCH TEMPLATE", "EVENT TRIGGER", "FOREIGN TABLE", "FOREIGN DATA WRAPPER",
-        "FOREIGN SERVER", "USER MAPPING", "OPERATOR CLASS", "OPERATOR FAMILY",
-        "PROCEDURAL LANGUAGE", "ACCESS METHOD", "DATABASE PROPERTIES", "PUBLICATION TABLE",
-        "PUBLICATION TABLES IN SCHEMA", "STATISTICS DATA", "INDEX ATTACH", "ROW SECURITY",
-        "SHELL TYPE", "ENCODING", "STDSTRINGS", "SEARCHPATH",
-    ),
-    key=len,
-    reverse=True,
-)  # fmt: skip
-
 
 def parse_listing_types(lines: Iterable[str]) -> Counter[str]:
-    """Entry types from ``pg_restore -l`` lines: ``<id>; <tableoid> <oid> <TYPE> <ns> ...``.
-
-    Comment lines (``;``) and blanks are skipped.
-    """
-    counts: Counter[str] = Counter()
-    for line in lines:
-        if not line.strip() or line.startswith(";"):
-            continue
-        _id, sep, rest = line.partition(";")
-        if not sep:
-            continue
-        fields = rest.split(maxsplit=2)
-        if len(fields) < 3:
-            continue
-        tail = fields[2]
-        kind = next((m for m in _MULTI_WORD if tail == m or tail.startswith(m + " ")), None)
-        counts[kind or tail.split()[0]] += 1
-    return counts
+    """Entry types counted from ``pg_restore -l`` lines (comments and blanks skipped)."""
+    return Counter(line.desc for line in listing.parse_listing(lines, "pg_restore -l"))
 
 
-def _native(path: Path) -> Counter[str] | None:
-    try:
-        from pgblobdump.toc.reader import open_archive
-    except ImportError:
-        return None
-    counts: Counter[str] = Counter()
+def _native(path: Path) -> Counter[str]:
+    # summarize() counts BLOB entries run by run (no object per entry on 16 archives).
     with open_archive(path) as archive:
-        for raw in archive.iter_raw():
-            desc = raw[5]
-            counts[desc.decode() if desc is not None else "?"] += 1
-    return counts
+        return Counter(summarize(archive, with_data=False).entries_by_type)
 
 
 def _pg_restore(path: Path, list_cmd: Sequence[str]) -> Counter[str]:
@@ -89,7 +51,7 @@ def entries_by_type(
         try:
             native = _native(path)
         except PgBlobDumpError:
-            native = None  # a reader still in progress may not know this archive yet
-        if native is not None:
+            pass  # an archive the native reader refuses: pg_restore has the last word
+        else:
             return dict(sorted(native.items())), NATIVE
     return dict(sorted(_pg_restore(path, list_cmd).items())), PG_RESTORE_L
