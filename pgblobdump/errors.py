@@ -79,6 +79,25 @@ class InsufficientResources(PgBlobDumpError):
     exit_code = 10
 
 
+class FileError(PgBlobDumpError):
+    """A file or directory could not be read, created or written (permissions, no such
+    parent, not a directory); a full disk is InsufficientResources instead."""
+
+    exit_code = 11
+
+
+def from_os_error(e: OSError, doing: str = "") -> PgBlobDumpError:
+    """Our error for an OSError: ENOSPC/EDQUOT say the disk is full, others name the file."""
+    import errno
+
+    where = f" {e.filename}" if e.filename else ""
+    what = f"cannot {doing}{where}" if doing else f"{where.strip() or 'I/O error'}"
+    reason = e.strerror or str(e)
+    if e.errno in (errno.ENOSPC, errno.EDQUOT):
+        return InsufficientResources(f"{what}: {reason} (the disk is full)")
+    return FileError(f"{what}: {reason}")
+
+
 class Interrupted(PgBlobDumpError):
     """The user pressed Ctrl-C; children were stopped and partial output removed."""
 

@@ -116,6 +116,38 @@ def test_embedded_excludes_connection_options() -> None:
     )
 
 
+def test_server_refuses_bad_names_and_ports(monkeypatch: pytest.MonkeyPatch) -> None:
+    import tempfile
+    from pathlib import Path
+
+    home = Path(tempfile.mkdtemp(prefix="pgbd-home-"))
+    monkeypatch.setenv("PGBLOBDUMP_HOME", str(home))
+    assert_one_line_error(run("server", "start", "--name", "../escape"), 2, "--name")
+    assert_one_line_error(run("server", "start", "--port", "99999"), 2, "not a TCP port")
+    assert_one_line_error(
+        run("server", "start", "--datadir", "/proc/nope/data"), 11, "cannot create"
+    )
+    assert list(home.iterdir()) == []
+    home.rmdir()
+
+
+def test_server_that_cannot_start_says_why_and_leaves_nothing(
+    pg16: EmbeddedCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tempfile
+    from pathlib import Path
+
+    home = Path(tempfile.mkdtemp(prefix="pgbd-home-"))
+    home.chmod(0o755)
+    monkeypatch.setenv("PGBLOBDUMP_HOME", str(home))
+    taken = str(pg16.status().port)
+    result = run("server", "start", "--name", "clash", "--port", taken)
+    assert_one_line_error(result, 6, "could not")
+    assert "removed the new cluster" in result.stderr
+    assert list(home.iterdir()) == []
+    home.rmdir()
+
+
 def test_unknown_major() -> None:
     assert_one_line_error(
         run("generate", "--embedded", "99", "-n", "1"), 2, "unknown PostgreSQL major version 99"
@@ -179,7 +211,13 @@ def test_server_start_status_stop(
         with psycopg.connect(conninfo) as conn:
             assert conn.execute("SHOW server_version_num").fetchone()[0].startswith("17")  # type: ignore[index]
         status = json.loads(run("server", "status", "--json").stdout)
-        assert [(s["version"][:2], s["running"]) for s in status] == [("17", True)]
+        assert [(s["name"], s["version"][:2], s["running"]) for s in status] == [
+            ("pg17", "17", True)
+        ]
+        # Asking for another major than the cluster's is an error, not a silent start.
+        assert_one_line_error(
+            run("server", "start", "--major", "16", "--name", "pg17"), 2, "not 16"
+        )
     finally:
         stopped = run("server", "stop", "--major", "17", "--remove")
     assert stopped.exit_code == 0, stopped.stderr

@@ -5,7 +5,7 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from pgblobdump.errors import DatabaseError
+from pgblobdump.errors import DatabaseError, Interrupted
 from pgblobdump.generate import Content, GenerateSpec, SizeSpec, generate
 from pgblobdump.generate import generator as gen
 from pgblobdump.pg.cluster import EmbeddedCluster
@@ -123,7 +123,9 @@ def test_failure_midway_removes_what_was_made(
         real(self, oids, datas)
 
     monkeypatch.setattr(gen._Run, "_decorate", fail_on_third)
-    with pytest.raises(DatabaseError, match="division by zero; removed the 2,000 LOs and table t"):
+    with pytest.raises(
+        DatabaseError, match="division by zero; removed the 2,000 LOs and table t this run"
+    ):
         generate(db, GenerateSpec(5000, SizeSpec(10, 10), table="t"))
     assert _one(db, "SELECT count(*) FROM pg_largeobject_metadata") == 0
     assert _one(db, "SELECT to_regclass('t')") is None
@@ -134,3 +136,70 @@ def test_a_million_empty_los(pg16: EmbeddedCluster, new_db: NewDb) -> None:
     db = new_db(pg16)
     assert generate(db, GenerateSpec(1_000_000)).count == 1_000_000
     assert _one(db, "SELECT count(*) FROM pg_largeobject_metadata") == 1_000_000
+
+
+def test_interrupt_after_a_batch_committed_still_removes_it(
+    pg16: EmbeddedCluster, new_db: NewDb, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C can land after the server committed a batch but before we counted it."""
+    db = new_db(pg16)
+    real = psycopg.Connection.execute
+    seen = []
+
+    def execute(self: psycopg.Connection, query: object, *args: object, **kw: object) -> object:
+        cur = real(self, query, *args, **kw)  # type: ignore[arg-type]
+        if "lo_create(g::oid)" in str(query):
+            seen.append(1)
+            if len(seen) == 2:
+                raise KeyboardInterrupt
+        return cur
+
+    monkeypatch.setattr(psycopg.Connection, "execute", execute)
+    monkeypatch.setattr(gen, "EMPTY_BATCH", 1000)
+    with pytest.raises(Interrupted, match="removed the 2,000 LOs this run created"):
+        generate(db, GenerateSpec(5000))
+    monkeypatch.undo()
+    assert _one(db, "SELECT count(*) FROM pg_largeobject_metadata") == 0
+
+
+def test_table_name_is_taken_literally(pg17: EmbeddedCluster, new_db: NewDb) -> None:
+    db = new_db(pg17)
+    with psycopg.connect(db, autocommit=True) as conn:
+        conn.execute("CREATE TABLE docs (x int)")
+    # "Docs" is another table than docs: created under exactly that name.
+    generate(db, GenerateSpec(10, SizeSpec(1, 1), table="Docs"))
+    assert _one(db, 'SELECT count(*) FROM "Docs"') == 10
+    with pytest.raises(DatabaseError, match="table Docs already exists"):
+        generate(db, GenerateSpec(10, SizeSpec(1, 1), table="Docs"))
+
+
+def test_roles_made_by_a_failed_run_are_dropped(
+    pg17: EmbeddedCluster, new_db: NewDb, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = new_db(pg17)
+    with psycopg.connect(db, autocommit=True) as conn:
+        conn.execute("DROP ROLE IF EXISTS pgbd_owner_8")
+
+    def fail(self: gen._Run, oids: list[int], datas: list[bytes]) -> None:
+        self.conn.execute("SELECT 1/0")
+
+    monkeypatch.setattr(gen._Run, "_decorate", fail)
+    with pytest.raises(DatabaseError, match=r"removed the 0 LOs and roles .*pgbd_owner_8"):
+        generate(db, GenerateSpec(10, SizeSpec(1, 1), owners=8))
+    assert _one(db, "SELECT count(*) FROM pg_roles WHERE rolname = 'pgbd_owner_8'") == 0
+
+
+def test_owners_share_the_los(pg16: EmbeddedCluster, new_db: NewDb) -> None:
+    db = new_db(pg16)
+    generate(db, GenerateSpec(900, SizeSpec(10, 10), owners=3))
+    with psycopg.connect(db) as conn:
+        counts = conn.execute(
+            "SELECT count(*) FROM pg_largeobject_metadata GROUP BY lomowner ORDER BY 1"
+        ).fetchall()
+    assert counts == [(300,), (300,), (300,)]
+
+
+def test_read_only_database_gives_a_database_error(pg16: EmbeddedCluster, new_db: NewDb) -> None:
+    db = new_db(pg16) + " options='-c default_transaction_read_only=on'"
+    with pytest.raises(DatabaseError, match="read-only transaction"):
+        generate(db, GenerateSpec(10, SizeSpec(1, 1), owners=7))

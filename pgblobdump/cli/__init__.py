@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from pgblobdump import __version__
-from pgblobdump.errors import Interrupted, PgBlobDumpError
+from pgblobdump.errors import Interrupted, PgBlobDumpError, from_os_error
 
 
 def report_error(e: PgBlobDumpError) -> int:
@@ -61,6 +61,9 @@ class _Group(click.Group):
             os.dup2(devnull, sys.stdout.fileno())
             os.close(devnull)
             ctx.exit(0)
+        except OSError as e:
+            # The safety net for files the core did not name itself (stdout on a full disk).
+            ctx.exit(report_error(from_os_error(e)))
 
 
 @click.group(
@@ -68,7 +71,8 @@ class _Group(click.Group):
 )
 @click.version_option(__version__, prog_name="pgblobdump")
 def cli() -> None:
-    """Dump, restore, measure and migrate PostgreSQL large objects at scale.
+    """PostgreSQL large objects at scale: generate them, measure pg_dump/pg_restore of them,
+    read pg_dump archives without a server.
 
     Data goes to stdout, progress and diagnostics to stderr. Every listing takes --json.
 

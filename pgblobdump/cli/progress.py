@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Callable, Iterator
 
 from rich.progress import (
@@ -19,7 +20,13 @@ from pgblobdump.cli.output import stderr_console
 
 @contextlib.contextmanager
 def progress_bar(description: str, total: int) -> Iterator[Callable[[int], None]]:
-    """Yields ``update(done)``; the bar goes to stderr and vanishes when finished."""
+    """Yields ``update(done)``; the bar goes to stderr and vanishes when finished.
+
+    When stderr is not a terminal there is no bar at all (rich would still print a newline).
+    """
+    if not sys.stderr.isatty():
+        yield lambda done: None
+        return
     with Progress(
         TextColumn("{task.description}"),
         BarColumn(),

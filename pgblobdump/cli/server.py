@@ -2,31 +2,43 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import click
 
 from pgblobdump.cli.options import output_options, pg_bin_option
 from pgblobdump.cli.output import Format, emit, stderr_console
-from pgblobdump.errors import NotFound
+from pgblobdump.errors import NotFound, UsageError
 from pgblobdump.pg import toolchain
 from pgblobdump.pg.cluster import ClusterInfo, EmbeddedCluster, default_base_dir
 from pgblobdump.report import Column, Table
 
+DEFAULT_MAJOR = 16
+_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
 
-def _datadir(name: str | None, major: int, datadir: Path | None) -> Path:
-    return datadir or default_base_dir() / (name or f"pg{major}")
+
+def _datadir(name: str | None, major: int | None, datadir: Path | None) -> Path:
+    if datadir is not None:
+        return datadir
+    if name is not None and not _NAME_RE.fullmatch(name):
+        raise UsageError(f"--name {name!r}: use letters, digits, '.', '_' or '-' (no '/')")
+    return default_base_dir() / (name or f"pg{major or DEFAULT_MAJOR}")
 
 
 def _cluster(
-    major: int, datadir: Path, pg_bin: tuple[Path, ...], port: int | None = None
+    major: int | None, datadir: Path, pg_bin: tuple[Path, ...], port: int | None = None
 ) -> EmbeddedCluster:
-    toolchain.check_major(major)
+    """The cluster in ``datadir``; its major is the one it was made with, else ``major``."""
+    if major is not None:
+        toolchain.check_major(major)
     found = datadir / "PG_VERSION"
-    if found.is_file():
-        major = int(found.read_text().strip())
-    tc = toolchain.find(major, toolchain.SERVER_TOOLS, pg_bin)
-    return EmbeddedCluster(major, datadir=datadir, port=port, tc=tc, remove=False)
+    existing = int(found.read_text().strip()) if found.is_file() else None
+    if major is not None and existing is not None and existing != major:
+        raise UsageError(f"{datadir} holds a PostgreSQL {existing} cluster, not {major}")
+    use = existing or major or DEFAULT_MAJOR
+    tc = toolchain.find(use, toolchain.SERVER_TOOLS, pg_bin)
+    return EmbeddedCluster(use, datadir=datadir, port=port, tc=tc, remove=False)
 
 
 @click.group()
@@ -46,7 +58,10 @@ _datadir_opt = click.option(
     "--datadir", type=click.Path(path_type=Path, file_okay=False), help="Data directory to use."
 )
 _major = click.option(
-    "--major", "-m", type=int, default=16, show_default=True, help="PostgreSQL major version."
+    "--major",
+    "-m",
+    type=int,
+    help=f"PostgreSQL major version (default: the cluster's own, or {DEFAULT_MAJOR}).",
 )
 
 
@@ -58,7 +73,7 @@ _major = click.option(
 @click.option("--url", is_flag=True, help="Print a postgresql:// URL (TCP) instead of a conninfo.")
 @pg_bin_option
 def start(
-    major: int,
+    major: int | None,
     name: str | None,
     datadir: Path | None,
     port: int | None,
@@ -84,7 +99,11 @@ def start(
 @click.option("--remove", is_flag=True, help="Delete the data directory after stopping.")
 @pg_bin_option
 def stop(
-    major: int, name: str | None, datadir: Path | None, remove: bool, pg_bin: tuple[Path, ...]
+    major: int | None,
+    name: str | None,
+    datadir: Path | None,
+    remove: bool,
+    pg_bin: tuple[Path, ...],
 ) -> None:
     """Stop a cluster started with ``server start`` (and delete it with --remove).
 
@@ -107,6 +126,7 @@ def status_table(infos: list[ClusterInfo]) -> Table:
             Column("running", show=lambda v: "yes" if v else "no"),
             Column("port", numeric=True, show=str),
             Column("conninfo"),
+            Column("datadir", "data directory"),
         ],
         [
             {
@@ -136,5 +156,5 @@ def status(fmt: Format, pg_bin: tuple[Path, ...]) -> None:
     if base.is_dir():
         for d in sorted(base.iterdir()):
             if (d / "PG_VERSION").is_file():
-                infos.append(_cluster(16, d, pg_bin).status())
-    emit(status_table(infos), fmt, json_value=infos)
+                infos.append(_cluster(None, d, pg_bin).status())
+    emit(status_table(infos), fmt)

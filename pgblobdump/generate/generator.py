@@ -25,12 +25,16 @@ from psycopg import sql
 
 from pgblobdump.errors import DatabaseError, Interrupted, PgBlobDumpError
 from pgblobdump.generate.content import ContentSource
+from pgblobdump.generate.roles import (
+    READER_ROLE,
+    WRITER_ROLE,
+    drop_roles,
+    ensure_roles,
+    owner_names,
+)
 from pgblobdump.generate.spec import OID_MAX, GenerateSpec
 from pgblobdump.pg.connect import connect
 
-OWNER_ROLE_PREFIX = "pgbd_owner_"
-READER_ROLE = "pgbd_reader"
-WRITER_ROLE = "pgbd_writer"
 FIRST_OID = 16384
 """FirstNormalObjectId: OIDs below it belong to initdb's objects."""
 EMPTY_BATCH = 250_000
@@ -99,35 +103,10 @@ def _first_oid(conn: psycopg.Connection, spec: GenerateSpec) -> int:
 def _check_table(conn: psycopg.Connection, table: str | None) -> None:
     if table is None:
         return
-    row = conn.execute("SELECT to_regclass(%s)", (table,)).fetchone()
+    # quote_ident: the table is created under exactly this name (sql.Identifier).
+    row = conn.execute("SELECT to_regclass(quote_ident(%s))", (table,)).fetchone()
     if row and row[0] is not None:
         raise DatabaseError(f"table {table} already exists; drop it or choose another --table")
-
-
-def _ensure_roles(conn: psycopg.Connection, spec: GenerateSpec) -> tuple[str, ...]:
-    names = [f"{OWNER_ROLE_PREFIX}{i}" for i in range(1, spec.owners + 1)]
-    wanted = list(names)
-    if spec.grant_fraction:
-        wanted += [READER_ROLE, WRITER_ROLE]
-    for name in wanted:
-        exists = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (name,)).fetchone()
-        if not exists:
-            try:
-                conn.execute(sql.SQL("CREATE ROLE {} NOLOGIN").format(sql.Identifier(name)))
-            except psycopg.errors.InsufficientPrivilege as e:
-                raise DatabaseError(
-                    f"cannot create role {name} for --owners/--grants: {e.diag.message_primary}"
-                ) from e
-    if names and not _is_superuser(conn):
-        # A non-superuser may SET ROLE only to roles it is a member of.
-        for name in names:
-            conn.execute(sql.SQL("GRANT {} TO CURRENT_USER").format(sql.Identifier(name)))
-    return tuple(names)
-
-
-def _is_superuser(conn: psycopg.Connection) -> bool:
-    row = conn.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user").fetchone()
-    return bool(row and row[0])
 
 
 def _create_table(conn: psycopg.Connection, table: str) -> None:
@@ -142,14 +121,16 @@ def _create_table(conn: psycopg.Connection, table: str) -> None:
 class _Run:
     """State of one generate run: what exists so far, for the report or for clean-up."""
 
-    def __init__(
-        self, conn: psycopg.Connection, spec: GenerateSpec, owners: tuple[str, ...], first: int
-    ):
+    def __init__(self, conn: psycopg.Connection, spec: GenerateSpec, first: int):
         self.conn = conn
         self.first = first
         self.spec = spec
-        self.owners = owners
-        self.made = 0  # LOs created so far: OIDs first .. first + made - 1
+        self.owners = owner_names(spec)
+        self.roles_created: list[str] = []
+        self.made = 0  # LOs known created: OIDs first .. first + made - 1
+        # OIDs first .. reach - 1 may exist: a batch interrupted after its COMMIT reached
+        # the server is in the database though ``made`` was not yet raised.
+        self.reach = first
         self.bytes = 0
         self.grants = 0
         self.comments = 0
@@ -160,13 +141,9 @@ class _Run:
         self._comment_acc = 0.0
 
     # -- the seed's fast path ---------------------------------------------------------
-    @property
-    def oids(self) -> range:
-        """Every OID this run created so far, for the report or for clean-up."""
-        return range(self.first, self.first + self.made)
-
     def empty_batch(self, n: int) -> None:
         first = self.first + self.made
+        self.reach = first + n
         self.conn.execute(
             "SELECT count(lo_create(g::oid)) FROM generate_series(%s::int8, %s::int8) g",
             (first, first + n - 1),
@@ -181,6 +158,7 @@ class _Run:
             if owner:
                 self.conn.execute(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(owner)))
             first = self.first + self.made
+            self.reach = first + n
             oids = list(range(first, first + n))
             self.conn.execute(
                 "SELECT count(lo_from_bytea(o, d)) FROM unnest(%b::oid[], %b::bytea[]) AS u(o, d)",
@@ -244,21 +222,39 @@ class _Run:
     # -- clean-up ---------------------------------------------------------------------
     def cleanup(self) -> str:
         """Remove what this run created; returns what was removed, for the message."""
-        removed = self.made
-        for lo in range(self.first, self.first + self.made, MAX_BATCH):
-            hi = min(lo + MAX_BATCH, self.first + self.made) - 1
+        removed = 0
+        for lo in range(self.first, self.reach, MAX_BATCH):
+            hi = min(lo + MAX_BATCH, self.reach) - 1
             # Batches of MAX_BATCH: unlinking takes a lock per LO until commit.
-            self.conn.execute(
+            row = self.conn.execute(
                 "SELECT count(lo_unlink(oid)) FROM pg_largeobject_metadata"
                 " WHERE oid BETWEEN %s::int8::oid AND %s::int8::oid",
                 (lo, hi),
-            )
+            ).fetchone()
+            removed += row[0] if row else 0
+        parts = [f"{removed:,} LOs"]
         if self.table_created and self.spec.table:
             self.conn.execute(
                 sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(self.spec.table))
             )
-        what = f"{removed:,} LOs"
-        return what + (f" and table {self.spec.table}" if self.table_created else "")
+            parts.append(f"table {self.spec.table}")
+        if self.roles_created:
+            drop_roles(self.conn, self.roles_created)
+            parts.append(f"roles {', '.join(self.roles_created)}")
+        return " and ".join(parts)
+
+    def left(self) -> str:
+        """What may remain when clean-up is off or impossible."""
+        parts = []
+        if self.reach > self.first:
+            parts.append(
+                f"up to {self.reach - self.first:,} LOs (OIDs {self.first}..{self.reach - 1})"
+            )
+        if self.table_created:
+            parts.append(f"table {self.spec.table}")
+        if self.roles_created:
+            parts.append(f"roles {', '.join(self.roles_created)}")
+        return " and ".join(parts)
 
 
 def generate(
@@ -266,16 +262,19 @@ def generate(
 ) -> GenerateResult:
     """Create ``spec.count`` LOs in the database at ``conninfo``.
 
-    On any failure (or Ctrl-C) the LOs and the table this run created are removed
+    On any failure (or Ctrl-C) the LOs, table and roles this run created are removed
     (unless ``cleanup`` is False) and the error says what was removed or left.
     """
     with connect(conninfo, autocommit=True) as conn:
-        first = _first_oid(conn, spec)
-        _check_table(conn, spec.table)
-        owners = _ensure_roles(conn, spec)
-        run = _Run(conn, spec, owners, first)
+        try:
+            first = _first_oid(conn, spec)
+            _check_table(conn, spec.table)
+        except psycopg.Error as e:
+            raise DatabaseError(f"generate failed: {_reason(e)}") from e
+        run = _Run(conn, spec, first)
         t0 = time.perf_counter()
         try:
+            run.roles_created = ensure_roles(conn, spec)
             if spec.table:
                 _create_table(conn, spec.table)
                 run.table_created = True
@@ -284,13 +283,13 @@ def generate(
             raise _failed(run, e, cleanup) from e
         seconds = time.perf_counter() - t0
     return GenerateResult(
-        count=len(run.oids),
+        count=run.made,
         total_bytes=run.bytes,
         seconds=seconds,
-        first_oid=run.oids[0] if run.oids else None,
-        last_oid=run.oids[-1] if run.oids else None,
+        first_oid=run.first if run.made else None,
+        last_oid=run.first + run.made - 1 if run.made else None,
         table=spec.table,
-        owners=owners,
+        owners=run.owners,
         grants=run.grants,
         comments=run.comments,
     )
@@ -309,6 +308,9 @@ def _fill(run: _Run, progress: Progress | None) -> None:
         return
     avg = max(1, (spec.size.low + spec.size.high) // 2)
     per_batch = max(1, min(MAX_BATCH, spec.batch_bytes // avg))
+    if spec.owners > 1:
+        # Owners take batches in turn: small enough batches that every owner gets a share.
+        per_batch = max(1, min(per_batch, -(-spec.count // spec.owners)))
     batch_no = 0
     while done < spec.count:
         n = min(per_batch, spec.count - done)
@@ -319,26 +321,26 @@ def _fill(run: _Run, progress: Progress | None) -> None:
             progress(done, run.bytes)
 
 
+def _reason(e: psycopg.Error) -> str:
+    diag = getattr(e, "diag", None)
+    text = diag.message_primary if diag and diag.message_primary else str(e)
+    return text.splitlines()[0] if text else type(e).__name__
+
+
 def _failed(run: _Run, e: BaseException, cleanup: bool) -> PgBlobDumpError:
     if isinstance(e, psycopg.Error):
-        diag = getattr(e, "diag", None)
-        reason = (diag.message_primary if diag and diag.message_primary else str(e)).splitlines()[0]
-        base: PgBlobDumpError = DatabaseError(f"generate failed: {reason}")
+        base: PgBlobDumpError = DatabaseError(f"generate failed: {_reason(e)}")
     elif isinstance(e, KeyboardInterrupt):
         base = Interrupted("generate interrupted")
     else:
         assert isinstance(e, PgBlobDumpError)
         base = e
-    made = len(run.oids)
-    if not made and not run.table_created:
+    if run.reach == run.first and not run.table_created and not run.roles_created:
         return base
     if not cleanup or run.conn.closed or run.conn.broken:
-        left = f"{made:,} LOs" + (f" and table {run.spec.table}" if run.table_created else "")
-        if made:
-            left += f" (OIDs {run.oids[0]}..{run.oids[-1]})"
-        return type(base)(f"{base}; left in place: {left}")
+        return type(base)(f"{base}; left in place: {run.left()}")
     try:
         removed = run.cleanup()
-    except psycopg.Error:
-        return type(base)(f"{base}; clean-up failed too: {made:,} LOs may be left in place")
-    return type(base)(f"{base}; removed the {removed} created before the failure")
+    except (psycopg.Error, KeyboardInterrupt):
+        return type(base)(f"{base}; clean-up failed too, left in place: {run.left()}")
+    return type(base)(f"{base}; removed the {removed} this run created")

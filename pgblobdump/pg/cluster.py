@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
-from pgblobdump.errors import ServerError, UsageError
+from pgblobdump.errors import ServerError, UsageError, from_os_error
 from pgblobdump.pg import toolchain
 from pgblobdump.pg.runas import RunAs, reachable_bin_dir, server_identity
 
@@ -106,6 +106,8 @@ class EmbeddedCluster:
         tc: toolchain.Toolchain | None = None,
         remove: bool | None = None,
     ) -> None:
+        if port is not None and not 1 <= port <= 65535:
+            raise UsageError(f"port {port} is not a TCP port (1 to 65535)")
         self.tc = tc or toolchain.find(major, toolchain.SERVER_TOOLS)
         self.who: RunAs = server_identity()
         self._tmp: Path | None = None
@@ -168,9 +170,12 @@ class EmbeddedCluster:
             )
         if self.datadir.exists() and any(self.datadir.iterdir()):
             raise UsageError(f"{self.datadir} exists and is not empty")
-        self.datadir.mkdir(parents=True, exist_ok=True)
-        self.who.chown(self.datadir)
-        self.datadir.chmod(0o700)
+        try:
+            self.datadir.mkdir(parents=True, exist_ok=True)
+            self.who.chown(self.datadir)
+            self.datadir.chmod(0o700)
+        except OSError as e:
+            raise from_os_error(e, "create the data directory") from e
         self._run(
             [
                 self._tool("initdb"),
@@ -199,15 +204,44 @@ class EmbeddedCluster:
         return port
 
     def _set(self, key: str, value: str) -> None:
+        """Set ``key`` in postgresql.auto.conf, replacing an earlier value of it."""
         conf = self.datadir / "postgresql.auto.conf"
-        with conf.open("a") as f:
-            f.write(f"{key} = '{value}'\n")
+        lines = [
+            line for line in conf.read_text().splitlines() if line.partition("=")[0].strip() != key
+        ]
+        conf.write_text("\n".join([*lines, f"{key} = '{value}'"]) + "\n")
+
+    def _log_reason(self) -> str:
+        """The server's own last FATAL/ERROR line from its log, if any."""
+        try:
+            tail = self.logfile.read_text(errors="replace").splitlines()[-50:]
+        except OSError:
+            return ""
+        for line in reversed(tail):
+            for level in ("FATAL:", "PANIC:", "ERROR:"):
+                if level in line:
+                    return line[line.index(level) :].strip()
+        return ""
 
     def start(self) -> ClusterInfo:
-        """Initialise if needed, start on a free (or the chosen) port, wait until ready."""
+        """Initialise if needed, start on a free (or the chosen) port, wait until ready.
+
+        A cluster this call initialised and could not start is removed again.
+        """
+        created = not self.initialised
         self.init()
+        try:
+            return self._start()
+        except ServerError as e:
+            if created and self._tmp is None:
+                shutil.rmtree(self.datadir, ignore_errors=True)
+                raise ServerError(f"{e}; removed the new cluster {self.datadir}") from e
+            raise
+
+    def _start(self) -> ClusterInfo:
         if self.status().running:
             return self.status()
+        # A free port can be taken between choosing and binding it: then choose again.
         attempts = 1 if self.port else 5
         last: ServerError | None = None
         for _ in range(attempts):
@@ -227,7 +261,10 @@ class EmbeddedCluster:
                 )  # fmt: skip
                 return self.status()
             except ServerError as e:
-                last = ServerError(f"{e}; see {self.logfile}")
+                reason = self._log_reason()
+                last = ServerError(f"{e}{'; ' + reason if reason else ''} (log: {self.logfile})")
+                if "could not bind" not in reason and "already in use" not in reason:
+                    break
         assert last is not None
         raise last
 

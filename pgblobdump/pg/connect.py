@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator
 
 import psycopg
@@ -20,9 +21,11 @@ def describe(conninfo: str) -> str:
         params = pgconninfo.conninfo_to_dict(conninfo)
     except psycopg.ProgrammingError:
         return "<invalid connection string>"
-    host = params.get("host") or "default socket"
-    port = params.get("port") or "5432"
-    return f"database {params.get('dbname') or '(default)'} on {host}:{port}"
+    # libpq falls back to the environment for what the string leaves out; say so too.
+    host = params.get("host") or os.environ.get("PGHOST") or "the default socket"
+    port = params.get("port") or os.environ.get("PGPORT") or "5432"
+    dbname = params.get("dbname") or os.environ.get("PGDATABASE") or "(default)"
+    return f"database {dbname} on {host}:{port}"
 
 
 @contextlib.contextmanager

@@ -35,6 +35,8 @@ class ConnectionTarget:
 
     def conninfo(self) -> str:
         """The libpq connection string; options override what ``-d`` says."""
+        if self.port is not None and not all(p.strip().isdigit() for p in self.port.split(",")):
+            raise UsageError(f"port {self.port!r} is not a number")
         import psycopg
         from psycopg import conninfo as pgconninfo
 
