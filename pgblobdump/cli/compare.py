@@ -12,7 +12,7 @@ import click
 
 from pgblobdump.cli.options import connection_options, output_options, pg_bin_option
 from pgblobdump.cli.output import Format, emit, stderr_console
-from pgblobdump.compare import report, results
+from pgblobdump.compare import report, results, safety
 from pgblobdump.compare.commands import find_toolchains
 from pgblobdump.compare.matrix import (
     DEFAULT_FORMATS,
@@ -83,10 +83,20 @@ def _source(target: ConnectionTarget, embedded_major: int, may_generate: bool) -
         yield source
 
 
+def _render(folder: Path, against: Path | None, plots: bool | None, fmt: Format) -> None:
+    res = results.load(folder)
+    other = results.load(against) if against is not None else None
+    if plots:
+        _plots(res, folder if folder.is_dir() else folder.parent)
+    if other is not None:
+        emit(report.against_table(res, other, str(against)), fmt)
+        return
+    _show(res, fmt)
+
+
 @contextlib.contextmanager
 def _workdir(given: Path | None, keep: bool) -> Iterator[Path]:
     if given is not None:
-        given.mkdir(parents=True, exist_ok=True)
         yield given
         return
     made = Path(tempfile.mkdtemp(prefix="pgbd-compare-"))
@@ -241,17 +251,15 @@ def compare(
     Example: pgblobdump compare --los 50k,200k --restore --results compare-results
     """
     if render_dir is not None:
-        res = results.load(render_dir)
-        if plots:
-            _plots(res, render_dir if render_dir.is_dir() else render_dir.parent)
-        if against_dir is not None:
-            other = results.load(against_dir)
-            emit(report.against_table(res, other, str(against_dir)), fmt)
-            return
-        _show(res, fmt)
+        _render(render_dir, against_dir, plots, fmt)
         return
+    # Every option is checked, and every folder made writable, before a cluster starts.
     if against_dir is not None:
         raise UsageError("--against works with --render DIR (compare two saved runs)")
+    if plots and results_dir is None:
+        raise UsageError("--plots needs --results DIR to write into")
+    if verify_sample < 0:
+        raise UsageError(f"--verify-sample must be 0 (all LOs) or more (got {verify_sample})")
     formats_t = parse_formats(formats)
     plan_majors = parse_majors(majors)
     counts = parse_los(los or [DEFAULT_LOS])
@@ -259,24 +267,31 @@ def compare(
         raise UsageError("--los with -d needs --generate (else the database is dumped as it is)")
     if may_generate and not target.given:
         raise UsageError("--generate applies to a database given with -d")
+    if not target.given:
+        check_major(embedded_major)
     modes = restore_modes(jobs, transaction_size or None) if restore else ()
+    contenders = pg_dump_contenders(plan_majors, formats_t)
+    plan = Plan(contenders, counts, repeat, modes)  # checks --repeat, before any cluster
+    if results_dir is not None:
+        safety.writable_folder(results_dir, "--results")
+    if workdir is not None:
+        safety.writable_folder(workdir, "--workdir")
     gnu = gnu_time()
     if gnu is None:
         _say("/usr/bin/time (GNU time) not found: measuring with the kernel's wait4 instead")
     toolchains = find_toolchains(plan_majors, pg_bin)
     run = RunResult()
     with contextlib.ExitStack() as stack:
+        wd = stack.enter_context(_workdir(workdir, keep))
         source = stack.enter_context(_source(target, embedded_major, may_generate))
         if target.given and not may_generate:
-            counts = (lo_count(source.conninfo),)
-        plan = Plan(pg_dump_contenders(plan_majors, formats_t), counts, repeat, modes)
+            plan = Plan(contenders, (lo_count(source.conninfo),), repeat, modes)
         restore_to = None
         if modes and (
             source.embedded or int(source.server_version.split(".")[0]) < max(plan_majors)
         ):
             _say(f"starting a throwaway PostgreSQL {max(plan_majors)} cluster to restore into")
             restore_to = stack.enter_context(restore_server(max(plan_majors)))
-        wd = stack.enter_context(_workdir(workdir, keep))
         options = RunOptions(wd, gnu, keep=keep, verify_sample=verify_sample)
         complete = False
         try:
@@ -291,6 +306,4 @@ def compare(
                 _say(f"results saved in {results_dir}")
     if results_dir is not None and plots is not False:
         _plots(res, results_dir)
-    elif plots and results_dir is None:
-        raise UsageError("--plots needs --results DIR to write into")
     _show(res, fmt)

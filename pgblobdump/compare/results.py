@@ -10,6 +10,7 @@ compared, and a folder can be rendered again by ``pgblobdump compare --render DI
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import platform
@@ -24,7 +25,7 @@ from typing import Any
 from pgblobdump import __version__
 from pgblobdump.compare.matrix import Plan
 from pgblobdump.compare.records import DumpRecord, RestoreRecord, records_from_json
-from pgblobdump.errors import NotFound
+from pgblobdump.errors import InsufficientResources, NotFound, UsageError
 from pgblobdump.pg.toolchain import Toolchain
 from pgblobdump.report.table import jsonable
 
@@ -102,6 +103,17 @@ def make_meta(
 
 def save(results: Results, folder: Path) -> Path:
     """Write results.json and commands.txt into ``folder`` (created); returns the folder."""
+    try:
+        return _save(results, folder)
+    except OSError as e:
+        # UsageError until errors.py has a class for file problems (FileError).
+        full = e.errno in (errno.ENOSPC, errno.EDQUOT)
+        cls = InsufficientResources if full else UsageError
+        where = e.filename or folder
+        raise cls(f"cannot save results in {folder}: {where}: {e.strerror or e}") from e
+
+
+def _save(results: Results, folder: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     data = {
         **results.meta,
@@ -123,26 +135,57 @@ def save(results: Results, folder: Path) -> Path:
     return folder
 
 
+def _reason(e: Exception) -> str:
+    """Why a results.json does not parse, in words (not a codec's traceback text)."""
+    if isinstance(e, UnicodeDecodeError):
+        return f"not UTF-8 text (byte {e.object[e.start]:#04x} at offset {e.start})"
+    if isinstance(e, json.JSONDecodeError):
+        return f"not JSON ({e.msg} at line {e.lineno}, column {e.colno})"
+    if isinstance(e, OSError):
+        return f"cannot read it: {e.strerror or e}"
+    return str(e)
+
+
+def _read_json(path: Path) -> Any:
+    with path.open(encoding="utf-8") as f:
+        return json.load(f)
+
+
 def load(folder: Path) -> Results:
     """Read a results folder (or a results.json path) back; NotFound when it is not one."""
-    path = folder / RESULTS_FILE if folder.is_dir() else folder
-    if not path.is_file():
-        raise NotFound(f"{folder}: no {RESULTS_FILE} there; not a compare results folder")
+    not_results = NotFound(f"{folder} is not a pgblobdump results folder (no {RESULTS_FILE})")
+    if folder.is_dir():
+        path = folder / RESULTS_FILE
+        if not path.is_file():
+            raise not_results
+    elif folder.is_file():
+        path = folder
+    else:
+        raise NotFound(f"{folder}: no such results folder")
     try:
-        with path.open(encoding="utf-8") as f:
-            data = json.load(f)
+        data = _read_json(path)
     except (OSError, ValueError) as e:
-        raise NotFound(f"{path}: cannot read compare results: {e}") from e
-    if not isinstance(data, dict) or data.get("format_version") != FORMAT_VERSION:
+        if path.name != RESULTS_FILE:  # some other file, not a renamed results.json
+            raise not_results from e
+        raise NotFound(f"{path}: {RESULTS_FILE} is not valid: {_reason(e)}") from e
+    if not isinstance(data, dict) or "format_version" not in data:
+        if path.name != RESULTS_FILE:
+            raise not_results
+        raise NotFound(f"{path}: {RESULTS_FILE} is not valid: no format_version")
+    if data["format_version"] != FORMAT_VERSION:
         raise NotFound(
-            f"{path}: not compare results of format version {FORMAT_VERSION}"
-            f" (found {data.get('format_version') if isinstance(data, dict) else 'no object'})"
+            f"{path}: {RESULTS_FILE} is not valid: format version {data['format_version']!r},"
+            f" this pgblobdump reads version {FORMAT_VERSION}"
         )
-    dumps, restores = records_from_json(data, str(path))
+    try:
+        dumps, restores = records_from_json(data, str(path))
+    except (KeyError, TypeError, ValueError, AttributeError, UsageError) as e:
+        detail = f"missing field {e}" if isinstance(e, KeyError) else str(e)
+        raise NotFound(f"{path}: {RESULTS_FILE} is not valid: a record has {detail}") from e
     commands_path = path.parent / COMMANDS_FILE
     commands: list[str] = []
     if commands_path.is_file():
-        with commands_path.open(encoding="utf-8") as f:
+        with commands_path.open(encoding="utf-8", errors="replace") as f:
             commands = [ln.rstrip("\n") for ln in f if ln.strip() and not ln.startswith("#")]
     meta = {k: v for k, v in data.items() if k not in ("dumps", "restores")}
     return Results(dumps, restores, commands, meta)

@@ -22,6 +22,7 @@ from pgblobdump.compare.source import (
     fresh_database,
     grow_to,
     lo_checksum,
+    lo_count,
     lo_data_bytes,
 )
 from pgblobdump.pg.toolchain import Toolchain
@@ -83,8 +84,14 @@ class Runner:
     def run(self) -> RunResult:
         self.options.workdir.mkdir(parents=True, exist_ok=True)
         for count in self.plan.counts:
-            self.notify(f"source: {count:,} LOs in {self.source.description}")
+            have = lo_count(self.source.conninfo)
+            if have < count and self.source.generate:
+                self.notify(
+                    f"source: {have:,} LOs in {self.source.description};"
+                    f" adding {count - have:,} to reach {count:,}"
+                )
             grow_to(self.source, count)
+            self.notify(f"source: {count:,} LOs in {self.source.description}")
             data_bytes = lo_data_bytes(self.source.conninfo)
             expected: Checksum | None = None
             if self.plan.restore_modes:

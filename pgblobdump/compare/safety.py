@@ -1,4 +1,4 @@
-"""Refuse a dump that would fill the disk or run out of inodes, before starting it.
+"""Refuse, before starting, a dump that would fill the disk or a folder we cannot write.
 
 A directory archive of N LOs is N files of at least one block each: 1M empty LOs take
 ~4.1 GB allocated (90 MB apparent) and a million inodes. We estimate generously and
@@ -7,12 +7,13 @@ compare with ``statvfs`` of the work directory.
 
 from __future__ import annotations
 
+import errno
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from pgblobdump.compare.matrix import Contender
-from pgblobdump.errors import InsufficientResources
+from pgblobdump.errors import InsufficientResources, UsageError
 from pgblobdump.units import format_bytes
 
 CUSTOM_BYTES_PER_LO = 400
@@ -63,3 +64,25 @@ def check_space(workdir: Path, contender: Contender, count: int, data_bytes: int
             " or --formats custom"
         )
     return need
+
+
+def _os_problem(e: OSError) -> str:
+    return e.strerror or str(e)
+
+
+def writable_folder(folder: Path, option: str) -> Path:
+    """Create ``folder`` (and its parents) and prove a file can be written there, before
+    any work starts; UsageError (InsufficientResources for a full disk) naming it."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / f".pgblobdump-probe-{os.getpid()}"
+        try:
+            with probe.open("xb") as f:
+                f.write(b"probe")
+        finally:
+            probe.unlink(missing_ok=True)
+    except OSError as e:
+        # UsageError until errors.py has a class for file problems (FileError).
+        cls = InsufficientResources if e.errno in (errno.ENOSPC, errno.EDQUOT) else UsageError
+        raise cls(f"{option} {folder}: cannot create or write there: {_os_problem(e)}") from e
+    return folder

@@ -143,6 +143,10 @@ def test_table_output_by_default(pg16: EmbeddedCluster, new_db: Any) -> None:
     assert "pg_dump 17 -Fc" in result.stdout
     assert "BLOB METADATA 1" in result.stdout
     assert "GNU time" in result.stdout or "wait4" in result.stdout
+    # What is there and what will be added, then the count once it is there.
+    adding = result.stderr.index("source: 0 LOs in ")
+    assert "; adding 50 to reach 50" in result.stderr
+    assert adding < result.stderr.index("source: 50 LOs in ")
     # Dumped as it is, without --generate: the 50 LOs already there.
     again = _run("-d", conninfo, "--majors", "17", "--formats", "custom", "--csv")
     assert again.exit_code == 0, again.stderr
@@ -158,14 +162,50 @@ def test_table_output_by_default(pg16: EmbeddedCluster, new_db: Any) -> None:
         (["--los", "many"], "--los 'many' is not a whole number"),
         (["-d", "postgres", "--los", "10"], "--los with -d needs --generate"),
         (["--generate"], "--generate applies to a database given with -d"),
-        (["--render", "."], "no results.json there"),
+        (["--render", "."], ". is not a pgblobdump results folder (no results.json)"),
+        (["--plots"], "--plots needs --results DIR"),
+        (["--repeat", "0"], "--repeat must be at least 1 (got 0)"),
+        (["--repeat", "-2"], "--repeat must be at least 1 (got -2)"),
+        (["--verify-sample", "-1"], "--verify-sample must be 0"),
+        (["--results", "/proc/x"], "--results /proc/x: cannot create or write there"),
+        (["--workdir", "/proc/x/work"], "--workdir /proc/x/work: cannot create or write"),
+        (["--embedded-major", "99"], "unknown PostgreSQL major version 99"),
     ],
 )
 def test_usage_errors(args: list[str], message: str) -> None:
-    result = _run(*args)
+    # A small plan, so that a check made too late fails fast, not after a 10k-LO run.
+    result = _run("--los", "5", "--majors", "17", "--formats", "custom", *args)
     assert result.exit_code in (2, 8), result.output
     assert result.stderr.startswith("Error: ")
     assert message in result.stderr
+    # Refused before anything started: no cluster, no dump.
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def test_render_what_is_not_results(tmp_path: Path) -> None:
+    binary = tmp_path / "some.dump"
+    binary.write_bytes(b"PGDMP\x01\x10\x00\xf8\xff")
+    result = _run("--render", str(binary))
+    assert result.exit_code == 8
+    assert (
+        result.stderr == f"Error: {binary} is not a pgblobdump results folder (no results.json)\n"
+    )
+    folder = tmp_path / "res"
+    folder.mkdir()
+    (folder / "results.json").write_bytes(b'{"format_version": 1, \xf8')
+    result = _run("--render", str(folder))
+    assert result.exit_code == 8
+    assert result.stderr == (
+        f"Error: {folder / 'results.json'}: results.json is not valid:"
+        " not UTF-8 text (byte 0xf8 at offset 22)\n"
+    )
+    (folder / "results.json").write_text('{"format_version": 1, "dumps": [{}], "restores": []}')
+    result = _run("--render", str(folder), "--against", str(binary))
+    assert result.exit_code == 8 and "results.json is not valid: a record has" in result.stderr
+    (folder / "results.json").write_text("[1, 2")
+    result = _run("--render", str(folder))
+    assert result.exit_code == 8
+    assert "results.json is not valid: not JSON (" in result.stderr
 
 
 def test_help_ends_with_an_example() -> None:
