@@ -19,9 +19,9 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from pgblobdump.errors import CorruptArchive
-from pgblobdump.toc.compression import DECOMPRESS_ERRORS, SUFFIXES, corrupt, decompressor
-from pgblobdump.toc.lodata import SizeRun, walk_sizes
+from pgblobdump.errors import ArchiveError, CorruptArchive
+from pgblobdump.toc.compression import SUFFIXES, Stream
+from pgblobdump.toc.lodata import Chunk, SizeRun, walk_sizes
 from pgblobdump.toc.primitives import K_OFFSET_NO_DATA, K_OFFSET_POS_SET, Reader
 from pgblobdump.toc.reader import Archive
 from pgblobdump.toc.tocread import RawEntry
@@ -80,11 +80,13 @@ def blobs_entries(archive: Archive) -> list[BlobsEntry]:
 
 
 # -- custom format -------------------------------------------------------------------
-def _walk_lo_block(r: Reader, blobs_id: int, keep: int | None) -> Iterator[StoredLo | bytes]:
+def _walk_lo_block(
+    r: Reader, blobs_id: int, keep: int | None, limit: int | None
+) -> Iterator[StoredLo | Chunk]:
     """Read LOs of one BLK_BLOBS block; yield a StoredLo per LO. For the LO whose oid is
-    ``keep`` also yield its raw chunks (bytes) before its StoredLo."""
-    for item in walk_sizes(r, blobs_id, keep, runs=True):
-        if isinstance(item, bytes):
+    ``keep`` also yield its raw chunks (Chunk) before its StoredLo."""
+    for item in walk_sizes(r, blobs_id, keep, runs=True, limit=limit):
+        if isinstance(item, Chunk):
             yield item
         elif isinstance(item, SizeRun):
             for oid in item.oids:
@@ -112,11 +114,11 @@ def _block_header(r: Reader) -> tuple[int, int]:
 
 
 def _walk(
-    r: Reader, blobs_id: int, keep: int | None, tuples: bool
-) -> Iterator[StoredLo | bytes | tuple[int, int, int] | SizeRun]:
+    r: Reader, blobs_id: int, keep: int | None, tuples: bool, limit: int | None = None
+) -> Iterator[StoredLo | Chunk | tuple[int, int, int] | SizeRun]:
     if tuples:
-        return walk_sizes(r, blobs_id, runs=True)
-    return _walk_lo_block(r, blobs_id, keep)
+        return walk_sizes(r, blobs_id, runs=True, limit=limit)
+    return _walk_lo_block(r, blobs_id, keep, limit)
 
 
 def _custom_los(
@@ -124,7 +126,7 @@ def _custom_los(
     keep: int | None,
     tuples: bool = False,
     known: list[BlobsEntry] | None = None,
-) -> Iterator[StoredLo | bytes | tuple[int, int, int] | SizeRun]:
+) -> Iterator[StoredLo | Chunk | tuple[int, int, int] | SizeRun]:
     found = blobs_entries(archive) if known is None else known
     entries = [e for e in found if e.data_state != K_OFFSET_NO_DATA]
     if not entries:
@@ -134,7 +136,10 @@ def _custom_los(
         h = archive.header
         r = Reader(f, archive.name, h.int_size, h.off_size, size)
         if all(e.data_state == K_OFFSET_POS_SET for e in entries):
+            # A block ends before the next one starts: data running past it is damage.
+            starts = sorted({e.data_offset for e in entries if e.data_offset < size})
             for e in entries:
+                limit = next((s for s in starts if s > e.data_offset), size)
                 r.seek(e.data_offset)
                 kind, dump_id = _block_header(r)
                 if kind != BLK_BLOBS or dump_id != e.dump_id:
@@ -142,7 +147,7 @@ def _custom_los(
                         f"{archive.name}: found block type {kind} of entry {dump_id} at byte"
                         f" {e.data_offset}, expected the large objects of entry {e.dump_id}"
                     )
-                yield from _walk(r, e.dump_id, keep, tuples)
+                yield from _walk(r, e.dump_id, keep, tuples, limit)
             return
         # No positions (written to a pipe): read every block in file order.
         r.seek(archive.data_start())
@@ -242,32 +247,33 @@ def read_lo(archive: Archive, oid: int) -> Iterator[bytes]:
     caller checks presence through find_lo)."""
     algorithm = archive.header.compression
     if archive.kind == "custom":
-        d = decompressor(algorithm)
-        where = f"{archive.name}: large object {oid}"
-        try:
-            for item in _custom_los(archive, oid):
-                if isinstance(item, bytes):
-                    yield d.feed(item)
-                elif isinstance(item, StoredLo) and item.oid == oid:
-                    yield d.finish()
-                    return
-        except DECOMPRESS_ERRORS as e:
-            raise corrupt(where, e) from e
+        d = Stream(algorithm, archive.name, oid)
+        for item in _custom_los(archive, oid):
+            if isinstance(item, Chunk):
+                yield d.feed(item.data, item.offset)
+            elif isinstance(item, StoredLo) and item.oid == oid:
+                yield d.finish()
+                return
         return
     for lo in _directory_los(archive):
         if lo.oid != oid:
             continue
         assert lo.member is not None
         whole = lo.member.endswith(SUFFIXES.get(algorithm) or "\0")
-        d = decompressor(algorithm if whole else "none", whole_file=True)
-        where = f"{archive.name}: {lo.member}"
-        try:
-            with archive.open_member(lo.member) as f:
-                while chunk := f.read(1 << 20):
-                    yield d.feed(chunk)
-            yield d.finish()
-        except DECOMPRESS_ERRORS as e:
-            raise corrupt(where, e) from e
+        where = f"{archive.name}: large object {oid} in {lo.member}"
+        d = Stream(algorithm if whole else "none", archive.name, oid, lo.member)
+        with archive.open_member(lo.member) as f:
+            at = 0
+            while True:
+                try:
+                    chunk = f.read(1 << 20)
+                except OSError as e:
+                    raise ArchiveError(f"{where}: cannot read: {e.strerror or e}") from e
+                if not chunk:
+                    break
+                yield d.feed(chunk, at)
+                at += len(chunk)
+        yield d.finish()
         return
 
 

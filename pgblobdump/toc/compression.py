@@ -47,7 +47,7 @@ class _Zlib:
     def finish(self) -> bytes:
         out = self._d.flush()
         if self._fed and not self._d.eof:
-            raise zlib.error("compressed stream ends early")
+            raise CorruptArchive("the zlib stream ends before its end marker")
         return out
 
 
@@ -64,7 +64,7 @@ class _Lz4:
 
     def finish(self) -> bytes:
         if self._fed and not self._d.eof:
-            raise RuntimeError("LZ4 frame ends early")
+            raise CorruptArchive("the LZ4 frame ends before its end marker")
         return b""
 
 
@@ -79,7 +79,7 @@ class _Zstd:
 
     def finish(self) -> bytes:
         if self._fed and not self._d.eof:
-            raise RuntimeError("zstd frame ends early")
+            raise CorruptArchive("the zstd frame ends before its end marker")
         return b""
 
 
@@ -103,9 +103,36 @@ DECOMPRESS_ERRORS: tuple[type[BaseException], ...] = (
     ValueError,
     zstandard.ZstdError,
 )
-"""What the decompressors raise on bad input (lz4 and zstandard raise RuntimeError
-subclasses or ValueError); callers turn these into CorruptArchive."""
+"""What the decompression libraries raise on bad input (python-lz4 raises RuntimeError,
+zstandard ZstdError or ValueError); Stream turns these into CorruptArchive."""
+
+_FAILURES: tuple[type[BaseException], ...] = (*DECOMPRESS_ERRORS, CorruptArchive)
 
 
-def corrupt(where: str, e: BaseException) -> CorruptArchive:
-    return CorruptArchive(f"{where}: compressed data is damaged ({e})")
+class Stream:
+    """One LO's compressed stream, fed chunk by chunk: every failure, of a library or of a
+    stream that stops early, is a CorruptArchive naming the archive, the LO (and its file
+    in a directory archive) and the byte where the chunk that failed starts."""
+
+    def __init__(
+        self, algorithm: str, name: str, oid: int, member: str | None = None
+    ) -> None:  # fmt: skip
+        self._d = decompressor(algorithm, whole_file=member is not None)
+        in_member = f" in {member}" if member else ""
+        self._what = f"{name}: damaged {algorithm} data of large object {oid}{in_member}"
+        self._at: int | None = None
+
+    def feed(self, chunk: bytes, at: int) -> bytes:
+        """Decompress ``chunk``, which starts at byte ``at`` of its file."""
+        self._at = at
+        try:
+            return self._d.feed(chunk)
+        except _FAILURES as e:
+            raise CorruptArchive(f"{self._what} at byte {at} ({e})") from e
+
+    def finish(self) -> bytes:
+        try:
+            return self._d.finish()
+        except _FAILURES as e:
+            at = "" if self._at is None else f" after the chunk at byte {self._at}"
+            raise CorruptArchive(f"{self._what}{at} ({e})") from e

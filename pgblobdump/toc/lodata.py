@@ -85,26 +85,94 @@ def _match(buf: bytes, pos: int, n: int, blobs_id: int) -> tuple[SizeRun, int] |
     return SizeRun(oids, n, blobs_id), end
 
 
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """One stored chunk of the LO being read, and the file offset where its bytes start."""
+
+    data: bytes
+    offset: int
+
+
+MAX_LO_CHUNK = 1 << 24
+"""pg_dump writes LO data in pieces of one lo_read buffer (LOBBUFSIZE, 16 kB) or of one
+compressor output buffer (at most a few hundred kB): a longer chunk length is damage."""
+
+
+class _Bounds:
+    """Where a block of LO data must end, and the errors for data that runs past it."""
+
+    def __init__(self, r: Reader, blobs_id: int, limit: int | None) -> None:
+        self.r = r
+        self.blobs_id = blobs_id
+        self.size = r.size
+        self.limit = limit if limit is not None else (r.size if r.size is not None else 1 << 62)
+        # A block followed by another one cannot legitimately run past the next one.
+        self.inner = r.size is not None and self.limit < r.size
+
+    def chunk(self, oid: int, at: int, n: int) -> CorruptArchive:
+        """The error for a chunk of ``n`` bytes, its length at byte ``at``, too long."""
+        name = self.r.name
+        if self.inner:
+            return CorruptArchive(
+                f"{name}: damaged data of large object {oid} at byte {at}: a chunk of {n:,}"
+                f" bytes would run into the next data block, at byte {self.limit}"
+            )
+        if n > MAX_LO_CHUNK:
+            return CorruptArchive(
+                f"{name}: damaged data of large object {oid} at byte {at}: a chunk length of"
+                f" {n:,} bytes, more than pg_dump writes"
+            )
+        return CorruptArchive(
+            f"{name}: file ends early (truncated?) at byte {self.size} in large object {oid}"
+            f" (a chunk of {n:,} bytes at byte {at}), or its data is damaged"
+        )
+
+    def block(self, oid: int | None, at: int) -> CorruptArchive:
+        """The error for LO data that goes on past ``limit`` (next LO header at ``at``)."""
+        after = f" after large object {oid}" if oid is not None else ""
+        if self.inner:
+            return CorruptArchive(
+                f"{self.r.name}: damaged data of the large objects of entry {self.blobs_id}"
+                f" at byte {at}{after}: it runs into the next data block, at byte {self.limit}"
+            )
+        return CorruptArchive(
+            f"{self.r.name}: file ends early (truncated?) at byte {self.size} while reading"
+            f" the large objects of entry {self.blobs_id}{after}"
+        )
+
+
 def walk_sizes(
-    r: Reader, blobs_id: int, keep: int | None = None, runs: bool = False
-) -> Iterator[tuple[int, int, int] | bytes | SizeRun]:
+    r: Reader,
+    blobs_id: int,
+    keep: int | None = None,
+    runs: bool = False,
+    limit: int | None = None,
+) -> Iterator[tuple[int, int, int] | Chunk | SizeRun]:
     """(oid, stored size, blobs_id) per LO of the block at ``r`` (or, with ``runs``, a
     SizeRun for a run of same-size LOs). For the LO whose oid is ``keep`` also yield
-    its raw chunks (bytes) before its tuple; ``keep`` turns runs off.
+    its raw chunks (Chunk) before its tuple; ``keep`` turns runs off. ``limit`` is the
+    file offset the block cannot pass (the next block's start; default the file's end):
+    data that would pass it is damaged, and said to be.
 
     Decodes on local variables and touches the Reader only to refill or to seek past a
     chunk that is not buffered, because a million-LO block is four million Ints.
     """
     one = INT4.unpack_from
     what = f"the large objects of entry {blobs_id}"
+    bounds = _Bounds(r, blobs_id, limit)
     runs = runs and keep is None
     cool = misses = 0  # LOs to let pass after a miss (sizes that vary), and the backoff
+    last: int | None = None  # the previous LO's oid, for messages
     buf, pos, end = r.buf, r.pos, len(r.buf)
+    lim = bounds.limit - r.base  # the limit, as a position in buf
     while True:
+        if pos + 5 > lim:
+            raise bounds.block(last, r.base + pos)
         if pos + 5 > end:
             r.pos = pos
             r.fill(5, what)
             buf, pos, end = r.buf, r.pos, len(r.buf)
+            lim = bounds.limit - r.base
         s, oid = one(buf, pos)
         pos += 5
         if s:
@@ -114,28 +182,40 @@ def walk_sizes(
             return
         size = chunks = 0
         while True:
+            if pos + 5 > lim:
+                raise bounds.block(oid, r.base + pos)
             if pos + 5 > end:
                 r.pos = pos
                 r.fill(5, what)
                 buf, pos, end = r.buf, r.pos, len(r.buf)
+                lim = bounds.limit - r.base
             s, n = one(buf, pos)
             pos += 5
             if s:
-                raise CorruptArchive(f"{r.name}: negative chunk length at byte {r.base + pos - 5}")
+                raise CorruptArchive(
+                    f"{r.name}: damaged data of large object {oid} at byte {r.base + pos - 5}:"
+                    " a negative chunk length"
+                )
             if n == 0:
                 break
+            if pos + n > lim:
+                raise bounds.chunk(oid, r.base + pos - 5, n)
             size += n
             chunks += 1
             if oid == keep:
                 r.pos = pos
-                yield r.read_bytes(n, what)
+                at = r.offset
+                yield Chunk(r.read_bytes(n, what), at)
                 buf, pos, end = r.buf, r.pos, len(r.buf)
+                lim = bounds.limit - r.base
             elif pos + n <= end:
                 pos += n
             else:
                 r.pos = pos
                 r.skip(n, what)
                 buf, pos, end = r.buf, r.pos, len(r.buf)
+                lim = bounds.limit - r.base
+        last = oid
         yield (oid, size, blobs_id)
         if not runs or chunks > 1 or size > MAX_CHUNK:
             continue
@@ -146,6 +226,7 @@ def walk_sizes(
         while (hit := _match(buf, pos, size, blobs_id)) is not None:
             run, pos = hit
             found = True
+            last = run.oids[-1]
             yield run
         if found:
             misses = 0

@@ -11,7 +11,7 @@ from __future__ import annotations
 import struct
 from typing import IO
 
-from pgblobdump.errors import CorruptArchive, UnsupportedArchive
+from pgblobdump.errors import ArchiveError, CorruptArchive, UnsupportedArchive
 
 CHUNK = 1 << 20
 """Bytes read from the file at a time; big enough that refills are rare, small enough that
@@ -115,7 +115,13 @@ class Reader:
         self.pos = 0
         want = max(need - have, CHUNK, have)  # grow geometrically for huge strings
         while have < need:
-            data = self.f.read(want)
+            try:
+                data = self.f.read(want)
+            except OSError as e:
+                self.buf = b"".join(parts)
+                raise ArchiveError(
+                    f"{self.name}: cannot read at byte {self.base + have}: {e.strerror or e}"
+                ) from e
             if not data:
                 self.buf = b"".join(parts)
                 self.eof(what)

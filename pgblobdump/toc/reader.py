@@ -16,7 +16,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO
 
-from pgblobdump.errors import CorruptArchive, NotAnArchive
+from pgblobdump.errors import CorruptArchive, NotAnArchive, NotFound
 from pgblobdump.toc.blobruns import BlobRun
 from pgblobdump.toc.entry import TocEntry
 from pgblobdump.toc.header import ArchiveHeader, describe, read_header
@@ -51,10 +51,11 @@ class Archive:
                 )
         elif self.path.is_file():
             self.toc_path = self.path
+            self._check_readable()
         elif self.path.exists():
             raise NotAnArchive(f"{self.name}: not a regular file or directory")
         else:
-            raise NotAnArchive(f"{self.name}: no such file or directory")
+            raise NotFound(f"{self.name}: no such file or directory")
         try:
             self.header = self._read_header()
         except BaseException:
@@ -69,6 +70,24 @@ class Archive:
             self.kind = "directory"
             if self.root is None:
                 self.root = self.toc_path.parent
+
+    def _check_readable(self) -> None:
+        """A file that says it is empty may be a special one (/proc/self/mem, /proc/*/
+        status): say so, rather than call it an empty file."""
+        try:
+            if self.path.stat().st_size:
+                return
+            with self.path.open("rb") as f:
+                first = f.read(1)
+        except OSError as e:
+            raise NotAnArchive(
+                f"{self.name}: cannot be read as a file ({e.strerror or e}); a special file?"
+            ) from e
+        if first:
+            raise NotAnArchive(
+                f"{self.name}: a special file that reports no size (like those in /proc);"
+                " copy it to a regular file first"
+            )
 
     @property
     def is_tar(self) -> bool:
