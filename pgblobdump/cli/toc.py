@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
+import os
 import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -12,7 +15,7 @@ import click
 
 from pgblobdump.cli.options import output_options
 from pgblobdump.cli.output import Format, emit
-from pgblobdump.errors import UsageError
+from pgblobdump.errors import InsufficientResources, PgBlobDumpError, UsageError
 from pgblobdump.report import Column, Table, stream
 from pgblobdump.toc import diff as toc_diff
 from pgblobdump.toc import listing, los, summary
@@ -63,7 +66,7 @@ def show(archive: Path, show_all: bool, no_header: bool, fmt: Format) -> None:
         entries = a.iter_entries()
         flags = listing.listed((e.desc, e.tag, e.defn, e.had_dumper, e.section) for e in entries)
         pairs = zip(a.iter_entries(), flags, strict=False)
-        chosen = (e for e, keep in pairs if keep or show_all)
+        chosen = stream.started(e for e, keep in pairs if keep or show_all) or iter(())
         if fmt is Format.TABLE:
             out = sys.stdout
             if not no_header:
@@ -176,7 +179,11 @@ def _write_los_json(rows: Iterable[los.LoRow]) -> None:
                                          ensure_ascii=False)  # fmt: skip
         return text
 
+    started = stream.started(rows)
     out = sys.stdout
+    if started is None:
+        out.write("[]\n")
+        return
     out.write("[")
     batch: list[str] = []
     sep = "\n  "
@@ -184,7 +191,7 @@ def _write_los_json(rows: Iterable[los.LoRow]) -> None:
     last_acl: object = object()
     owner_js = acl_js = ""
     dumps = json.dumps
-    for oid, owner, acl, comment, size, _group in rows:
+    for oid, owner, acl, comment, size, _group in started:
         if owner is not last_owner:  # rows of one group share these objects
             last_owner, owner_js = owner, js(owner)
         if acl is not last_acl:
@@ -198,7 +205,7 @@ def _write_los_json(rows: Iterable[los.LoRow]) -> None:
         if len(batch) >= 10_000:
             out.write("".join(batch))
             batch.clear()
-    out.write("".join(batch) + ("\n]\n" if sep != "\n  " else "]\n"))
+    out.write("".join(batch) + "\n]\n")
 
 
 @toc.command()
@@ -250,11 +257,36 @@ def extract(archive: Path, oid: int, output: Path | None) -> None:
                 out.write(piece)
             out.flush()
             return
-        tmp = output.with_name(output.name + ".part")
+        _write_file(output, pieces)
+
+
+def _file_error(path: Path, e: OSError) -> PgBlobDumpError:
+    """One line naming the file; UsageError until errors.py has a class for file problems."""
+    full = e.errno in (errno.ENOSPC, errno.EDQUOT)
+    cls = InsufficientResources if full else UsageError
+    return cls(f"cannot write {path}: {e.strerror or e}")
+
+
+def _write_file(output: Path, pieces: Iterable[bytes]) -> None:
+    """Write ``pieces`` to ``output`` all or nothing: into a hidden file beside it, renamed
+    over it at the end, removed on any failure. A device or FIFO (/dev/stdout) is written
+    in place: renaming over it would replace the device."""
+    if output.exists() and not output.is_file():
         try:
-            with tmp.open("wb") as f:
+            with output.open("wb") as f:
                 for piece in pieces:
                     f.write(piece)
-            tmp.replace(output)
-        finally:
+        except OSError as e:
+            raise _file_error(output, e) from e
+        return
+    tmp = output.with_name(f".{output.name}.{os.getpid()}.part")
+    try:
+        with tmp.open("xb") as f:
+            for piece in pieces:
+                f.write(piece)
+        tmp.replace(output)
+    except OSError as e:
+        raise _file_error(output, e) from e
+    finally:
+        with contextlib.suppress(OSError):
             tmp.unlink(missing_ok=True)
