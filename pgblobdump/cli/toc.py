@@ -15,7 +15,7 @@ import click
 
 from pgblobdump.cli.options import output_options
 from pgblobdump.cli.output import Format, emit
-from pgblobdump.errors import InsufficientResources, PgBlobDumpError, UsageError
+from pgblobdump.errors import FileError, InsufficientResources, PgBlobDumpError, UsageError
 from pgblobdump.report import Column, Table, stream
 from pgblobdump.toc import diff as toc_diff
 from pgblobdump.toc import listing, los, summary
@@ -261,9 +261,9 @@ def extract(archive: Path, oid: int, output: Path | None) -> None:
 
 
 def _file_error(path: Path, e: OSError) -> PgBlobDumpError:
-    """One line naming the file; UsageError until errors.py has a class for file problems."""
+    """One line naming the file: FileError, or InsufficientResources for a full disk."""
     full = e.errno in (errno.ENOSPC, errno.EDQUOT)
-    cls = InsufficientResources if full else UsageError
+    cls = InsufficientResources if full else FileError
     return cls(f"cannot write {path}: {e.strerror or e}")
 
 

@@ -25,7 +25,7 @@ from typing import Any
 from pgblobdump import __version__
 from pgblobdump.compare.matrix import Plan
 from pgblobdump.compare.records import DumpRecord, RestoreRecord, records_from_json
-from pgblobdump.errors import InsufficientResources, NotFound, UsageError
+from pgblobdump.errors import FileError, InsufficientResources, NotFound, UsageError
 from pgblobdump.pg.toolchain import Toolchain
 from pgblobdump.report.table import jsonable
 
@@ -106,9 +106,8 @@ def save(results: Results, folder: Path) -> Path:
     try:
         return _save(results, folder)
     except OSError as e:
-        # UsageError until errors.py has a class for file problems (FileError).
         full = e.errno in (errno.ENOSPC, errno.EDQUOT)
-        cls = InsufficientResources if full else UsageError
+        cls = InsufficientResources if full else FileError
         where = e.filename or folder
         raise cls(f"cannot save results in {folder}: {where}: {e.strerror or e}") from e
 

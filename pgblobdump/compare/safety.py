@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pgblobdump.compare.matrix import Contender
-from pgblobdump.errors import InsufficientResources, UsageError
+from pgblobdump.errors import FileError, InsufficientResources
 from pgblobdump.units import format_bytes
 
 CUSTOM_BYTES_PER_LO = 400
@@ -72,7 +72,7 @@ def _os_problem(e: OSError) -> str:
 
 def writable_folder(folder: Path, option: str) -> Path:
     """Create ``folder`` (and its parents) and prove a file can be written there, before
-    any work starts; UsageError (InsufficientResources for a full disk) naming it."""
+    any work starts; FileError (InsufficientResources for a full disk) naming it."""
     try:
         folder.mkdir(parents=True, exist_ok=True)
         probe = folder / f".pgblobdump-probe-{os.getpid()}"
@@ -82,7 +82,6 @@ def writable_folder(folder: Path, option: str) -> Path:
         finally:
             probe.unlink(missing_ok=True)
     except OSError as e:
-        # UsageError until errors.py has a class for file problems (FileError).
-        cls = InsufficientResources if e.errno in (errno.ENOSPC, errno.EDQUOT) else UsageError
+        cls = InsufficientResources if e.errno in (errno.ENOSPC, errno.EDQUOT) else FileError
         raise cls(f"{option} {folder}: cannot create or write there: {_os_problem(e)}") from e
     return folder

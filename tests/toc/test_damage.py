@@ -93,7 +93,7 @@ def test_damaged_lz4_frame(corpus: Corpus, tmp_path: Path) -> None:
 def test_extract_to_unwritable(corpus: Corpus, tmp_path: Path, target: str) -> None:
     out = tmp_path / target if not target.startswith("/") else Path(target)
     result = _toc("extract", corpus.archives["pg17-custom-lz4"].path, "1004", "-o", out)
-    assert result.exit_code in (2, 11)  # 2 (UsageError) until errors.py has FileError
+    assert result.exit_code == 11  # FileError
     line = _one_line_error(result)
     assert line == f"Error: cannot write {out}: No such file or directory"
 
