@@ -9,7 +9,7 @@ file.
 from __future__ import annotations
 
 import zlib
-from typing import Protocol
+from typing import Any, Protocol
 
 import zstandard
 
@@ -51,11 +51,12 @@ class _Zlib:
         return out
 
 
-class _Lz4:
-    def __init__(self) -> None:
-        import lz4.frame
+class _Frame:
+    """An LZ4 or zstd frame: both libraries expose ``decompress`` and ``eof`` alike."""
 
-        self._d = lz4.frame.LZ4FrameDecompressor()
+    def __init__(self, name: str, d: Any) -> None:
+        self._name = name
+        self._d = d
         self._fed = False
 
     def feed(self, chunk: bytes) -> bytes:
@@ -64,22 +65,7 @@ class _Lz4:
 
     def finish(self) -> bytes:
         if self._fed and not self._d.eof:
-            raise CorruptArchive("the LZ4 frame ends before its end marker")
-        return b""
-
-
-class _Zstd:
-    def __init__(self) -> None:
-        self._d = zstandard.ZstdDecompressor().decompressobj()
-        self._fed = False
-
-    def feed(self, chunk: bytes) -> bytes:
-        self._fed = self._fed or bool(chunk)
-        return bytes(self._d.decompress(chunk))
-
-    def finish(self) -> bytes:
-        if self._fed and not self._d.eof:
-            raise CorruptArchive("the zstd frame ends before its end marker")
+            raise CorruptArchive(f"the {self._name} frame ends before its end marker")
         return b""
 
 
@@ -91,9 +77,11 @@ def decompressor(algorithm: str, whole_file: bool = False) -> Decompressor:
         # 47 = 32 + 15: accept a gzip or a zlib header, whichever the stream has.
         return _Zlib(47 if whole_file else 15)
     if algorithm == "lz4":
-        return _Lz4()
+        import lz4.frame  # only archives written with -Z lz4 need it
+
+        return _Frame("LZ4", lz4.frame.LZ4FrameDecompressor())
     if algorithm == "zstd":
-        return _Zstd()
+        return _Frame("zstd", zstandard.ZstdDecompressor().decompressobj())
     raise UnsupportedArchive(f"unknown compression algorithm {algorithm!r}")
 
 
