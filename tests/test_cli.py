@@ -224,3 +224,15 @@ def test_server_start_status_stop(
     assert not (home / "pg17").exists()
     assert_one_line_error(run("server", "stop", "--major", "17"), 8, "no cluster in")
     home.rmdir()
+
+
+def test_generate_csv_has_raw_values(pg16: EmbeddedCluster, new_db: NewDb) -> None:
+    import csv
+    import io
+
+    db = new_db(pg16)
+    result = run("generate", "-d", db, "-n", "1500", "--size", "2KiB", "--csv")
+    assert result.exit_code == 0, result.stderr
+    (row,) = list(csv.DictReader(io.StringIO(result.stdout)))
+    assert (row["count"], row["total_bytes"]) == ("1500", str(1500 * 2048))
+    assert int(row["last_oid"]) - int(row["first_oid"]) == 1499

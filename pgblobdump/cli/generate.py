@@ -16,7 +16,17 @@ from pgblobdump.generate import generate as run
 from pgblobdump.pg.cluster import EmbeddedCluster
 from pgblobdump.pg.target import ConnectionTarget
 from pgblobdump.report import Column, Table
+from pgblobdump.report.table import jsonable
 from pgblobdump.units import format_bytes, parse_count
+
+
+def record_table(r: GenerateResult) -> Table:
+    """The result as one row of raw values (bytes, OIDs, rates), for CSV and Markdown."""
+    record = {**jsonable(r), "los_per_second": round(r.los_per_second, 1),
+              "mb_per_second": round(r.mb_per_second, 2)}  # fmt: skip
+    record["owners"] = " ".join(r.owners)
+    record["seconds"] = round(r.seconds, 3)
+    return Table([Column(k) for k in record], [record], title="generated")
 
 
 def result_table(r: GenerateResult) -> Table:
@@ -141,4 +151,5 @@ def generate(
         result = run(
             conninfo, spec, progress=lambda done, _bytes: update(done), cleanup=not no_cleanup
         )
-    emit(result_table(result), fmt, json_value=result)
+    # People get a vertical summary; CSV and Markdown get one row of raw values.
+    emit(result_table(result) if fmt is Format.TABLE else record_table(result), fmt, result)
