@@ -2,85 +2,22 @@
 
 from __future__ import annotations
 
-import contextlib
-import shutil
-import tempfile
-from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import click
 
 from pgblobdump.cli.options import connection_options, output_options, pg_bin_option
 from pgblobdump.cli.output import Format, emit, stderr_console
-from pgblobdump.compare import report, results, safety
-from pgblobdump.compare.commands import find_toolchains
-from pgblobdump.compare.matrix import (
-    DEFAULT_FORMATS,
-    DEFAULT_MAJORS,
-    FORMATS,
-    Plan,
-    pg_dump_contenders,
-    restore_modes,
-)
-from pgblobdump.compare.runner import Runner, RunOptions, RunResult
-from pgblobdump.compare.source import (
-    Source,
-    embedded_source,
-    external_source,
-    lo_count,
-    restore_server,
-)
+from pgblobdump.compare import report, results, session
+from pgblobdump.compare.matrix import DEFAULT_FORMATS, DEFAULT_MAJORS
 from pgblobdump.errors import UsageError
-from pgblobdump.pg.doctor import gnu_time
 from pgblobdump.pg.target import ConnectionTarget
-from pgblobdump.pg.toolchain import check_major
-from pgblobdump.units import parse_count
 
 DEFAULT_LOS = "10k"
 
 
-def _split(values: Sequence[str]) -> list[str]:
-    return [p.strip() for v in values for p in v.split(",") if p.strip()]
-
-
-def parse_los(values: Sequence[str]) -> tuple[int, ...]:
-    """``--los 50k,200k --los 1M`` -> (50000, 200000, 1000000), sorted and distinct."""
-    counts = {parse_count(v, "--los") for v in _split(values)}
-    if not counts:
-        raise UsageError("--los needs at least one count")
-    return tuple(sorted(counts))
-
-
-def parse_majors(text: str) -> tuple[int, ...]:
-    try:
-        majors = [int(p) for p in _split([text])]
-    except ValueError as e:
-        raise UsageError(f"--majors {text!r}: give major versions like 16,17,18") from e
-    if not majors:
-        raise UsageError("--majors needs at least one major version")
-    return tuple(sorted({check_major(m) for m in majors}))
-
-
-def parse_formats(text: str) -> tuple[str, ...]:
-    formats = _split([text])
-    bad = [f for f in formats if f not in FORMATS]
-    if bad or not formats:
-        raise UsageError(f"--formats {text!r}: choose from {', '.join(FORMATS)}")
-    return tuple(dict.fromkeys(formats))
-
-
 def _say(line: str) -> None:
     stderr_console().print(line, markup=False, highlight=False)
-
-
-@contextlib.contextmanager
-def _source(target: ConnectionTarget, embedded_major: int, may_generate: bool) -> Iterator[Source]:
-    if target.given:
-        yield external_source(target.conninfo(), may_generate)
-        return
-    _say(f"starting a throwaway PostgreSQL {embedded_major} cluster as the source")
-    with embedded_source(embedded_major) as source:
-        yield source
 
 
 def _render(folder: Path, against: Path | None, plots: bool | None, fmt: Format) -> None:
@@ -92,21 +29,6 @@ def _render(folder: Path, against: Path | None, plots: bool | None, fmt: Format)
         emit(report.against_table(res, other, str(against)), fmt)
         return
     _show(res, fmt)
-
-
-@contextlib.contextmanager
-def _workdir(given: Path | None, keep: bool) -> Iterator[Path]:
-    if given is not None:
-        yield given
-        return
-    made = Path(tempfile.mkdtemp(prefix="pgbd-compare-"))
-    try:
-        yield made
-    finally:
-        if keep:
-            _say(f"archives kept in {made}")
-        else:
-            shutil.rmtree(made, ignore_errors=True)
 
 
 def _show(res: results.Results, fmt: Format) -> None:
@@ -253,57 +175,30 @@ def compare(
     if render_dir is not None:
         _render(render_dir, against_dir, plots, fmt)
         return
-    # Every option is checked, and every folder made writable, before a cluster starts.
     if against_dir is not None:
         raise UsageError("--against works with --render DIR (compare two saved runs)")
     if plots and results_dir is None:
         raise UsageError("--plots needs --results DIR to write into")
-    if verify_sample < 0:
-        raise UsageError(f"--verify-sample must be 0 (all LOs) or more (got {verify_sample})")
-    formats_t = parse_formats(formats)
-    plan_majors = parse_majors(majors)
-    counts = parse_los(los or [DEFAULT_LOS])
     if target.given and not may_generate and los:
         raise UsageError("--los with -d needs --generate (else the database is dumped as it is)")
-    if may_generate and not target.given:
-        raise UsageError("--generate applies to a database given with -d")
-    if not target.given:
-        check_major(embedded_major)
-    modes = restore_modes(jobs, transaction_size or None) if restore else ()
-    contenders = pg_dump_contenders(plan_majors, formats_t)
-    plan = Plan(contenders, counts, repeat, modes)  # checks --repeat, before any cluster
-    if results_dir is not None:
-        safety.writable_folder(results_dir, "--results")
-    if workdir is not None:
-        safety.writable_folder(workdir, "--workdir")
-    gnu = gnu_time()
-    if gnu is None:
-        _say("/usr/bin/time (GNU time) not found: measuring with the kernel's wait4 instead")
-    toolchains = find_toolchains(plan_majors, pg_bin)
-    run = RunResult()
-    with contextlib.ExitStack() as stack:
-        wd = stack.enter_context(_workdir(workdir, keep))
-        source = stack.enter_context(_source(target, embedded_major, may_generate))
-        if target.given and not may_generate:
-            plan = Plan(contenders, (lo_count(source.conninfo),), repeat, modes)
-        restore_to = None
-        if modes and (
-            source.embedded or int(source.server_version.split(".")[0]) < max(plan_majors)
-        ):
-            _say(f"starting a throwaway PostgreSQL {max(plan_majors)} cluster to restore into")
-            restore_to = stack.enter_context(restore_server(max(plan_majors)))
-        options = RunOptions(wd, gnu, keep=keep, verify_sample=verify_sample)
-        complete = False
-        try:
-            Runner(plan, source, toolchains, options, _say, run, restore_to).run()
-            complete = True
-        finally:
-            meta = results.make_meta(plan, source.description, source.server_version,
-                                     toolchains, gnu, results.argv_now(), complete)  # fmt: skip
-            res = results.Results(run.dumps, run.restores, run.commands, meta)
-            if results_dir is not None:
-                results.save(res, results_dir)
-                _say(f"results saved in {results_dir}")
+    request = session.CompareRequest(
+        counts=session.parse_los(los or [DEFAULT_LOS]),
+        majors=session.parse_majors(majors),
+        formats=session.parse_formats(formats),
+        repeat=repeat,
+        restore=restore,
+        jobs=jobs,
+        transaction_size=transaction_size or None,
+        verify_sample=verify_sample,
+        keep=keep,
+        workdir=workdir,
+        results_dir=results_dir,
+        conninfo=target.conninfo() if target.given else None,
+        may_generate=may_generate,
+        embedded_major=embedded_major,
+        pg_bin=pg_bin,
+    )
+    res = session.run(request, _say)
     if results_dir is not None and plots is not False:
         _plots(res, results_dir)
     _show(res, fmt)
