@@ -140,7 +140,9 @@ def diff(a: Archive, b: Archive) -> list[DiffLine]:
         ea, eb = sa.lo_entries.get(lo_key, 0), sb.lo_entries.get(lo_key, 0)
         if sorted(oa) == sorted(ob):
             if ea != eb:
-                out.append(DiffLine("~", desc, ranges(oa), f"owner {owner}; {ea} -> {eb} entries"))
+                out.append(
+                    DiffLine("~", desc, ranges(oa), f"owner {owner}; {ea:,} -> {eb:,} entries")
+                )
             continue
         gone, new = set(oa) - set(ob), set(ob) - set(oa)
         if gone:
@@ -148,13 +150,20 @@ def diff(a: Archive, b: Archive) -> list[DiffLine]:
         if new:
             out.append(DiffLine("+", desc, ranges(new), _count(owner, len(new), eb, ob)))
     if sa.blobs != sb.blobs:
-        out.append(DiffLine("~", "BLOBS", "", f"{sa.blobs} -> {sb.blobs} entries"))
+        out.append(DiffLine("~", "BLOBS", "", f"{sa.blobs:,} -> {sb.blobs:,} entries"))
     out.extend(_lo_verdict(sa, sb))
     return out
 
 
+def _n(n: int, one: str, many: str) -> str:
+    return f"{n:,} {one if n == 1 else many}"
+
+
 def _count(owner: str, n: int, entries: int, oids: array[int]) -> str:
-    return f"owner {owner}; {n} LOs; {entries} entries in all for {len(oids)} LOs"
+    return (
+        f"owner {owner}; {_n(n, 'LO', 'LOs')}; {_n(entries, 'entry', 'entries')} in all"
+        f" for {_n(len(oids), 'LO', 'LOs')}"
+    )
 
 
 def _lo_verdict(sa: _Side, sb: _Side) -> Iterator[DiffLine]:
@@ -163,11 +172,11 @@ def _lo_verdict(sa: _Side, sb: _Side) -> Iterator[DiffLine]:
         return
     if la.keys() == lb.keys():
         moved = sum(1 for oid, owner in la.items() if lb[oid] != owner)
-        detail = f"{moved} owners differ" if moved else "same owners"
-        yield DiffLine("=", "large objects", f"same {len(la)} OIDs", detail)
+        detail = f"{moved:,} owners differ" if moved else "same owners"
+        yield DiffLine("=", "large objects", f"same {len(la):,} OIDs", detail)
         return
     gone, new = la.keys() - lb.keys(), lb.keys() - la.keys()
     if gone:
-        yield DiffLine("-", "large objects", ranges(gone), f"{len(gone)} only in A")
+        yield DiffLine("-", "large objects", ranges(gone), f"{len(gone):,} only in A")
     if new:
-        yield DiffLine("+", "large objects", ranges(new), f"{len(new)} only in B")
+        yield DiffLine("+", "large objects", ranges(new), f"{len(new):,} only in B")
