@@ -10,7 +10,7 @@ comment), not to the LO count, so a million-LO archive is listed in constant mem
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from pgblobdump.errors import CorruptArchive, NotFound
@@ -95,20 +95,29 @@ def catalog(archive: Archive) -> LoCatalog:
     listed = 0
     desc_text: dict[bytes | None, str] = {}
     valid_sections = (2, 3, 4)
+
+    def add_blobs(owner_b: bytes | None, n: int, oids: Callable[[], Iterable[int]]) -> None:
+        """Count ``n`` LOs of one owner; remember OIDs only for owners but the first."""
+        nonlocal first_owner
+        if first_owner is False:
+            first_owner = owner_b
+        owner = owner_cache.get(owner_b)
+        if owner is None:
+            owner = owner_cache[owner_b] = (
+                None if owner_b is None else owner_b.decode("utf-8", "replace")
+            )
+        owners[owner or ""] = owners.get(owner or "", 0) + n
+        cat.count += n
+        if owner_b != first_owner:
+            cat.owner_of.update(dict.fromkeys(oids(), owner))
+
     for raw in _flatten_odd_runs(archive, valid_sections):
         if isinstance(raw, BlobRun):  # the same bookkeeping as below, for a whole run
             n = raw.count
             counts[b"BLOB"] = counts.get(b"BLOB", 0) + n
             current = raw.section
             listed += n
-            owner_b = raw.owner
-            if first_owner is False:
-                first_owner = owner_b
-            owner = None if owner_b is None else owner_b.decode("utf-8", "replace")
-            owners[owner or ""] = owners.get(owner or "", 0) + n
-            cat.count += n
-            if owner_b != first_owner:
-                cat.owner_of.update(dict.fromkeys(raw.oids(), owner))
+            add_blobs(raw.owner, n, raw.oids)
             continue
         desc = raw[5]
         if desc == b"BLOB" and raw[6] in valid_sections:
@@ -117,18 +126,7 @@ def catalog(archive: Archive) -> LoCatalog:
             counts[desc] = counts.get(desc, 0) + 1
             current = raw[6]
             listed += 1
-            owner_b = raw[14]
-            if first_owner is False:
-                first_owner = owner_b
-            owner = owner_cache.get(owner_b)
-            if owner is None:
-                owner = owner_cache[owner_b] = (
-                    None if owner_b is None else owner_b.decode("utf-8", "replace")
-                )
-            owners[owner or ""] = owners.get(owner or "", 0) + 1
-            cat.count += 1
-            if owner_b != first_owner:
-                cat.owner_of[blobs_oid(raw)] = owner
+            add_blobs(raw[14], 1, lambda raw=raw: (blobs_oid(raw),))  # type: ignore[misc]
             continue
         counts[desc or b""] = counts.get(desc or b"", 0) + 1
         # PrintTOCSummary's filter, inlined here so the summary needs one pass only
@@ -144,18 +142,7 @@ def catalog(archive: Archive) -> LoCatalog:
         if required(d, tag, defn, bool(raw[1]), current) & 3:
             listed += 1
         if desc == b"BLOB":  # a BLOB in an impossible section
-            owner_b = raw[14]
-            if first_owner is False:
-                first_owner = owner_b
-            owner = owner_cache.get(owner_b)
-            if owner is None:
-                owner = owner_cache[owner_b] = (
-                    None if owner_b is None else owner_b.decode("utf-8", "replace")
-                )
-            owners[owner or ""] = owners.get(owner or "", 0) + 1
-            cat.count += 1
-            if owner_b != first_owner:
-                cat.owner_of[blobs_oid(raw)] = owner
+            add_blobs(raw[14], 1, lambda raw=raw: (blobs_oid(raw),))  # type: ignore[misc]
         elif desc == b"BLOBS":
             cat.blobs.append(blobs.blobs_entry(raw))
         elif desc == b"BLOB METADATA":
