@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import itertools
 import json
 import os
 import sys
@@ -19,6 +20,7 @@ from pgblobdump.errors import FileError, InsufficientResources, PgBlobDumpError,
 from pgblobdump.report import Column, Table, stream
 from pgblobdump.toc import diff as toc_diff
 from pgblobdump.toc import listing, los, summary
+from pgblobdump.toc import show as toc_show
 from pgblobdump.toc.reader import open_archive
 
 ARCHIVE = click.argument("archive", type=click.Path(path_type=Path))
@@ -63,22 +65,18 @@ def show(archive: Path, show_all: bool, no_header: bool, fmt: Format) -> None:
     Example: pgblobdump toc show db.dump > db.list
     """
     with open_archive(archive) as a:
+        if fmt is Format.TABLE:
+            lines = stream.started(toc_show.lines(a, show_all)) or iter(())
+            out = sys.stdout
+            if not no_header:
+                out.write("\n".join(listing.format_header(a.header, a.kind)) + "\n")
+            while batch := list(itertools.islice(lines, 10_000)):
+                out.write("\n".join(batch) + "\n")
+            return
         entries = a.iter_entries()
         flags = listing.listed((e.desc, e.tag, e.defn, e.had_dumper, e.section) for e in entries)
         pairs = zip(a.iter_entries(), flags, strict=False)
         chosen = stream.started(e for e, keep in pairs if keep or show_all) or iter(())
-        if fmt is Format.TABLE:
-            out = sys.stdout
-            if not no_header:
-                out.write("\n".join(listing.format_header(a.header, a.kind)) + "\n")
-            for e in chosen:
-                out.write(
-                    listing.format_line(
-                        e.dump_id, e.tableoid, e.oid, e.desc, e.namespace, e.tag, e.owner
-                    )
-                    + "\n"
-                )
-            return
         cols = ["dump_id", "tableoid", "oid", "desc", "namespace", "tag", "owner", "section",
                 "dependencies"]  # fmt: skip
         _write_rows(

@@ -94,6 +94,10 @@ class BlobRun:
         buf, at = self.buf, self.family.prefix + 5
         return [buf[p + at : p + at + d] for p, d in self._walk()]
 
+    def tags(self) -> list[bytes]:
+        """The tag of each entry: its OID's digits, as written."""
+        return self._digits()
+
     def oids(self) -> array[int]:
         """The OID of each entry as los.blobs_oid reads it (0 when beyond 32 bits)."""
         values = list(map(int, self._digits()))

@@ -9,6 +9,7 @@ computed twice, once with the fast paths and once with them turned off, and comp
 from __future__ import annotations
 
 import dataclasses
+import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -19,8 +20,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pgblobdump.errors import ArchiveError, NotFound
+from pgblobdump.pg import toolchain
 from pgblobdump.pg.cluster import EmbeddedCluster
-from pgblobdump.toc import blobruns, blobs, diff, lodata, los, summary
+from pgblobdump.toc import blobruns, blobs, diff, lodata, los, show, summary
 from pgblobdump.toc.blobruns import BlobRun
 from pgblobdump.toc.reader import open_archive
 from tests.toc import build
@@ -97,6 +99,8 @@ def _views(path: Path) -> dict[str, Any]:
             "rows_no_sizes": list(los.iter_rows(a, with_sizes=False)),
             "stored": list(blobs.iter_stored(a)),
             "data_start": a.data_start() if a.kind == "custom" else None,
+            "show": list(show.lines(a)),
+            "show_all": list(show.lines(a, show_all=True)),
         }
 
 
@@ -226,3 +230,15 @@ def test_fuzz_directory_toc(
             m.setattr(blobruns, "MAX_FAMILIES", 0)
             slow = _outcome(path)
     assert fast == slow
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_show_from_runs_equals_pg_restore_l(run_archives: dict[str, Path], name: str) -> None:
+    """`toc show` formats runs from their template: still pg_restore -l line for line."""
+    pg_restore = toolchain.find(16).tool("pg_restore")
+    listed = subprocess.run(
+        [str(pg_restore), "-l", str(run_archives[name])], capture_output=True, text=True, check=True
+    ).stdout
+    expected = [x for x in listed.splitlines() if x and not x.startswith(";")]
+    with open_archive(run_archives[name]) as a:
+        assert list(show.lines(a)) == expected
