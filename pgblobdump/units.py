@@ -58,8 +58,3 @@ def format_bytes(n: float) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     raise AssertionError("unreachable")
-
-
-def format_count(n: int) -> str:
-    """``1000000`` -> ``1,000,000``."""
-    return f"{n:,}"

@@ -6,13 +6,12 @@ Use as a context manager (``with EmbeddedCluster(16) as c: c.conninfo()``) or, f
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import socket
 import subprocess
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -273,14 +272,7 @@ class EmbeddedCluster:
         if self.initialised:
             proc = self.who.run([self._tool("pg_ctl"), "-D", str(self.datadir), "status"], 60)
             running = proc.returncode == 0
-        return ClusterInfo(
-            self.tc.major,
-            self.tc.version,
-            self.datadir,
-            self._configured_port() or 0,
-            self.socket_dir,
-            running,
-        )
+        return self.info(running)
 
     def stop(self) -> None:
         """Stop the server if it runs (fast shutdown); remove a temporary cluster."""
@@ -294,8 +286,21 @@ class EmbeddedCluster:
             if self.remove:
                 shutil.rmtree(self._tmp or self.datadir, ignore_errors=True)
 
+    def info(self, running: bool = True) -> ClusterInfo:
+        """How to reach the cluster, from its configuration (no pg_ctl round trip)."""
+        return ClusterInfo(
+            self.tc.major,
+            self.tc.version,
+            self.datadir,
+            self._configured_port() or 0,
+            self.socket_dir,
+            running,
+        )
+
     def conninfo(self, dbname: str = "postgres", tcp: bool = False) -> str:
-        return self.status().conninfo(dbname, tcp)
+        # Called for every connection a test or a command opens: read the port from the
+        # configuration rather than asking pg_ctl (a subprocess, as another user) each time.
+        return self.info().conninfo(dbname, tcp)
 
     def __enter__(self) -> EmbeddedCluster:
         try:
@@ -312,10 +317,3 @@ class EmbeddedCluster:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
-
-
-@contextlib.contextmanager
-def embedded(major: int = 16, **kwargs: object) -> Iterator[EmbeddedCluster]:
-    """Shorthand: a temporary, started cluster that is gone after the block."""
-    with EmbeddedCluster(major, **kwargs) as c:  # type: ignore[arg-type]
-        yield c
