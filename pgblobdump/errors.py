@@ -6,6 +6,8 @@ say what was expected and what was found, and name the file, server or option in
 
 from __future__ import annotations
 
+import re
+
 
 class PgBlobDumpError(Exception):
     """Base of every error pgblobdump reports to a user. ``exit_code`` is the process status."""
@@ -98,7 +100,46 @@ def from_os_error(e: OSError, doing: str = "") -> PgBlobDumpError:
     return FileError(f"{what}: {reason}")
 
 
-class Interrupted(PgBlobDumpError):
-    """The user pressed Ctrl-C; children were stopped and partial output removed."""
+class ResultsUnreadable(PgBlobDumpError):
+    """A results file (compare's results.json) that is not what pgblobdump wrote: bad JSON,
+    missing fields, fields of the wrong type. Same exit code as an unreadable archive."""
 
-    exit_code = 130
+    exit_code = 7
+
+
+class Interrupted(PgBlobDumpError):
+    """Ctrl-C, SIGTERM or SIGHUP; children were stopped and partial output removed.
+
+    The exit code is the shell's for that signal: 130 (SIGINT), 143 (SIGTERM), 129 (SIGHUP).
+    """
+
+    def __init__(self, message: str, signum: int = 2) -> None:
+        super().__init__(message)
+        self.signum = signum
+        self.exit_code = 128 + signum
+
+
+# -- secrets ---------------------------------------------------------------------------
+_SECRETS: set[str] = set()
+_PASSWORD_RE = re.compile(
+    r"""(password\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s]+)"""  # key=value connection strings
+    r"""|(://[^/@\s:]*:)([^@/\s]*)(@)""",  # postgresql://user:secret@host URLs
+    re.IGNORECASE,
+)
+
+
+def register_secret(value: str | None) -> None:
+    """Remember a password so that no message this process prints can contain it."""
+    if value:
+        _SECRETS.add(value)
+
+
+def scrub(text: str) -> str:
+    """``text`` with every password masked: ``password=...`` and ``user:...@`` spellings,
+    and any value given to register_secret, wherever it appears."""
+    text = _PASSWORD_RE.sub(
+        lambda m: f"{m.group(1)}***" if m.group(1) else f"{m.group(3)}***{m.group(5)}", text
+    )
+    for secret in sorted(_SECRETS, key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return text

@@ -9,6 +9,7 @@ from pgblobdump.errors import DatabaseError, Interrupted
 from pgblobdump.generate import Content, GenerateSpec, SizeSpec, generate
 from pgblobdump.generate import generator as gen
 from pgblobdump.pg.cluster import EmbeddedCluster
+from pgblobdump.pg.ledger import Ledger, Pending
 from tests.conftest import NewDb
 
 
@@ -123,9 +124,8 @@ def test_failure_midway_removes_what_was_made(
         real(self, oids, datas)
 
     monkeypatch.setattr(gen._Run, "_decorate", fail_on_third)
-    with pytest.raises(
-        DatabaseError, match="division by zero; removed the 2,000 LOs and table t this run"
-    ):
+    removed = r"removed the 2,000 LOs \(OIDs 16384..18383\) and table t this run created"
+    with pytest.raises(DatabaseError, match=f"division by zero; {removed}"):
         generate(db, GenerateSpec(5000, SizeSpec(10, 10), table="t"))
     assert _one(db, "SELECT count(*) FROM pg_largeobject_metadata") == 0
     assert _one(db, "SELECT to_regclass('t')") is None
@@ -143,22 +143,20 @@ def test_interrupt_after_a_batch_committed_still_removes_it(
 ) -> None:
     """Ctrl-C can land after the server committed a batch but before we counted it."""
     db = new_db(pg16)
-    real = psycopg.Connection.execute
+    real = Ledger._enter
     seen = []
 
-    def execute(self: psycopg.Connection, query: object, *args: object, **kw: object) -> object:
-        cur = real(self, query, *args, **kw)  # type: ignore[arg-type]
-        if "lo_create(g::oid)" in str(query):
+    def enter(self: Ledger, pending: Pending) -> None:
+        if pending.los is not None:
             seen.append(1)
             if len(seen) == 2:
                 raise KeyboardInterrupt
-        return cur
+        real(self, pending)
 
-    monkeypatch.setattr(psycopg.Connection, "execute", execute)
+    monkeypatch.setattr(Ledger, "_enter", enter)
     monkeypatch.setattr(gen, "EMPTY_BATCH", 1000)
-    with pytest.raises(Interrupted, match="removed the 2,000 LOs this run created"):
+    with pytest.raises(Interrupted, match=r"removed the 2,000 LOs \(OIDs 16384..18383\) this"):
         generate(db, GenerateSpec(5000))
-    monkeypatch.undo()
     assert _one(db, "SELECT count(*) FROM pg_largeobject_metadata") == 0
 
 
@@ -184,7 +182,7 @@ def test_roles_made_by_a_failed_run_are_dropped(
         self.conn.execute("SELECT 1/0")
 
     monkeypatch.setattr(gen._Run, "_decorate", fail)
-    with pytest.raises(DatabaseError, match=r"removed the 0 LOs and roles .*pgbd_owner_8"):
+    with pytest.raises(DatabaseError, match=r"removed the roles .*pgbd_owner_8 this run"):
         generate(db, GenerateSpec(10, SizeSpec(1, 1), owners=8))
     assert _one(db, "SELECT count(*) FROM pg_roles WHERE rolname = 'pgbd_owner_8'") == 0
 

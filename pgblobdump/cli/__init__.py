@@ -9,15 +9,35 @@ from typing import Any
 
 import click
 
-from pgblobdump import __version__
-from pgblobdump.errors import Interrupted, PgBlobDumpError, from_os_error
+from pgblobdump import __version__, signals
+from pgblobdump.errors import Interrupted, PgBlobDumpError, UsageError, from_os_error, scrub
 
 
 def report_error(e: PgBlobDumpError) -> int:
-    """Print ``Error: ...`` as one line on stderr and return the exit code for it."""
-    message = " ".join(str(e).split()) or type(e).__name__
+    """Print ``Error: ...`` as one line on stderr, passwords masked, and return the exit
+    code for it."""
+    message = scrub(" ".join(str(e).split())) or type(e).__name__
     click.echo(f"Error: {message}", err=True)
     return e.exit_code
+
+
+def _database_error(e: Exception) -> PgBlobDumpError | None:
+    """Our error for a psycopg exception the core let through (the last resort; the core
+    translates its own with pg.connect.translate). psycopg is only imported if loaded."""
+    psycopg = sys.modules.get("psycopg")
+    if psycopg is None or not isinstance(e, psycopg.Error):
+        return None
+    from pgblobdump.pg.connect import translate
+
+    return translate(e, "")
+
+
+def _stop_quietly_on_broken_pipe() -> None:
+    """The reader of stdout went away (``| head``): stop quietly with status 0, as cat
+    does, and keep Python from complaining when it flushes stdout at exit."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 SUBCOMMANDS = {
@@ -47,23 +67,47 @@ class _Group(click.Group):
         assert isinstance(command, click.Command)
         return command
 
+    def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+        """Click's main, with its usage errors printed as our one ``Error:`` line (no
+        usage block) and exit status 2; SIGTERM and SIGHUP handled like Ctrl-C."""
+        if not standalone_mode:
+            return super().main(*args, standalone_mode=False, **kwargs)
+        signals.install()
+        try:
+            code = super().main(*args, standalone_mode=False, **kwargs)
+        except click.exceptions.NoArgsIsHelpError as e:
+            e.show()  # a group run with no command: its help, as click prints it
+            sys.exit(e.exit_code)
+        except click.ClickException as e:
+            # Usage errors (exit 2) and click's own file errors (exit 1), on one line.
+            message = e.format_message()
+            err = (
+                UsageError(message) if isinstance(e, click.UsageError) else PgBlobDumpError(message)
+            )
+            sys.exit(report_error(err))
+        except click.Abort:
+            sys.exit(report_error(Interrupted("interrupted")))
+        sys.exit(code if isinstance(code, int) else 0)
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except PgBlobDumpError as e:
             ctx.exit(report_error(e))
-        except KeyboardInterrupt:
-            ctx.exit(report_error(Interrupted("interrupted")))
+        except KeyboardInterrupt as e:
+            signum = signals.signum_of(e)
+            ctx.exit(report_error(Interrupted(f"interrupted by {signals.name(signum)}", signum)))
         except BrokenPipeError:
-            # The reader of stdout went away (``| head``): stop quietly, as cat does, and
-            # keep Python from complaining when it flushes stdout at exit.
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-            os.close(devnull)
+            _stop_quietly_on_broken_pipe()
             ctx.exit(0)
         except OSError as e:
             # The safety net for files the core did not name itself (stdout on a full disk).
             ctx.exit(report_error(from_os_error(e)))
+        except Exception as e:
+            translated = _database_error(e)
+            if translated is None:
+                raise
+            ctx.exit(report_error(translated))
 
 
 @click.group(

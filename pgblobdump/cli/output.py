@@ -23,13 +23,22 @@ PIPE_WIDTH = 200
 """Columns for tables written to a pipe or file, where rich would assume 80 and elide cells."""
 
 
+class _Console(Console):
+    """rich's Console, except that a closed pipe raises BrokenPipeError (which the CLI
+    turns into a quiet exit 0, like cat) instead of rich's SystemExit(1)."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        raise BrokenPipeError
+
+
 def stdout_console() -> Console:
     width = None if sys.stdout.isatty() else PIPE_WIDTH
-    return Console(file=sys.stdout, soft_wrap=True, width=width)
+    return _Console(file=sys.stdout, soft_wrap=True, width=width)
 
 
 def stderr_console() -> Console:
-    return Console(file=sys.stderr, soft_wrap=True)
+    return _Console(file=sys.stderr, soft_wrap=True)
 
 
 def rich_table(table: Table) -> RichTable:

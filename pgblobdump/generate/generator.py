@@ -16,27 +16,25 @@ Why this shape:
 
 from __future__ import annotations
 
+import contextlib
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import psycopg
+import psycopg.errors
 from psycopg import sql
 
+from pgblobdump import signals
 from pgblobdump.errors import DatabaseError, Interrupted, PgBlobDumpError
 from pgblobdump.generate.content import ContentSource
-from pgblobdump.generate.roles import (
-    READER_ROLE,
-    WRITER_ROLE,
-    drop_roles,
-    ensure_roles,
-    owner_names,
-)
-from pgblobdump.generate.spec import OID_MAX, GenerateSpec
-from pgblobdump.pg.connect import connect
+from pgblobdump.generate.roles import READER_ROLE, WRITER_ROLE, ensure_roles, owner_names
+from pgblobdump.generate.spec import GenerateSpec
+from pgblobdump.pg.connect import connect, translate
+from pgblobdump.pg.ledger import Ledger
+from pgblobdump.pg.oidspace import reserve
 
-FIRST_OID = 16384
-"""FirstNormalObjectId: OIDs below it belong to initdb's objects."""
 EMPTY_BATCH = 250_000
 """Empty LOs per statement on the fast path (progress granularity, not a lock limit)."""
 MAX_BATCH = 1000
@@ -69,37 +67,6 @@ class GenerateResult:
         return self.total_bytes / 1e6 / self.seconds if self.seconds > 0 else 0.0
 
 
-def _first_oid(conn: psycopg.Connection, spec: GenerateSpec) -> int:
-    """The first OID to use: the one asked for if free, else just above every LO."""
-    if spec.start_oid is None:
-        row = conn.execute(
-            "SELECT coalesce(max(oid)::int8, %s) + 1 FROM pg_largeobject_metadata", (FIRST_OID - 1,)
-        ).fetchone()
-        assert row is not None
-        first = max(int(row[0]), FIRST_OID)
-        if first + spec.count - 1 > OID_MAX:
-            raise DatabaseError(
-                f"no room for {spec.count:,} consecutive OIDs above the largest LO OID {first - 1};"
-                " give --start-oid"
-            )
-        return first
-    if spec.count == 0:
-        return spec.start_oid
-    last = spec.start_oid + spec.count - 1
-    row = conn.execute(
-        "SELECT count(*), min(oid) FROM pg_largeobject_metadata"
-        " WHERE oid BETWEEN %s::int8::oid AND %s::int8::oid",
-        (spec.start_oid, last),
-    ).fetchone()
-    assert row is not None
-    if row[0]:
-        raise DatabaseError(
-            f"{row[0]:,} large objects already exist in OIDs {spec.start_oid}..{last}"
-            f" (the first is {row[1]}); choose another --start-oid"
-        )
-    return spec.start_oid
-
-
 def _check_table(conn: psycopg.Connection, table: str | None) -> None:
     if table is None:
         return
@@ -119,47 +86,46 @@ def _create_table(conn: psycopg.Connection, table: str) -> None:
 
 
 class _Run:
-    """State of one generate run: what exists so far, for the report or for clean-up."""
+    """State of one generate run: what it made so far (the ledger) and what comes next."""
 
-    def __init__(self, conn: psycopg.Connection, spec: GenerateSpec, first: int):
+    def __init__(self, conn: psycopg.Connection, spec: GenerateSpec, first: int, ledger: Ledger):
         self.conn = conn
         self.first = first
         self.spec = spec
+        self.ledger = ledger
         self.owners = owner_names(spec)
-        self.roles_created: list[str] = []
-        self.made = 0  # LOs known created: OIDs first .. first + made - 1
-        # OIDs first .. reach - 1 may exist: a batch interrupted after its COMMIT reached
-        # the server is in the database though ``made`` was not yet raised.
-        self.reach = first
+        self.made = 0  # LOs created and committed: OIDs first .. first + made - 1
         self.bytes = 0
         self.grants = 0
         self.comments = 0
-        self.table_created = False
         self.next_id = 1
         self.source = ContentSource(spec.size, spec.content, spec.seed)
         self._grant_acc = 0.0
         self._comment_acc = 0.0
 
+    def _oids(self, n: int) -> tuple[int, int]:
+        first = self.first + self.made
+        return first, first + n - 1
+
     # -- the seed's fast path ---------------------------------------------------------
     def empty_batch(self, n: int) -> None:
-        first = self.first + self.made
-        self.reach = first + n
-        self.conn.execute(
-            "SELECT count(lo_create(g::oid)) FROM generate_series(%s::int8, %s::int8) g",
-            (first, first + n - 1),
-        )
+        lo, hi = self._oids(n)
+        with self.ledger.transaction(self.conn, los=(lo, hi)):
+            self.conn.execute(
+                "SELECT count(lo_create(g::oid)) FROM generate_series(%s::int8, %s::int8) g",
+                (lo, hi),
+            )
         self.made += n
 
     # -- the general path -------------------------------------------------------------
     def batch(self, n: int, batch_no: int) -> None:
         datas = [self.source.data(self.source.next_size()) for _ in range(n)]
-        with self.conn.transaction():
+        lo, hi = self._oids(n)
+        with self.ledger.transaction(self.conn, los=(lo, hi)):
             owner = self.owners[batch_no % len(self.owners)] if self.owners else None
             if owner:
                 self.conn.execute(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(owner)))
-            first = self.first + self.made
-            self.reach = first + n
-            oids = list(range(first, first + n))
+            oids = list(range(lo, hi + 1))
             self.conn.execute(
                 "SELECT count(lo_from_bytea(o, d)) FROM unnest(%b::oid[], %b::bytea[]) AS u(o, d)",
                 (oids, datas),
@@ -219,65 +185,27 @@ class _Run:
                     )
             self.comments += len(chosen)
 
-    # -- clean-up ---------------------------------------------------------------------
-    def cleanup(self) -> str:
-        """Remove what this run created; returns what was removed, for the message."""
-        removed = 0
-        for lo in range(self.first, self.reach, MAX_BATCH):
-            hi = min(lo + MAX_BATCH, self.reach) - 1
-            # Batches of MAX_BATCH: unlinking takes a lock per LO until commit.
-            row = self.conn.execute(
-                "SELECT count(lo_unlink(oid)) FROM pg_largeobject_metadata"
-                " WHERE oid BETWEEN %s::int8::oid AND %s::int8::oid",
-                (lo, hi),
-            ).fetchone()
-            removed += row[0] if row else 0
-        parts = [f"{removed:,} LOs"]
-        if self.table_created and self.spec.table:
-            self.conn.execute(
-                sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(self.spec.table))
-            )
-            parts.append(f"table {self.spec.table}")
-        if self.roles_created:
-            drop_roles(self.conn, self.roles_created)
-            parts.append(f"roles {', '.join(self.roles_created)}")
-        return " and ".join(parts)
-
-    def left(self) -> str:
-        """What may remain when clean-up is off or impossible."""
-        parts = []
-        if self.reach > self.first:
-            parts.append(
-                f"up to {self.reach - self.first:,} LOs (OIDs {self.first}..{self.reach - 1})"
-            )
-        if self.table_created:
-            parts.append(f"table {self.spec.table}")
-        if self.roles_created:
-            parts.append(f"roles {', '.join(self.roles_created)}")
-        return " and ".join(parts)
-
 
 def generate(
     conninfo: str, spec: GenerateSpec, progress: Progress | None = None, cleanup: bool = True
 ) -> GenerateResult:
     """Create ``spec.count`` LOs in the database at ``conninfo``.
 
-    On any failure (or Ctrl-C) the LOs, table and roles this run created are removed
-    (unless ``cleanup`` is False) and the error says what was removed or left.
+    On any failure (or Ctrl-C, SIGTERM) exactly the LOs, table and roles this run created
+    are removed (unless ``cleanup`` is False) and the error says what was removed or left.
     """
-    with connect(conninfo, autocommit=True) as conn:
-        try:
-            first = _first_oid(conn, spec)
-            _check_table(conn, spec.table)
-        except psycopg.Error as e:
-            raise DatabaseError(f"generate failed: {_reason(e)}") from e
-        run = _Run(conn, spec, first)
+    ledger = Ledger(conninfo)
+    with connect(conninfo, autocommit=True, doing="generate") as conn:
+        first = reserve(conn, spec.count, spec.start_oid).first if spec.count else 0
+        _check_table(conn, spec.table)
+        run = _Run(conn, spec, first, ledger)
         t0 = time.perf_counter()
         try:
-            run.roles_created = ensure_roles(conn, spec)
-            if spec.table:
-                _create_table(conn, spec.table)
-                run.table_created = True
+            with ledger.transaction(conn) as pending:
+                ensure_roles(conn, spec, pending.roles)
+                if spec.table:
+                    _create_table(conn, spec.table)
+                    pending.tables.append(spec.table)
             _fill(run, progress)
         except (PgBlobDumpError, psycopg.Error, KeyboardInterrupt) as e:
             raise _failed(run, e, cleanup) from e
@@ -321,26 +249,49 @@ def _fill(run: _Run, progress: Progress | None) -> None:
             progress(done, run.bytes)
 
 
-def _reason(e: psycopg.Error) -> str:
-    diag = getattr(e, "diag", None)
-    text = diag.message_primary if diag and diag.message_primary else str(e)
-    return text.splitlines()[0] if text else type(e).__name__
+def _taken_oid(e: psycopg.Error) -> str | None:
+    """The OID in "Key (oid)=(5250000) already exists", when another session took one."""
+    if not isinstance(e, psycopg.errors.UniqueViolation):
+        return None
+    m = re.search(r"\(oid\)=\((\d+)\)", e.diag.message_detail or "")
+    return m.group(1) if m else None
 
 
 def _failed(run: _Run, e: BaseException, cleanup: bool) -> PgBlobDumpError:
     if isinstance(e, psycopg.Error):
-        base: PgBlobDumpError = DatabaseError(f"generate failed: {_reason(e)}")
+        base: PgBlobDumpError = translate(e, "generate failed")
+        taken = _taken_oid(e)
+        if taken:
+            base = DatabaseError(f"generate failed: OID {taken} was taken by another session")
     elif isinstance(e, KeyboardInterrupt):
-        base = Interrupted("generate interrupted")
+        signum = signals.signum_of(e)
+        base = Interrupted(f"generate interrupted by {signals.name(signum)}", signum)
     else:
         assert isinstance(e, PgBlobDumpError)
         base = e
-    if run.reach == run.first and not run.table_created and not run.roles_created:
+    ledger = run.ledger
+    if ledger.empty:
         return base
-    if not cleanup or run.conn.closed or run.conn.broken:
-        return type(base)(f"{base}; left in place: {run.left()}")
+    if not cleanup:
+        _close(run.conn)
+        return _with(base, f"left in place: {ledger.describe()}")
     try:
-        removed = run.cleanup()
-    except (psycopg.Error, KeyboardInterrupt):
-        return type(base)(f"{base}; clean-up failed too, left in place: {run.left()}")
-    return type(base)(f"{base}; removed the {removed} this run created")
+        removed = ledger.undo(run.conn)
+    except PgBlobDumpError as failure:
+        return _with(base, str(failure))
+    if removed == "nothing":
+        return base
+    return _with(base, f"removed the {removed} this run created")
+
+
+def _close(conn: psycopg.Connection) -> None:
+    """Close the run's connection so that an interrupted transaction is rolled back."""
+    with contextlib.suppress(Exception):
+        conn.close()
+
+
+def _with(base: PgBlobDumpError, more: str) -> PgBlobDumpError:
+    """``base`` with ``; more`` added to its message, keeping its class and exit code."""
+    if isinstance(base, Interrupted):
+        return Interrupted(f"{base}; {more}", base.signum)
+    return type(base)(f"{base}; {more}")

@@ -16,16 +16,17 @@ def owner_names(spec: GenerateSpec) -> tuple[str, ...]:
     return tuple(f"{OWNER_ROLE_PREFIX}{i}" for i in range(1, spec.owners + 1))
 
 
-def ensure_roles(conn: psycopg.Connection, spec: GenerateSpec) -> list[str]:
-    """Create the NOLOGIN roles the spec needs that do not exist; returns those created.
+def ensure_roles(conn: psycopg.Connection, spec: GenerateSpec, created: list[str]) -> None:
+    """Create the NOLOGIN roles the spec needs that do not exist, adding each to
+    ``created`` as it is made. Run it in one transaction: a failure part-way (a role that
+    may not be granted) then leaves none of them.
 
     Roles are cluster-wide and own the LOs made under them, so they stay after a
-    successful run; a failed run drops the ones it created (see cleanup).
+    successful run; a failed run drops the ones it created (the ledger's clean-up).
     """
     wanted = list(owner_names(spec))
     if spec.grant_fraction:
         wanted += [READER_ROLE, WRITER_ROLE]
-    created = []
     for name in wanted:
         exists = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (name,)).fetchone()
         if not exists:
@@ -36,9 +37,3 @@ def ensure_roles(conn: psycopg.Connection, spec: GenerateSpec) -> list[str]:
         # A non-superuser may SET ROLE only to roles it is a member of.
         for name in owner_names(spec):
             conn.execute(sql.SQL("GRANT {} TO CURRENT_USER").format(sql.Identifier(name)))
-    return created
-
-
-def drop_roles(conn: psycopg.Connection, names: list[str]) -> None:
-    for name in names:
-        conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(name)))

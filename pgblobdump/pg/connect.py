@@ -1,4 +1,9 @@
-"""Open connections with libpq's errors turned into ours, and describe them safely."""
+"""Open connections with libpq's errors turned into ours, and describe them safely.
+
+``translate`` is the one place where a psycopg error becomes a PgBlobDumpError: every
+connection opened by ``connect`` runs its body under it, and the CLI's last-resort handler
+uses it too, so no psycopg exception reaches a user as a traceback.
+"""
 
 from __future__ import annotations
 
@@ -9,10 +14,14 @@ from collections.abc import Iterator
 import psycopg
 from psycopg import conninfo as pgconninfo
 
-from pgblobdump.errors import ConnectionFailed, UsageError
+from pgblobdump.errors import ConnectionFailed, DatabaseError, PgBlobDumpError, UsageError, scrub
 from pgblobdump.pg.target import first_line
 
 APPLICATION_NAME = "pgblobdump"
+
+_CONNECTION_SQLSTATES = ("08", "57P01", "57P02", "57P03")
+"""Connection exceptions and the server shutting down (admin_shutdown, crash_shutdown,
+cannot_connect_now): the connection is gone, not the statement refused."""
 
 
 def describe(conninfo: str) -> str:
@@ -28,16 +37,54 @@ def describe(conninfo: str) -> str:
     return f"database {dbname} on {host}:{port}"
 
 
+def reason(e: psycopg.Error) -> str:
+    """The server's primary message (or libpq's first line), with any password masked."""
+    diag = getattr(e, "diag", None)
+    text = diag.message_primary if diag is not None and diag.message_primary else first_line(e)
+    return scrub(text or type(e).__name__)
+
+
+def lost_connection(e: psycopg.Error) -> bool:
+    """Whether ``e`` means the server went away rather than refused a statement."""
+    state = e.sqlstate or ""
+    if state:
+        return state.startswith(_CONNECTION_SQLSTATES)
+    return isinstance(e, psycopg.OperationalError | psycopg.InterfaceError)
+
+
+def translate(e: psycopg.Error, doing: str) -> PgBlobDumpError:
+    """Our error for a psycopg one: ConnectionFailed when the server went away,
+    DatabaseError when it refused; ``doing`` says what we were doing (``reading LOs``)."""
+    prefix = f"{doing}: " if doing else ""
+    if lost_connection(e):
+        return ConnectionFailed(f"{prefix}lost the connection to the server: {reason(e)}")
+    return DatabaseError(f"{prefix}{reason(e)}")
+
+
 @contextlib.contextmanager
-def connect(conninfo: str, autocommit: bool = True) -> Iterator[psycopg.Connection]:
-    """A psycopg connection that raises ConnectionFailed/UsageError instead of libpq errors."""
+def sql_errors(doing: str) -> Iterator[None]:
+    """Run a block with psycopg errors raised as ours (see ``translate``)."""
+    try:
+        yield
+    except psycopg.Error as e:
+        raise translate(e, doing) from e
+
+
+@contextlib.contextmanager
+def connect(
+    conninfo: str, autocommit: bool = True, doing: str = ""
+) -> Iterator[psycopg.Connection]:
+    """A psycopg connection; libpq errors while connecting become ConnectionFailed or
+    UsageError, and psycopg errors escaping the body are translated (``doing`` names it)."""
     try:
         conn = psycopg.connect(
             conninfo, autocommit=autocommit, application_name=APPLICATION_NAME, connect_timeout=10
         )
     except psycopg.ProgrammingError as e:
-        raise UsageError(f"invalid connection string: {first_line(e)}") from e
+        raise UsageError(f"invalid connection string: {scrub(first_line(e))}") from e
     except psycopg.OperationalError as e:
-        raise ConnectionFailed(f"cannot connect to {describe(conninfo)}: {first_line(e)}") from e
-    with conn:
+        raise ConnectionFailed(
+            f"cannot connect to {describe(conninfo)}: {scrub(first_line(e))}"
+        ) from e
+    with sql_errors(doing or f"on {describe(conninfo)}"), conn:
         yield conn

@@ -8,9 +8,10 @@ start without loading libpq.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
-from pgblobdump.errors import UsageError
+from pgblobdump.errors import UsageError, register_secret, scrub
 
 
 def first_line(e: BaseException) -> str:
@@ -28,13 +29,21 @@ class ConnectionTarget:
     port: str | None = None
     user: str | None = None
 
+    def __post_init__(self) -> None:
+        # ``-d ""`` must not mean "no -d": libpq would quietly use its default server.
+        for flag, value in (("-d", self.dbname), ("-h", self.host), ("-p", self.port),
+                            ("-U", self.user)):  # fmt: skip
+            if value is not None and not value.strip():
+                raise UsageError(f"{flag} is empty; give a value or leave the option out")
+
     @property
     def given(self) -> bool:
         """Whether the user named any connection option at all."""
-        return any((self.dbname, self.host, self.port, self.user))
+        return any(v is not None for v in (self.dbname, self.host, self.port, self.user))
 
     def conninfo(self) -> str:
         """The libpq connection string; options override what ``-d`` says."""
+        register_secret(os.environ.get("PGPASSWORD"))
         if self.port is not None and not all(p.strip().isdigit() for p in self.port.split(",")):
             raise UsageError(f"port {self.port!r} is not a number")
         import psycopg
@@ -45,6 +54,27 @@ class ConnectionTarget:
             base = pgconninfo.make_conninfo(dbname=base)
         extra = {"host": self.host, "port": self.port, "user": self.user}
         try:
-            return pgconninfo.make_conninfo(base, **{k: v for k, v in extra.items() if v})
+            conninfo = pgconninfo.make_conninfo(base, **{k: v for k, v in extra.items() if v})
         except psycopg.ProgrammingError as e:
-            raise UsageError(f"invalid connection string {self.dbname!r}: {first_line(e)}") from e
+            raise UsageError(
+                f"invalid connection string {scrub(repr(self.dbname))}: {scrub(first_line(e))}"
+            ) from e
+        password = pgconninfo.conninfo_to_dict(conninfo).get("password")
+        register_secret(str(password) if password is not None else None)
+        return conninfo
+
+
+def split_password(conninfo: str) -> tuple[str, str | None]:
+    """``conninfo`` without its password, and the password (None when it has none).
+
+    Child processes (pg_dump, pg_restore) get the password in ``PGPASSWORD`` instead of
+    on their command line, where ``ps``, commands.txt and results.json would show it.
+    """
+    from psycopg import conninfo as pgconninfo
+
+    params = pgconninfo.conninfo_to_dict(conninfo)
+    password = params.pop("password", None)
+    if password is None:
+        return conninfo, None
+    register_secret(str(password))
+    return pgconninfo.make_conninfo("", **params), str(password)

@@ -1,0 +1,199 @@
+"""Exactly what one run created in a database, so that its clean-up removes that and
+nothing else, whatever other sessions do meanwhile.
+
+Every change is made in a transaction opened through ``Ledger.transaction``, which learns
+the transaction's id before doing anything. What it creates is entered in the ledger only
+once COMMIT has returned; when a run is cut short between COMMIT reaching the server and
+the client hearing back (Ctrl-C, SIGTERM, a dropped connection), ``undo`` asks the server
+with ``pg_xact_status`` whether that transaction committed. So the ledger never holds an
+object the run did not make: an LO OID taken by another session makes the whole statement
+fail and enters nothing.
+
+Clean-up runs on a new connection: the run's own may be in the middle of a statement,
+a pipeline or a COPY, or gone with its server. It is cancelled and closed first, and the
+server rolls back whatever it had open.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import psycopg
+from psycopg import sql
+
+from pgblobdump import signals
+from pgblobdump.errors import PgBlobDumpError
+from pgblobdump.pg.connect import connect, reason
+
+UNLINK_BATCH = 1000
+"""LOs unlinked per transaction: lo_unlink holds a lock per LO until commit, and the lock
+table holds max_locks_per_transaction (64) x max_connections (100) at default settings."""
+
+SETTLE_SECONDS = 30.0
+"""How long clean-up waits for an abandoned transaction to end before it gives up on it."""
+
+
+def format_ranges(ranges: list[tuple[int, int]]) -> str:
+    """``5000000..5009999 (10,000 LOs)``, a few ranges at most, for messages."""
+    total = sum(hi - lo + 1 for lo, hi in ranges)
+    shown = ", ".join(f"{lo}..{hi}" if hi > lo else str(lo) for lo, hi in ranges[:3])
+    more = f" and {len(ranges) - 3} more ranges" if len(ranges) > 3 else ""
+    return f"{total:,} LO{'s' if total != 1 else ''} (OIDs {shown}{more})"
+
+
+@dataclass
+class Pending:
+    """A transaction in flight and what it creates if it commits. ``xid`` is None until
+    the server told us; before that no COMMIT has been sent, so nothing can be in."""
+
+    los: tuple[int, int] | None = None
+    tables: list[str] = field(default_factory=list)
+    roles: list[str] = field(default_factory=list)
+    xid: str | None = None
+
+
+@dataclass
+class Ledger:
+    """What this run created, committed and known: LO OID ranges (inclusive, merged),
+    tables (as identifiers) and roles; plus at most one transaction in flight."""
+
+    conninfo: str
+    lo_ranges: list[tuple[int, int]] = field(default_factory=list)
+    tables: list[str] = field(default_factory=list)
+    roles: list[str] = field(default_factory=list)
+    pending: Pending | None = None
+    backend_pid: int | None = None
+
+    @property
+    def empty(self) -> bool:
+        return not (self.lo_ranges or self.tables or self.roles or self.pending)
+
+    @contextlib.contextmanager
+    def transaction(
+        self, conn: psycopg.Connection, los: tuple[int, int] | None = None
+    ) -> Iterator[Pending]:
+        """A transaction whose creations enter the ledger when it commits. The body adds
+        tables and roles it creates to the yielded Pending; ``los`` is the OID range
+        (inclusive) it creates, all or nothing."""
+        self.backend_pid = conn.info.backend_pid
+        pending = Pending(los=los)
+        self.pending = pending
+        with conn.transaction():
+            row = conn.execute("SELECT pg_current_xact_id()::text").fetchone()
+            assert row is not None
+            pending.xid = str(row[0])
+            yield pending
+        self._enter(pending)
+
+    def _enter(self, pending: Pending) -> None:
+        if pending.los is not None:
+            lo, hi = pending.los
+            if self.lo_ranges and self.lo_ranges[-1][1] + 1 == lo:
+                self.lo_ranges[-1] = (self.lo_ranges[-1][0], hi)
+            else:
+                self.lo_ranges.append((lo, hi))
+        self.tables += pending.tables
+        self.roles += pending.roles
+        if self.pending is pending:
+            self.pending = None
+
+    # -- clean-up ---------------------------------------------------------------------
+    def describe(self) -> str:
+        """What this run created (or may have: a transaction whose fate is unknown)."""
+        parts = []
+        if self.lo_ranges:
+            parts.append(format_ranges(self.lo_ranges))
+        if self.tables:
+            parts.append(f"table {', '.join(self.tables)}")
+        if self.roles:
+            parts.append(f"roles {', '.join(self.roles)}")
+        p = self.pending
+        if p is not None and p.xid is not None:
+            maybe = [format_ranges([p.los])] if p.los else []
+            maybe += [f"table {t}" for t in p.tables] + [f"role {r}" for r in p.roles]
+            if maybe:
+                parts.append(f"perhaps {' and '.join(maybe)} (transaction {p.xid})")
+        return " and ".join(parts)
+
+    def undo(self, conn: psycopg.Connection | None) -> str:
+        """Abandon ``conn`` (the run's connection), then remove exactly what this run
+        created, on a new connection, with signals held. Returns what was removed;
+        raises PgBlobDumpError naming what is left when it cannot finish."""
+        with signals.held():
+            _abandon(conn)
+            if self.empty:
+                return "nothing"
+            removed = ""
+            try:
+                with connect(self.conninfo, doing="clean-up") as c:
+                    self._settle(c)
+                    removed = self.describe() or "nothing"
+                    self._remove(c)
+            except (PgBlobDumpError, psycopg.Error) as e:
+                why = reason(e) if isinstance(e, psycopg.Error) else str(e)
+                left = self.describe()
+                raise PgBlobDumpError(
+                    f"clean-up failed ({why}); left in place: {left or 'nothing'}"
+                ) from e
+            return removed
+
+    def _settle(self, conn: psycopg.Connection) -> None:
+        """Find out whether the transaction in flight committed (enter it) or not (drop it)."""
+        p = self.pending
+        if p is None:
+            return
+        if p.xid is None:
+            self.pending = None
+            return
+        deadline = time.monotonic() + SETTLE_SECONDS
+        terminated = False
+        while True:
+            row = conn.execute("SELECT pg_xact_status(%s::xid8)", (p.xid,)).fetchone()
+            status = row[0] if row else None
+            if status == "committed":
+                self._enter(p)
+                return
+            if status in ("aborted", None):
+                self.pending = None
+                return
+            if time.monotonic() > deadline:
+                raise PgBlobDumpError(f"transaction {p.xid} did not end")
+            if not terminated and self.backend_pid is not None:
+                # The abandoned backend may still be inside the cancelled statement.
+                with contextlib.suppress(psycopg.Error):
+                    conn.execute("SELECT pg_terminate_backend(%s)", (self.backend_pid,))
+                terminated = True
+            time.sleep(0.05)
+
+    def _remove(self, conn: psycopg.Connection) -> None:
+        while self.lo_ranges:
+            lo, hi = self.lo_ranges[0]
+            top = min(hi, lo + UNLINK_BATCH - 1)
+            conn.execute(
+                "SELECT count(lo_unlink(oid)) FROM pg_largeobject_metadata"
+                " WHERE oid BETWEEN %s::int8::oid AND %s::int8::oid",
+                (lo, top),
+            )
+            self.lo_ranges[0] = (top + 1, hi)
+            if top == hi:
+                self.lo_ranges.pop(0)
+        while self.tables:
+            conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(self.tables[0])))
+            self.tables.pop(0)
+        while self.roles:
+            conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(self.roles[0])))
+            self.roles.pop(0)
+
+
+def _abandon(conn: psycopg.Connection | None) -> None:
+    """Cancel whatever ``conn`` is running and close it; the server rolls back."""
+    if conn is None or conn.closed:
+        return
+    with contextlib.suppress(Exception):
+        if conn.info.transaction_status == psycopg.pq.TransactionStatus.ACTIVE:
+            conn.cancel_safe(timeout=5)
+    with contextlib.suppress(Exception):
+        conn.close()

@@ -1,0 +1,62 @@
+"""SIGTERM and SIGHUP handled like Ctrl-C, and signals held while a clean-up runs.
+
+Every command's clean-up path is written for ``KeyboardInterrupt``; raising a subclass of
+it for SIGTERM and SIGHUP gives them the same clean-up with no code per command. The exit
+status is the shell's: 128 + the signal number (130, 143, 129).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from collections.abc import Iterator
+from types import FrameType
+
+HANDLED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP arrived; ``signum`` says which."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def signum_of(e: KeyboardInterrupt) -> int:
+    """The signal behind a KeyboardInterrupt: SIGINT unless it is a Terminated."""
+    return e.signum if isinstance(e, Terminated) else int(signal.SIGINT)
+
+
+def name(signum: int) -> str:
+    return signal.Signals(signum).name
+
+
+def _raise_terminated(signum: int, frame: FrameType | None) -> None:
+    raise Terminated(signum)
+
+
+def install() -> None:
+    """Make SIGTERM and SIGHUP raise Terminated in the main thread (the CLI calls this)."""
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _raise_terminated)
+
+
+@contextlib.contextmanager
+def held() -> Iterator[list[int]]:
+    """Run a clean-up without being cut short: SIGINT, SIGTERM and SIGHUP that arrive
+    meanwhile are recorded in the yielded list instead of raising. A no-op outside the
+    main thread, where Python cannot set handlers."""
+    received: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield received
+        return
+    previous = {sig: signal.getsignal(sig) for sig in HANDLED}
+    for sig in HANDLED:
+        signal.signal(sig, lambda signum, frame: received.append(signum))
+    try:
+        yield received
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
