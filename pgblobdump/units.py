@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 
 from pgblobdump.errors import UsageError
 
@@ -34,8 +35,10 @@ def parse_size(text: str, what: str = "size") -> int:
             f"{what} {text!r} is not a size; use a number with an optional unit"
             " like 0, 512, 4KiB, 1.5MB, 2GiB"
         )
-    value = float(m.group(1)) * _UNITS[m.group(2).lower()]
-    if value != int(value):
+    # Decimal, not float: a 30-digit value is kept exactly (and refused by its caller as
+    # too large with its own digits), and 1.5KiB is exactly 1536.
+    value = Decimal(m.group(1)) * _UNITS[m.group(2).lower()]
+    if value != value.to_integral_value():
         raise UsageError(f"{what} {text!r} is not a whole number of bytes")
     return int(value)
 
@@ -45,8 +48,9 @@ def parse_count(text: str, what: str = "count") -> int:
     m = _COUNT_RE.fullmatch(text.replace("_", "").replace(",", ""))
     if not m:
         raise UsageError(f"{what} {text!r} is not a whole number (like 1000, 100k or 1M)")
-    value = float(m.group(1)) * {"": 1, "k": 10**3, "m": 10**6, "g": 10**9}[m.group(2).lower()]
-    if value != int(value):
+    scale = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9}[m.group(2).lower()]
+    value = Decimal(m.group(1)) * scale
+    if value != value.to_integral_value():
         raise UsageError(f"{what} {text!r} is not a whole number")
     return int(value)
 

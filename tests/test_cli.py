@@ -236,3 +236,43 @@ def test_generate_csv_has_raw_values(pg16: EmbeddedCluster, new_db: NewDb) -> No
     (row,) = list(csv.DictReader(io.StringIO(result.stdout)))
     assert (row["count"], row["total_bytes"]) == ("1500", str(1500 * 2048))
     assert int(row["last_oid"]) - int(row["first_oid"]) == 1499
+
+
+@pytest.mark.parametrize("flag", ["-d", "-h", "-p", "-U"])
+def test_an_empty_connection_option_is_a_usage_error(flag: str) -> None:
+    """``-d ""`` (what ``$(failed command)`` gives) must not mean libpq's default server."""
+    assert_one_line_error(run("generate", flag, "", "-n", "5"), 2, f"{flag} is empty")
+
+
+@pytest.mark.parametrize(
+    "dsn",
+    [
+        "user=u password=s3cr3t bogus",
+        "host=127.0.0.1 port=1 user=u password=s3cr3t",
+        "postgresql://u:s3cr3t@127.0.0.1:1/db",
+        "host=127.0.0.1 port=1 password='s3cr3t with space'",
+    ],
+)
+def test_no_password_in_any_message(dsn: str) -> None:
+    result = run("generate", "-d", dsn, "-n", "1")
+    assert result.exit_code in (2, 3)
+    assert "s3cr3t" not in result.output + result.stderr
+
+
+def test_usage_errors_are_one_line() -> None:
+    assert_one_line_error(run("generate", "--bogus"), 2, "No such option '--bogus'")
+    assert_one_line_error(run("toc", "summary"), 2, "Missing argument 'ARCHIVE'")
+
+
+def test_counts_and_sizes_are_quoted_as_given() -> None:
+    assert_one_line_error(
+        run("generate", "-d", "dbname=x", "-n", "99999999999999999999999999"),
+        2,
+        "count 99,999,999,999,999,999,999,999,999 is more LOs",
+    )
+    assert_one_line_error(
+        run("generate", "-d", "dbname=x", "--size", "-5"), 2, "--size '-5' is negative"
+    )
+    assert_one_line_error(
+        run("generate", "-d", "dbname=x", "--size", "1KiB-x"), 2, "--size '1KiB-x' is not a"
+    )

@@ -69,10 +69,9 @@ class _Group(click.Group):
 
     def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
         """Click's main, with its usage errors printed as our one ``Error:`` line (no
-        usage block) and exit status 2; SIGTERM and SIGHUP handled like Ctrl-C."""
+        usage block) and exit status 2."""
         if not standalone_mode:
             return super().main(*args, standalone_mode=False, **kwargs)
-        signals.install()
         try:
             code = super().main(*args, standalone_mode=False, **kwargs)
         except click.exceptions.NoArgsIsHelpError as e:
@@ -125,5 +124,7 @@ def cli() -> None:
 
 
 def main() -> None:
-    """Entry point of the ``pgblobdump`` console script."""
+    """Entry point of the ``pgblobdump`` console script: SIGTERM and SIGHUP are handled
+    like Ctrl-C (clean-up, then exit 143 or 129)."""
+    signals.install()
     cli(prog_name="pgblobdump")

@@ -40,9 +40,18 @@ class SizeSpec:
     @classmethod
     def parse(cls, text: str) -> SizeSpec:
         """``4KiB`` (fixed) or ``1KiB-64KiB`` (range)."""
+        if text.strip().startswith("-"):
+            raise UsageError(f"--size {text!r} is negative; sizes are 0 or more bytes")
         low_text, sep, high_text = text.partition("-")
-        low = parse_size(low_text, "--size")
-        high = parse_size(high_text, "--size") if sep else low
+        try:
+            low = parse_size(low_text, "--size")
+            high = parse_size(high_text, "--size") if sep else low
+        except UsageError as e:
+            # Name the whole value, not the half of a range that failed.
+            raise UsageError(
+                f"--size {text!r} is not a size or a range of sizes; use a number with an"
+                " optional unit (0, 512, 4KiB, 1.5MB) or a range like 1KiB-64KiB"
+            ) from e
         if high < low:
             raise UsageError(f"--size {text!r}: the range's upper end is below its lower end")
         if high > LO_SIZE_MAX:
