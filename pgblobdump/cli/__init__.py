@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 import click
@@ -67,13 +69,21 @@ class _Group(click.Group):
         assert isinstance(command, click.Command)
         return command
 
-    def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
         """Click's main, with its usage errors printed as our one ``Error:`` line (no
         usage block) and exit status 2."""
+        run = super().main
         if not standalone_mode:
-            return super().main(*args, standalone_mode=False, **kwargs)
+            return run(args, prog_name, complete_var, standalone_mode=False, **extra)
         try:
-            code = super().main(*args, standalone_mode=False, **kwargs)
+            code = run(args, prog_name, complete_var, standalone_mode=False, **extra)
         except click.exceptions.NoArgsIsHelpError as e:
             e.show()  # a group run with no command: its help, as click prints it
             sys.exit(e.exit_code)
@@ -127,4 +137,8 @@ def main() -> None:
     """Entry point of the ``pgblobdump`` console script: SIGTERM and SIGHUP are handled
     like Ctrl-C (clean-up, then exit 143 or 129)."""
     signals.install()
+    # psycopg logs "error ignored in rollback" when Ctrl-C lands mid-statement; our one
+    # Error line says what happened, so keep its warnings off stderr.
+    logging.getLogger("psycopg").addHandler(logging.NullHandler())
+    logging.getLogger("psycopg").propagate = False
     cli(prog_name="pgblobdump")

@@ -131,7 +131,8 @@ def generate(
     Empty LOs with nothing else go through the server's own fastest path
     (lo_create over generate_series); otherwise each batch of up to 1000 LOs is one
     lo_from_bytea statement. Batches commit separately, so any count works at default
-    lock settings. On failure or Ctrl-C what was created is removed.
+    lock settings. On failure, Ctrl-C or SIGTERM exactly what this run created is removed;
+    concurrent runs get disjoint OID ranges.
 
     Example: pgblobdump generate -d mydb -n 100k --size 4KiB --table docs --owners 3
     --grants 0.1 --comments 0.01
