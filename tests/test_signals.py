@@ -178,3 +178,30 @@ def test_a_killed_server_leaves_a_named_remainder() -> None:
                 lo,
                 int(perhaps.group(3)),
             )
+
+
+def test_sigterm_during_toc_extract_leaves_no_part_file(
+    pg17: EmbeddedCluster, new_db: NewDb, tmp_path: Path
+) -> None:
+    """A 256 MiB LO of zeros (a 250 KiB gzip archive) takes a while to write out."""
+    from pgblobdump.pg import toolchain
+
+    db = new_db(pg17)
+    with psycopg.connect(db, autocommit=True) as conn:
+        # A sparse LO: one byte at its end, zeros (holes) before it.
+        conn.execute("SELECT lo_create(777), lo_put(777, (256 << 20) - 1, '\\x00')")
+    tmp_path.chmod(0o777)
+    archive = tmp_path / "big.dump"
+    pg_dump = toolchain.find(17, ("pg_dump",)).tool("pg_dump")
+    subprocess.run([str(pg_dump), "-Fc", "-f", str(archive), "-d", db], check=True)
+    out = tmp_path / "lo.bin"
+    with _start("toc", "extract", str(archive), "777", "-o", str(out)) as proc:
+        deadline = time.monotonic() + 30
+        while not list(tmp_path.glob(".lo.bin.*.part")):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.001)
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err
+    assert err.strip() == "Error: interrupted by SIGTERM"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["big.dump"]
