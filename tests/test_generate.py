@@ -110,23 +110,20 @@ def test_existing_table_is_refused(pg16: EmbeddedCluster, new_db: NewDb) -> None
     assert _one(db, "SELECT count(*) FROM pg_largeobject_metadata") == 0
 
 
-def test_failure_midway_removes_what_was_made(
-    pg16: EmbeddedCluster, new_db: NewDb, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_failure_midway_removes_what_was_made(pg16: EmbeddedCluster, new_db: NewDb) -> None:
+    """Another session makes batch 3 fail for real: a CHECK on the owning table."""
     db = new_db(pg16)
-    real = gen._Run._decorate
-    calls = []
+    seen = []
 
-    def fail_on_third(self: gen._Run, oids: list[int], datas: list[bytes]) -> None:
-        calls.append(1)
-        if len(calls) == 3:
-            self.conn.execute("SELECT 1/0")
-        real(self, oids, datas)
+    def after(done: int, _bytes: int) -> None:
+        seen.append(done)
+        if len(seen) == 2:
+            with psycopg.connect(db, autocommit=True) as other:
+                other.execute("ALTER TABLE t ADD CONSTRAINT few CHECK (id <= 2000)")
 
-    monkeypatch.setattr(gen._Run, "_decorate", fail_on_third)
     removed = r"removed the 2,000 LOs \(OIDs 16384..18383\) and table t this run created"
-    with pytest.raises(DatabaseError, match=f"division by zero; {removed}"):
-        generate(db, GenerateSpec(5000, SizeSpec(10, 10), table="t"))
+    with pytest.raises(DatabaseError, match=f"violates check constraint.*; {removed}"):
+        generate(db, GenerateSpec(5000, SizeSpec(10, 10), table="t"), progress=after)
     assert _one(db, "SELECT count(*) FROM pg_largeobject_metadata") == 0
     assert _one(db, "SELECT to_regclass('t')") is None
 
@@ -171,20 +168,21 @@ def test_table_name_is_taken_literally(pg17: EmbeddedCluster, new_db: NewDb) -> 
         generate(db, GenerateSpec(10, SizeSpec(1, 1), table="Docs"))
 
 
-def test_roles_made_by_a_failed_run_are_dropped(
-    pg17: EmbeddedCluster, new_db: NewDb, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_roles_made_by_a_failed_run_are_dropped(pg17: EmbeddedCluster, new_db: NewDb) -> None:
+    """Another session takes an OID the run needs: the run fails and drops its role."""
     db = new_db(pg17)
     with psycopg.connect(db, autocommit=True) as conn:
         conn.execute("DROP ROLE IF EXISTS pgbd_owner_8")
 
-    def fail(self: gen._Run, oids: list[int], datas: list[bytes]) -> None:
-        self.conn.execute("SELECT 1/0")
+    def after(done: int, _bytes: int) -> None:
+        with psycopg.connect(db, autocommit=True) as other:
+            other.execute("SELECT lo_create(9000009)")
 
-    monkeypatch.setattr(gen._Run, "_decorate", fail)
-    with pytest.raises(DatabaseError, match=r"removed the roles .*pgbd_owner_8 this run"):
-        generate(db, GenerateSpec(10, SizeSpec(1, 1), owners=8))
+    spec = GenerateSpec(16, SizeSpec(1, 1), owners=8, start_oid=9_000_000)
+    with pytest.raises(DatabaseError, match=r"OID 9000009 was taken.*roles .*pgbd_owner_8 this"):
+        generate(db, spec, progress=after)
     assert _one(db, "SELECT count(*) FROM pg_roles WHERE rolname = 'pgbd_owner_8'") == 0
+    assert _one(db, "SELECT count(*) FROM pg_largeobject_metadata") == 1
 
 
 def test_owners_share_the_los(pg16: EmbeddedCluster, new_db: NewDb) -> None:

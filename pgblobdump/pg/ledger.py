@@ -27,10 +27,7 @@ from psycopg import sql
 from pgblobdump import signals
 from pgblobdump.errors import PgBlobDumpError
 from pgblobdump.pg.connect import connect, reason
-
-UNLINK_BATCH = 1000
-"""LOs unlinked per transaction: lo_unlink holds a lock per LO until commit, and the lock
-table holds max_locks_per_transaction (64) x max_connections (100) at default settings."""
+from pgblobdump.pg.locks import LockBudget
 
 SETTLE_SECONDS = 30.0
 """How long clean-up waits for an abandoned transaction to end before it gives up on it."""
@@ -169,9 +166,11 @@ class Ledger:
             time.sleep(0.05)
 
     def _remove(self, conn: psycopg.Connection) -> None:
+        # lo_unlink holds a lock per LO until commit: batches sized from the lock table.
+        per_batch = LockBudget.read(conn).per_transaction
         while self.lo_ranges:
             lo, hi = self.lo_ranges[0]
-            top = min(hi, lo + UNLINK_BATCH - 1)
+            top = min(hi, lo + per_batch - 1)
             conn.execute(
                 "SELECT count(lo_unlink(oid)) FROM pg_largeobject_metadata"
                 " WHERE oid BETWEEN %s::int8::oid AND %s::int8::oid",

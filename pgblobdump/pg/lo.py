@@ -1,0 +1,203 @@
+"""Write and read large objects set-based: the one LO writer and reader every command uses.
+
+Writing (generate today; restore, unpack, migrate ``--to lo`` next):
+- one transaction per batch, opened through the run's ``Ledger``, so clean-up removes
+  exactly the OIDs made;
+- contents go to ``lo_from_bytea`` over ``unnest`` of two binary arrays: one statement and
+  one round trip per batch, no staging table;
+- owners through ``SET LOCAL ROLE`` around the create (a new LO belongs to the current
+  role), never a per-LO ``ALTER LARGE OBJECT ... OWNER``, which takes a lock per LO;
+- ACLs as one ``GRANT ... ON LARGE OBJECT o1, o2, ...`` per distinct grant;
+- comments one ``COMMENT`` per LO (there is no other way) sent as one query string; each
+  holds a lock until commit, so a batch's comments stay within the lock budget;
+- an LO over 1 GB (``lo_from_bytea``'s limit, a bytea's) is created empty and filled with
+  ``lo_put`` in chunks, in one transaction.
+
+Reading: counts, contents by OID range through one binary ``COPY``, an LO of any size in
+ranges, and digests of LOs by OID range.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+
+import psycopg
+from psycopg import sql
+
+from pgblobdump.pg.ledger import Ledger
+from pgblobdump.pg.locks import LockBudget
+
+BYTEA_MAX = (1 << 30) - 1
+"""The largest value ``lo_from_bytea`` and ``lo_get`` can move at once (a bytea's limit)."""
+PUT_CHUNK = 64 << 20
+"""Bytes per ``lo_put`` when an LO is written in pieces."""
+
+
+@dataclass(frozen=True)
+class Grant:
+    """One privilege grant on LOs: ``GRANT privileges ON LARGE OBJECT ... TO grantee``.
+    ``grantee`` None is PUBLIC. (The grantor is whoever owns the LO: a superuser's GRANT
+    is recorded as the owner's.)"""
+
+    grantee: str | None
+    privileges: tuple[str, ...]
+
+
+class Batch:
+    """The statements of one writer transaction; see ``LoWriter.batch``."""
+
+    def __init__(self, conn: psycopg.Connection, locks: int) -> None:
+        self.conn = conn
+        self.locks_left = locks
+
+    def create(self, oids: Sequence[int], datas: Sequence[bytes], owner: str | None = None) -> None:
+        """Create LOs ``oids`` with contents ``datas`` (each at most BYTEA_MAX bytes),
+        owned by ``owner`` (None: the connected role). All or nothing: an OID that exists
+        fails the statement, and with it the batch."""
+        with self._as(owner):
+            self.conn.execute(
+                "SELECT count(lo_from_bytea(o, d)) FROM unnest(%b::oid[], %b::bytea[]) AS u(o, d)",
+                (list(oids), list(datas)),
+            )
+
+    def create_empty(self, first: int, last: int, owner: str | None = None) -> None:
+        """Create empty LOs ``first..last`` in one statement (the server's fastest path)."""
+        with self._as(owner):
+            self.conn.execute(
+                "SELECT count(lo_create(g::oid)) FROM generate_series(%s::int8, %s::int8) g",
+                (first, last),
+            )
+
+    def create_large(self, oid: int, chunks: Iterable[bytes], owner: str | None = None) -> int:
+        """Create LO ``oid`` from ``chunks`` of any total size (over 1 GB too), each
+        written with ``lo_put`` in pieces of at most PUT_CHUNK bytes; returns its size."""
+        offset = 0
+        with self._as(owner):
+            self.conn.execute("SELECT lo_create(%s::int8::oid)", (oid,))
+            for chunk in chunks:
+                view = memoryview(chunk)
+                for start in range(0, len(view), PUT_CHUNK):
+                    piece = view[start : start + PUT_CHUNK]
+                    self.conn.execute(
+                        "SELECT lo_put(%s::int8::oid, %s, %b)", (oid, offset, bytes(piece))
+                    )
+                    offset += len(piece)
+        return offset
+
+    def grant(self, grant: Grant, oids: Sequence[int]) -> None:
+        """One GRANT statement for all ``oids`` (no lock per LO is held by it)."""
+        if not oids:
+            return
+        to = sql.SQL("PUBLIC") if grant.grantee is None else sql.Identifier(grant.grantee)
+        self.conn.execute(
+            sql.SQL("GRANT {} ON LARGE OBJECT {} TO {}").format(
+                sql.SQL(", ").join(sql.SQL(p) for p in grant.privileges),
+                sql.SQL(", ").join(sql.Literal(o) for o in oids),
+                to,
+            )
+        )
+
+    def comment(self, comments: Sequence[tuple[int, str]]) -> None:
+        """``COMMENT ON LARGE OBJECT`` for each (oid, text): many statements in one query
+        string (no parameters, so a simple query: one round trip, no pipeline state). Each
+        holds a lock until commit; the batch's lock budget must cover them."""
+        if not comments:
+            return
+        if len(comments) > self.locks_left:
+            raise ValueError(
+                f"{len(comments)} comments exceed the batch's lock budget ({self.locks_left})"
+            )
+        self.locks_left -= len(comments)
+        self.conn.execute(
+            sql.SQL("; ").join(
+                sql.SQL("COMMENT ON LARGE OBJECT {} IS {}").format(sql.Literal(o), sql.Literal(t))
+                for o, t in comments
+            )
+        )
+
+    @contextlib.contextmanager
+    def _as(self, owner: str | None) -> Iterator[None]:
+        if owner is None:
+            yield
+            return
+        self.conn.execute(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(owner)))
+        yield
+        self.conn.execute("RESET ROLE")
+
+
+class LoWriter:
+    """Creates LOs batch by batch on ``conn``, each batch one transaction entered in
+    ``ledger`` (so a failed run's clean-up removes exactly what it made)."""
+
+    def __init__(self, conn: psycopg.Connection, ledger: Ledger) -> None:
+        self.conn = conn
+        self.ledger = ledger
+        self.budget = LockBudget.read(conn)
+
+    @contextlib.contextmanager
+    def batch(self, first: int, last: int) -> Iterator[Batch]:
+        """One transaction creating LOs ``first..last`` (inclusive) and nothing else: the
+        ledger enters that range when it commits."""
+        with self.ledger.transaction(self.conn, los=(first, last)):
+            yield Batch(self.conn, self.budget.per_transaction)
+
+
+# -- reading ----------------------------------------------------------------------------
+def count(conn: psycopg.Connection, first: int | None = None, last: int | None = None) -> int:
+    """How many LOs exist (with OIDs ``first..last`` when given)."""
+    if first is None or last is None:
+        row = conn.execute("SELECT count(*) FROM pg_largeobject_metadata").fetchone()
+    else:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_largeobject_metadata"
+            " WHERE oid BETWEEN %s::int8::oid AND %s::int8::oid",
+            (first, last),
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def read_range(conn: psycopg.Connection, first: int, last: int) -> Iterator[tuple[int, bytes]]:
+    """(oid, contents) of every LO with an OID in ``first..last``, in OID order, through
+    one binary COPY: no round trip per LO. An LO over 1 GB cannot come this way (a bytea's
+    limit; the server says so): read it with ``read_chunks``."""
+    with conn.cursor().copy(
+        "COPY (SELECT oid::int8, lo_get(oid) FROM pg_largeobject_metadata"
+        f" WHERE oid BETWEEN {int(first)}::int8::oid AND {int(last)}::int8::oid ORDER BY oid)"
+        " TO STDOUT (FORMAT binary)"
+    ) as copy:
+        copy.set_types(["int8", "bytea"])
+        for oid, data in copy.rows():
+            yield int(oid), bytes(data)
+
+
+def read_chunks(conn: psycopg.Connection, oid: int, chunk: int = PUT_CHUNK) -> Iterator[bytes]:
+    """The contents of LO ``oid`` of any size, ``chunk`` bytes per round trip."""
+    offset = 0
+    while True:
+        row = conn.execute("SELECT lo_get(%s::int8::oid, %s, %s)", (oid, offset, chunk)).fetchone()
+        assert row is not None
+        data = bytes(row[0])
+        if data:
+            yield data
+        if len(data) < chunk:
+            return
+        offset += len(data)
+
+
+@dataclass(frozen=True)
+class Digest:
+    """An LO's size and BLAKE2b-128 digest of its contents."""
+
+    oid: int
+    size: int
+    digest: str
+
+
+def digests(conn: psycopg.Connection, first: int, last: int) -> Iterator[Digest]:
+    """Size and digest of every LO with an OID in ``first..last``, in OID order."""
+    for oid, data in read_range(conn, first, last):
+        yield Digest(oid, len(data), hashlib.blake2b(data, digest_size=16).hexdigest())

@@ -1,0 +1,49 @@
+"""The server's lock table, and how much of it one transaction of ours may take.
+
+Every LO whose metadata a transaction changes (a comment, an owner, an unlink) holds a
+lock until commit; the lock table holds ``max_locks_per_transaction`` x
+(``max_connections`` + ``max_prepared_transactions``) locks for all sessions together, and
+a transaction that needs more fails with "out of shared memory". So batches are sized from
+the server's own settings rather than a constant.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import psycopg
+
+LOCK_SHARE = 4
+"""A batch takes at most this fraction (1/4) of the server's lock table: other sessions
+(and our own parallel workers) need the rest."""
+
+
+@dataclass(frozen=True)
+class LockBudget:
+    """The server's lock table: ``max_locks_per_transaction`` x (``max_connections`` +
+    ``max_prepared_transactions``) locks shared by every session."""
+
+    max_locks_per_transaction: int
+    max_connections: int
+    max_prepared_transactions: int
+
+    @classmethod
+    def read(cls, conn: psycopg.Connection) -> LockBudget:
+        row = conn.execute(
+            "SELECT current_setting('max_locks_per_transaction')::int,"
+            " current_setting('max_connections')::int,"
+            " current_setting('max_prepared_transactions')::int"
+        ).fetchone()
+        assert row is not None
+        return cls(int(row[0]), int(row[1]), int(row[2]))
+
+    @property
+    def total(self) -> int:
+        return self.max_locks_per_transaction * (
+            self.max_connections + self.max_prepared_transactions
+        )
+
+    @property
+    def per_transaction(self) -> int:
+        """Locks one batch may take: a share of the table, leaving room for everyone else."""
+        return max(64, self.total // LOCK_SHARE)
