@@ -10,6 +10,7 @@ from pgblobdump.generate import Content, GenerateSpec, SizeSpec, generate
 from pgblobdump.generate import generator as gen
 from pgblobdump.pg.cluster import EmbeddedCluster
 from pgblobdump.pg.ledger import Ledger, Pending
+from pgblobdump.report.reporter import Reporter
 from tests.conftest import NewDb
 
 
@@ -123,7 +124,7 @@ def test_failure_midway_removes_what_was_made(pg16: EmbeddedCluster, new_db: New
 
     removed = r"removed the 2,000 LOs \(OIDs 16384..18383\) and table t this run created"
     with pytest.raises(DatabaseError, match=f"violates check constraint.*; {removed}"):
-        generate(db, GenerateSpec(5000, SizeSpec(10, 10), table="t"), progress=after)
+        generate(db, GenerateSpec(5000, SizeSpec(10, 10), table="t"), Reporter(progress=after))
     assert _one(db, "SELECT count(*) FROM pg_largeobject_metadata") == 0
     assert _one(db, "SELECT to_regclass('t')") is None
 
@@ -180,7 +181,7 @@ def test_roles_made_by_a_failed_run_are_dropped(pg17: EmbeddedCluster, new_db: N
 
     spec = GenerateSpec(16, SizeSpec(1, 1), owners=8, start_oid=9_000_000)
     with pytest.raises(DatabaseError, match=r"OID 9000009 was taken.*roles .*pgbd_owner_8 this"):
-        generate(db, spec, progress=after)
+        generate(db, spec, Reporter(progress=after))
     assert _one(db, "SELECT count(*) FROM pg_roles WHERE rolname = 'pgbd_owner_8'") == 0
     assert _one(db, "SELECT count(*) FROM pg_largeobject_metadata") == 1
 

@@ -13,6 +13,7 @@ from pgblobdump.errors import DatabaseError
 from pgblobdump.generate import GenerateSpec, SizeSpec, generate
 from pgblobdump.generate import generator as gen
 from pgblobdump.pg.cluster import EmbeddedCluster
+from pgblobdump.report.reporter import Reporter
 from tests.conftest import NewDb
 
 
@@ -49,7 +50,7 @@ def test_an_oid_taken_by_another_session_is_left_alone(
 
     spec = GenerateSpec(5000, SizeSpec(10, 10) if sized else SizeSpec(0, 0), start_oid=start)
     with pytest.raises(DatabaseError) as err:
-        generate(db, spec, progress=_once(other_session))
+        generate(db, spec, Reporter(progress=_once(other_session)))
     message = str(err.value)
     assert f"OID {theirs} was taken by another session" in message
     assert "removed the 1,000 LOs (OIDs 5000000..5000999) this run created" in message
@@ -67,7 +68,7 @@ def test_a_run_started_while_another_runs_picks_other_oids(
     first = generate(
         db,
         GenerateSpec(5000),
-        progress=_once(lambda: second.append(generate(db, GenerateSpec(3000)))),
+        Reporter(progress=_once(lambda: second.append(generate(db, GenerateSpec(3000))))),
     )
     (other,) = second
     assert first.count == 5000 and other.count == 3000
@@ -88,7 +89,7 @@ def test_a_start_oid_inside_a_running_reservation_is_refused(
             generate(db, GenerateSpec(10, start_oid=16384 + 4000))
         errors.append(str(e.value))
 
-    generate(db, GenerateSpec(5000), progress=_once(intruder))
+    generate(db, GenerateSpec(5000), Reporter(progress=_once(intruder)))
     assert "OIDs 16384..21383 are reserved by another pgblobdump run" in errors[0]
     assert _one(db, "SELECT count(*) FROM pg_largeobject_metadata") == 5000
 

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 import click
 
 from pgblobdump.cli.options import connection_options, output_options
-from pgblobdump.cli.output import Format, emit, stderr_console
-from pgblobdump.cli.progress import progress_bar
+from pgblobdump.cli.output import Format, emit
+from pgblobdump.cli.progress import note, reporter
 from pgblobdump.errors import UsageError
 from pgblobdump.generate import Content, GenerateResult, GenerateSpec, SizeSpec
 from pgblobdump.generate import generate as run
@@ -53,7 +53,7 @@ def _target(target: ConnectionTarget, embedded: int | None) -> Iterator[str]:
     if target.given:
         raise UsageError("--embedded starts its own server: give it no -d, -h, -p or -U")
     with EmbeddedCluster(embedded) as c:
-        stderr_console().print(f"using a throwaway PostgreSQL {c.tc.version} cluster")
+        note(f"using a throwaway PostgreSQL {c.tc.version} cluster")
         yield c.conninfo()
 
 
@@ -148,9 +148,7 @@ def generate(
         start_oid=start_oid,
         seed=seed,
     )
-    with _target(target, embedded) as conninfo, progress_bar("creating LOs", spec.count) as update:
-        result = run(
-            conninfo, spec, progress=lambda done, _bytes: update(done), cleanup=not no_cleanup
-        )
+    with _target(target, embedded) as conninfo, reporter("creating LOs", spec.count) as rep:
+        result = run(conninfo, spec, rep, cleanup=not no_cleanup)
     # People get a vertical summary; CSV and Markdown get one row of raw values.
     emit(result_table(result) if fmt is Format.TABLE else record_table(result), fmt, result)

@@ -16,6 +16,12 @@ from rich.progress import (
 )
 
 from pgblobdump.cli.output import stderr_console
+from pgblobdump.report.reporter import Reporter
+
+
+def note(line: str) -> None:
+    """A diagnostic line on stderr, printed as is (no rich markup)."""
+    stderr_console().print(line, markup=False, highlight=False)
 
 
 @contextlib.contextmanager
@@ -38,3 +44,10 @@ def progress_bar(description: str, total: int) -> Iterator[Callable[[int], None]
     ) as bar:
         task = bar.add_task(description, total=total)
         yield lambda done: bar.update(task, completed=done)
+
+
+@contextlib.contextmanager
+def reporter(description: str, total: int) -> Iterator[Reporter]:
+    """The core's Reporter for the terminal: notes on stderr, progress as a bar."""
+    with progress_bar(description, total) as update:
+        yield Reporter(note=note, progress=lambda done, _bytes: update(done))

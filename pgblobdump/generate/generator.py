@@ -35,14 +35,12 @@ from pgblobdump.pg.connect import connect, translate
 from pgblobdump.pg.ledger import Ledger
 from pgblobdump.pg.lo import Batch, Grant, LoWriter
 from pgblobdump.pg.oidspace import reserve
+from pgblobdump.report.reporter import QUIET, Reporter
 
 EMPTY_BATCH = 250_000
 """Empty LOs per statement on the fast path (progress granularity, not a lock limit)."""
 MAX_BATCH = 1000
 """LOs per batch on the general path: bounds GRANT locks per transaction far below 6,400."""
-
-Progress = Callable[[int, int], None]
-"""Called after each batch with (LOs done, bytes done)."""
 
 
 @dataclass(frozen=True)
@@ -161,9 +159,10 @@ class _Run:
 
 
 def generate(
-    conninfo: str, spec: GenerateSpec, progress: Progress | None = None, cleanup: bool = True
+    conninfo: str, spec: GenerateSpec, reporter: Reporter = QUIET, cleanup: bool = True
 ) -> GenerateResult:
-    """Create ``spec.count`` LOs in the database at ``conninfo``.
+    """Create ``spec.count`` LOs in the database at ``conninfo``; ``reporter.progress``
+    hears (LOs done, bytes done) after each batch.
 
     On any failure (or Ctrl-C, SIGTERM) exactly the LOs, table and roles this run created
     are removed (unless ``cleanup`` is False) and the error says what was removed or left.
@@ -180,7 +179,7 @@ def generate(
                 if spec.table:
                     _create_table(conn, spec.table)
                     pending.tables.append(spec.table)
-            _fill(run, progress)
+            _fill(run, reporter.progress)
         except (PgBlobDumpError, psycopg.Error, KeyboardInterrupt) as e:
             raise _failed(run, _interrupt_in(e) or e, cleanup) from e
         seconds = time.perf_counter() - t0
@@ -197,7 +196,7 @@ def generate(
     )
 
 
-def _fill(run: _Run, progress: Progress | None) -> None:
+def _fill(run: _Run, progress: Callable[[int, int], None]) -> None:
     spec = run.spec
     done = 0
     if not spec.decorated:
@@ -205,8 +204,7 @@ def _fill(run: _Run, progress: Progress | None) -> None:
             n = min(EMPTY_BATCH, spec.count - done)
             run.empty_batch(n)
             done += n
-            if progress:
-                progress(done, 0)
+            progress(done, 0)
         return
     avg = max(1, (spec.size.low + spec.size.high) // 2)
     # Comments take a lock each until commit: no more per batch than the lock budget.
@@ -221,8 +219,7 @@ def _fill(run: _Run, progress: Progress | None) -> None:
         run.batch(n, batch_no)
         batch_no += 1
         done += n
-        if progress:
-            progress(done, run.bytes)
+        progress(done, run.bytes)
 
 
 def _taken_oid(e: psycopg.Error) -> str | None:
