@@ -15,35 +15,47 @@ from pgblobdump.pg.target import ConnectionTarget
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def connection_options(f: F) -> F:
+def connection_options(
+    f: F | None = None, *, prefix: str = "", dest: str = "target"
+) -> Any:
     """psql's ``-d -h -p -U``; unset ones fall back to PGDATABASE, PGHOST, PGPORT, PGUSER.
 
-    The command receives one ``target: ConnectionTarget`` argument instead of the four.
+    The command receives one ``ConnectionTarget`` argument named ``dest`` instead of the
+    four. With a ``prefix`` the same options come again, long-only, for a second server in
+    one command: ``connection_options(prefix="target", dest="to")`` gives
+    ``--target-dbname --target-host --target-port --target-username``. Usable bare
+    (``@connection_options``) or called.
     """
+    if f is None:
+        return lambda g: connection_options(g, prefix=prefix, dest=dest)
+    names = {k: f"{prefix}_{k}" if prefix else k for k in ("dbname", "host", "port", "user")}
 
     @functools.wraps(f)
     def wrapper(**kwargs: Any) -> Any:
-        kwargs["target"] = ConnectionTarget(
-            dbname=kwargs.pop("dbname"),
-            host=kwargs.pop("host"),
-            port=kwargs.pop("port"),
-            user=kwargs.pop("user"),
-        )
+        kwargs[dest] = ConnectionTarget(**{k: kwargs.pop(v) for k, v in names.items()})
         return f(**kwargs)
 
+    dash = f"--{prefix}-" if prefix else "--"
+    whose = f" of the {prefix} server" if prefix else ""
+
+    def short(flag: str) -> list[str]:
+        return [] if prefix else [flag]
+
     options = [
-        click.option(
-            "-d", "--dbname", metavar="DBNAME|CONNSTR",
-            help="Database name or full connection string (key=value or postgresql:// URL).",
-        ),
-        click.option("-h", "--host", help="Server host or socket directory (PGHOST)."),
-        click.option("-p", "--port", help="Server port (PGPORT)."),
-        click.option("-U", "--username", "user", help="User name (PGUSER)."),
+        click.option(*short("-d"), f"{dash}dbname", names["dbname"], metavar="DBNAME|CONNSTR",
+                     help=f"Database name or full connection string{whose} (key=value or"
+                     " postgresql:// URL)."),
+        click.option(*short("-h"), f"{dash}host", names["host"],
+                     help=f"Server host or socket directory{whose} (PGHOST)."),
+        click.option(*short("-p"), f"{dash}port", names["port"],
+                     help=f"Server port{whose} (PGPORT)."),
+        click.option(*short("-U"), f"{dash}username", names["user"],
+                     help=f"User name{whose} (PGUSER)."),
     ]  # fmt: skip
     decorated: Any = wrapper
     for opt in reversed(options):
         decorated = opt(decorated)
-    return decorated  # type: ignore[no-any-return]
+    return decorated
 
 
 def output_options(f: F) -> F:
