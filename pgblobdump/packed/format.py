@@ -1,0 +1,130 @@
+"""The packed LO archive, format version 1: structs, constants and what each byte means.
+
+docs/format.md is the reader's guide; this module is the one place the bytes are defined.
+All integers are little-endian.
+
+An archive is a few named files:
+
+``data-W-NNNNNN.pbd`` (volumes)
+    ``VOLUME_HEADER`` then frames, until the volume reaches ``--volume-size``. Worker W of a
+    parallel dump writes its own volumes.
+``index.pbi``
+    The LOs sorted by OID in zstd-compressed blocks of fixed-width ``INDEX_RECORD``s, then
+    the metadata table (distinct owner/ACL/comment values), then ``INDEX_FOOTER`` naming
+    where each block starts and which OIDs it holds: one LO is found by reading the footer,
+    one block and the frames holding the LO, whatever the archive's size.
+``manifest.json``
+    Written last, after every other file is complete: format version, source server and
+    snapshot, counts, bytes, and every file's size and xxh3-128. Without it an archive is
+    an interrupted dump, and restore refuses it.
+
+A frame is ``FRAME_HEADER`` + a payload (zstd or stored). A DATA frame's payload is a
+directory of ``PIECE_RECORD``s followed by their bytes, so volumes read front to back
+restore without the index: each frame says which LOs (or pieces of one) it holds. Small
+LOs share a frame (up to ``FRAME_TARGET`` bytes); an LO larger than that is split into
+pieces, one per frame, in consecutive frames (continuing into the next volume when one
+fills). Empty LOs are directory records with no bytes.
+
+The stream form (``dump -o -``) is the same frames in one byte stream after
+``STREAM_HEADER``, with META frames carrying metadata values before their first use,
+followed by INDEX frames (the index file's bytes) and a MANIFEST frame: readable front to
+back with no seek, and, like the directory form, an interrupted stream has no manifest.
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+
+FORMAT_VERSION = 1
+"""Bumped when a reader of an older version could misread an archive."""
+
+VOLUME_MAGIC = b"PGBDVOL1"
+STREAM_MAGIC = b"PGBDSTR1"
+INDEX_MAGIC = b"PGBDIDX1"
+FRAME_MAGIC = b"PBDF"
+
+MANIFEST_NAME = "manifest.json"
+INDEX_NAME = "index.pbi"
+
+
+def volume_name(worker: int, number: int) -> str:
+    """``data-1-000001.pbd``: worker 1's first volume."""
+    return f"data-{worker}-{number:06d}.pbd"
+
+
+VOLUME_HEADER = struct.Struct("<8sHH")
+"""magic (8s), format version (H), worker (H). 12 bytes."""
+STREAM_HEADER = struct.Struct("<8sHH")
+"""magic (8s), format version (H), reserved (H). 12 bytes."""
+
+
+class FrameKind(enum.IntEnum):
+    """What a frame holds."""
+
+    DATA = 1
+    """A directory of PIECE_RECORDs, then the pieces' bytes."""
+    INDEX = 2
+    """Stream form only: the whole index file."""
+    MANIFEST = 3
+    """Stream form only: the manifest, JSON; the last frame."""
+    META = 4
+    """Stream form only: metadata values (zstd JSON ``[first id, [[owner, acl, comment],
+    ...]]``), before the first DATA frame that uses them, so a restore from a pipe
+    creates each LO with its owner as it comes."""
+
+
+class Codec(enum.IntEnum):
+    STORED = 0
+    ZSTD = 1
+
+
+FRAME_HEADER = struct.Struct("<4sBBHIIIIQ")
+"""magic (4s) ``PBDF``; kind (B, FrameKind); codec (B, Codec); reserved (H); records (I):
+pieces in a DATA frame; directory bytes (I): size of the directory part, uncompressed;
+stored bytes (I): the payload's size as written; payload bytes (I): its size
+uncompressed; xxh3-64 (Q) of the stored payload, so damage is found before decompressing.
+Followed by the payload. 32 bytes."""
+FRAME_PAYLOAD_MAX = 64 << 20
+"""No frame's payload is larger (a reader refuses one that says so: damage)."""
+
+PIECE_RECORD = struct.Struct("<IIQQIQ")
+"""One LO (or one piece of a large one) in a DATA frame's directory: oid (I); metadata id
+(I) into the index's metadata table; the LO's size (Q); this piece's offset in the LO
+(Q); this piece's length (I); xxh3-64 of the whole LO (Q), in its last piece (0 in
+others). Pieces' bytes follow the directory in record order. 36 bytes."""
+
+INDEX_RECORD = struct.Struct("<IIQIQQ")
+"""One LO in the index: oid (I); metadata id (I); size (Q); volume number (I) and byte
+offset (Q) of the frame holding its first piece (a worker's volumes are numbered
+``worker << 20 | number``); xxh3-64 of the LO (Q). 36 bytes."""
+INDEX_BLOCK_RECORDS = 4096
+"""Records per compressed index block (147 KiB before compression)."""
+BLOCK_ENTRY = struct.Struct("<IIQII")
+"""One index block in the footer: first oid (I), last oid (I), offset in the index file
+(Q), stored size (I), records (I). 24 bytes."""
+INDEX_FOOTER = struct.Struct("<8sHHIQQIQ")
+"""The index file's last 44 bytes: magic (8s); format version (H); reserved (H); blocks
+(I); offset of the block table (Q); offset of the metadata table (Q, zstd JSON); its
+stored size (I); LO count (Q)."""
+
+FRAME_TARGET = 1 << 20
+"""Uncompressed bytes a DATA frame aims for: big enough for zstd to find redundancy
+across small LOs, small enough that reading one LO decompresses little."""
+PIECE_MAX = 1 << 20
+"""A large LO's bytes per piece (per frame)."""
+DEFAULT_VOLUME_SIZE = 1 << 30
+"""``--volume-size`` default: 1 GiB, a size every file system and object store handles."""
+ZSTD_LEVEL = 3
+
+VOLUME_SHIFT = 20
+"""A volume's number in INDEX_RECORD is ``worker << VOLUME_SHIFT | number``."""
+
+
+def volume_id(worker: int, number: int) -> int:
+    return (worker << VOLUME_SHIFT) | number
+
+
+def volume_of(vid: int) -> tuple[int, int]:
+    """(worker, number) of a volume id."""
+    return vid >> VOLUME_SHIFT, vid & ((1 << VOLUME_SHIFT) - 1)

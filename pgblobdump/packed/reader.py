@@ -1,0 +1,267 @@
+"""Read a packed archive: its manifest and index for random access (``ls``, ``cat``), its
+frames front to back for restore, from a directory or from a stream."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, BinaryIO
+
+import xxhash
+
+from pgblobdump.errors import CorruptArchive, NotAnArchive, NotFound
+from pgblobdump.packed.format import (
+    FORMAT_VERSION,
+    INDEX_NAME,
+    MANIFEST_NAME,
+    STREAM_HEADER,
+    STREAM_MAGIC,
+    VOLUME_HEADER,
+    VOLUME_MAGIC,
+    FrameKind,
+    volume_name,
+    volume_of,
+)
+from pgblobdump.packed.frames import Frame, FrameReader, Piece
+from pgblobdump.packed.index import Index, IndexRecord, Meta, MetaTable
+from pgblobdump.packed.writer import MANIFEST_FORMAT
+from pgblobdump.storage import Storage
+
+
+@dataclass(frozen=True)
+class LoPiece:
+    """An LO's bytes as restore takes them: the whole LO (``offset == 0`` and ``last``),
+    or one piece of a large one. ``checksum`` is set on the last piece and was checked."""
+
+    oid: int
+    meta: Meta
+    size: int
+    offset: int
+    data: bytes | memoryview
+    last: bool
+
+
+def parse_manifest(body: bytes, where: str) -> dict[str, Any]:
+    try:
+        manifest = json.loads(body)
+    except ValueError as e:
+        raise CorruptArchive(f"{where}: the manifest is not JSON ({e})") from e
+    if not isinstance(manifest, dict) or manifest.get("format") != MANIFEST_FORMAT:
+        raise NotAnArchive(f"{where}: not a pgblobdump packed archive manifest")
+    if manifest.get("version") != FORMAT_VERSION:
+        raise CorruptArchive(
+            f"{where}: format version {manifest.get('version')}; this pgblobdump reads"
+            f" version {FORMAT_VERSION}"
+        )
+    for key in ("los", "bytes", "files"):
+        if key not in manifest:
+            raise CorruptArchive(f"{where}: the manifest has no {key!r}")
+    return manifest
+
+
+class _Assembler:
+    """Turns frames' pieces into LoPieces, checking each LO's checksum and continuity."""
+
+    def __init__(self, metas: MetaTable | None, where: str) -> None:
+        self.metas = metas
+        self.where = where
+        self._open: tuple[int, int, Any] | None = None  # (oid, next offset, hasher)
+        self.los = 0
+        self.bytes = 0
+
+    def meta(self, meta_id: int) -> Meta:
+        if self.metas is None:
+            return Meta(None, None, None)
+        try:
+            return self.metas.values[meta_id]
+        except IndexError:
+            raise CorruptArchive(f"{self.where}: metadata id {meta_id} out of range") from None
+
+    def pieces(self, frame: Frame, name: str) -> Iterator[LoPiece]:
+        for p, data in frame.piece_bytes():
+            yield self._piece(p, data, f"{name} frame at byte {frame.offset:,}")
+
+    def _piece(self, p: Piece, data: memoryview, where: str) -> LoPiece:
+        whole = p.offset == 0 and p.length == p.size
+        if whole:
+            if self._open is not None:
+                raise CorruptArchive(f"{where}: LO {self._open[0]} is cut short")
+            if xxhash.xxh3_64_intdigest(data) != p.checksum:
+                raise CorruptArchive(f"{where}: LO {p.oid} is damaged (checksum)")
+            self.los += 1
+            self.bytes += p.size
+            return LoPiece(p.oid, self.meta(p.meta), p.size, 0, data, True)
+        if p.offset == 0:
+            if self._open is not None:
+                raise CorruptArchive(f"{where}: LO {self._open[0]} is cut short")
+            self._open = (p.oid, 0, xxhash.xxh3_64())
+        if self._open is None or self._open[0] != p.oid or self._open[1] != p.offset:
+            raise CorruptArchive(f"{where}: a piece of LO {p.oid} is out of place")
+        h = self._open[2]
+        h.update(data)
+        self._open = (p.oid, p.offset + p.length, h)
+        if p.last:
+            if h.intdigest() != p.checksum:
+                raise CorruptArchive(f"{where}: LO {p.oid} is damaged (checksum)")
+            self._open = None
+            self.los += 1
+            self.bytes += p.size
+        return LoPiece(p.oid, self.meta(p.meta), p.size, p.offset, data, p.last)
+
+    def end(self) -> None:
+        if self._open is not None:
+            raise CorruptArchive(f"{self.where}: LO {self._open[0]} is cut short at the end")
+
+
+class PackedDirectory:
+    """A packed archive in a storage. Refuses one without a manifest (an interrupted
+    dump) unless ``complete_only`` is False (verify reports such an archive instead)."""
+
+    def __init__(self, storage: Storage, complete_only: bool = True) -> None:
+        self.storage = storage
+        self.where = storage.description
+        self.manifest: dict[str, Any] | None = None
+        if storage.exists(MANIFEST_NAME):
+            with storage.open(MANIFEST_NAME) as f:
+                self.manifest = parse_manifest(f.read(), f"{self.where}/{MANIFEST_NAME}")
+        elif complete_only:
+            if storage.exists(INDEX_NAME) or any(n.startswith("data-") for n in storage.names()):
+                raise CorruptArchive(
+                    f"{self.where}: no {MANIFEST_NAME}: an interrupted dump, not an archive"
+                )
+            raise NotAnArchive(f"{self.where}: not a packed archive (no {MANIFEST_NAME})")
+        self._index: Index | None = None
+
+    @property
+    def index(self) -> Index:
+        if self._index is None:
+            name = f"{self.where}/{INDEX_NAME}"
+            size = self.storage.size(INDEX_NAME)
+            self._index = Index(lambda off, n: self._exact(INDEX_NAME, off, n), size, name)
+        return self._index
+
+    def _exact(self, name: str, offset: int, length: int) -> bytes:
+        data = self.storage.read_range(name, offset, length)
+        if len(data) != length:
+            raise CorruptArchive(
+                f"{self.where}/{name}: ends before byte {offset + length:,} (truncated)"
+            )
+        return data
+
+    def volumes(self) -> list[str]:
+        """Volume names in restore order: worker by worker, each in sequence."""
+        if self.manifest is not None:
+            names = [f["name"] for f in self.manifest["files"] if f["name"].startswith("data-")]
+        else:
+            names = [n for n in self.storage.names() if n.startswith("data-")]
+
+        def order(n: str) -> tuple[int, int]:
+            _d, w, num = n.split(".")[0].split("-")
+            return int(w), int(num)
+
+        return sorted(names, key=order)
+
+    @contextlib.contextmanager
+    def _frames(self, name: str, offset: int | None = None) -> Iterator[FrameReader]:
+        where = f"{self.where}/{name}"
+        with self.storage.open(name) as f:
+            head = f.read(VOLUME_HEADER.size)
+            if len(head) < VOLUME_HEADER.size or head[:8] != VOLUME_MAGIC:
+                raise CorruptArchive(f"{where}: not a packed archive volume")
+            start = VOLUME_HEADER.size
+            if offset is not None:
+                f.seek(offset)
+                start = offset
+            yield FrameReader(f, where, start)
+
+    def pieces(self) -> Iterator[LoPiece]:
+        """Every LO's bytes, volume by volume, checked, for restore and verify."""
+        asm = _Assembler(self.index.metas, self.where)
+        for name in self.volumes():
+            with self._frames(name) as frames:
+                for frame in frames:
+                    if frame.kind != FrameKind.DATA:
+                        raise CorruptArchive(
+                            f"{frames.name}: a {frame.kind.name} frame in a volume"
+                        )
+                    yield from asm.pieces(frame, frames.name)
+        asm.end()
+        if self.manifest is not None and (asm.los, asm.bytes) != (
+            self.manifest["los"],
+            self.manifest["bytes"],
+        ):
+            raise CorruptArchive(
+                f"{self.where}: volumes hold {asm.los:,} LOs and {asm.bytes:,} bytes;"
+                f" the manifest says {self.manifest['los']:,} and {self.manifest['bytes']:,}"
+            )
+
+    def find(self, oid: int) -> IndexRecord:
+        r = self.index.find(oid)
+        if r is None:
+            raise NotFound(f"LO {oid} is not in {self.where}")
+        return r
+
+    def read_lo(self, oid: int) -> Iterator[bytes | memoryview]:
+        """One LO's bytes, reading its index block and its frames only, checked."""
+        r = self.find(oid)
+        if r.size == 0:
+            if r.checksum != xxhash.xxh3_64_intdigest(b""):
+                raise CorruptArchive(f"{self.where}: LO {oid} is damaged (checksum)")
+            return
+        worker, number = volume_of(r.volume)
+        asm = _Assembler(self.index.metas, self.where)
+        offset: int | None = r.offset
+        while True:
+            name = volume_name(worker, number)
+            with self._frames(name, offset) as frames:
+                for frame in frames:
+                    for piece in asm.pieces(frame, frames.name):
+                        if piece.oid == oid:
+                            yield piece.data
+                            if piece.last:
+                                return
+                    if frame.pieces and frame.pieces[-1].oid > oid:
+                        break
+            number += 1
+            offset = None
+            if not self.storage.exists(volume_name(worker, number)):
+                raise CorruptArchive(f"{self.where}: LO {oid} is cut short (missing volume)")
+
+
+def stream_pieces(f: BinaryIO, where: str = "the stream") -> Iterator[LoPiece]:
+    """Every LO of a single-stream archive, front to back, checked; raises CorruptArchive
+    if the stream ends before its manifest (an interrupted dump) or disagrees with it."""
+    head = f.read(STREAM_HEADER.size)
+    if len(head) < STREAM_HEADER.size or head[:8] != STREAM_MAGIC:
+        raise NotAnArchive(f"{where}: not a pgblobdump packed stream")
+    frames = FrameReader(f, where, STREAM_HEADER.size)
+    metas = MetaTable()
+    asm = _Assembler(metas, where)
+    for frame in frames:
+        if frame.kind == FrameKind.DATA:
+            yield from asm.pieces(frame, where)
+        elif frame.kind == FrameKind.META:
+            _add_metas(metas, frame, where)
+        elif frame.kind == FrameKind.MANIFEST:
+            manifest = parse_manifest(frame.data, where)
+            asm.end()
+            if (asm.los, asm.bytes) != (manifest["los"], manifest["bytes"]):
+                raise CorruptArchive(
+                    f"{where}: holds {asm.los:,} LOs and {asm.bytes:,} bytes; its manifest"
+                    f" says {manifest['los']:,} and {manifest['bytes']:,}"
+                )
+            return
+    raise CorruptArchive(f"{where}: ends before its manifest: an interrupted dump")
+
+
+def _add_metas(metas: MetaTable, frame: Frame, where: str) -> None:
+    try:
+        first, values = json.loads(frame.data)
+        if first != len(metas.values):
+            raise ValueError(f"values from {first}, expected {len(metas.values)}")
+        for v in values:
+            metas.id(Meta.from_json(v))
+    except (ValueError, TypeError) as e:
+        raise CorruptArchive(f"{where}: the metadata frame at byte {frame.offset:,}: {e}") from e

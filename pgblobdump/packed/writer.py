@@ -1,0 +1,268 @@
+"""Write a packed archive: LOs in OID order -> frames -> a sink; index and manifest last.
+
+``ArchiveWriter`` is one archive (a storage directory or a stream); ``worker()`` gives a
+``LoPacker`` per worker, each taking one ascending OID range. ``finish()`` writes the index
+and then the manifest; ``abort()`` (any failure) writes neither, so what is left can never
+pass for a complete archive.
+"""
+
+from __future__ import annotations
+
+import collections
+import datetime as dt
+import json
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, BinaryIO
+
+import xxhash
+import zstandard
+
+from pgblobdump.packed.format import (
+    DEFAULT_VOLUME_SIZE,
+    FORMAT_VERSION,
+    FRAME_TARGET,
+    INDEX_NAME,
+    MANIFEST_NAME,
+    PIECE_MAX,
+    PIECE_RECORD,
+    ZSTD_LEVEL,
+    FrameKind,
+)
+from pgblobdump.packed.frames import encode
+from pgblobdump.packed.index import IndexBuilder, Meta, MetaTable, write_index
+from pgblobdump.packed.sink import FrameSink, StreamSink, VolumeSink, WorkerStream
+from pgblobdump.storage import FileInfo, Storage
+
+MANIFEST_FORMAT = "pgblobdump-packed"
+FRAME_RECORDS_MAX = 16384
+"""Pieces per frame at most (a frame of empty LOs is all directory: 576 KiB)."""
+
+
+@dataclass
+class Totals:
+    """LOs and bytes packed (by one worker, or summed)."""
+
+    los: int = 0
+    bytes: int = 0
+
+
+class LoPacker:
+    """One worker's LOs, added in ascending OID order, into frames and index records."""
+
+    def __init__(self, sink: FrameSink, metas: MetaTable, level: int = ZSTD_LEVEL) -> None:
+        self.sink = sink
+        self.metas = metas
+        self.index = IndexBuilder()
+        self.totals = Totals()
+        self._cctx = zstandard.ZstdCompressor(level=level) if level > 0 else None
+        self._dir = bytearray()
+        self._records = 0
+        self._data: list[bytes | memoryview] = []
+        self._bytes = 0
+        self._seq = 0  # the open frame's number
+        # LOs not yet indexed, in OID order: the frame holding their first piece is not
+        # written yet, or (a large LO) their checksum is not known yet (None).
+        # [oid, meta, size, checksum, frame number]
+        self._pending: collections.deque[list[Any]] = collections.deque()
+        self._where: dict[int, tuple[int, int]] = {}
+        self._last_oid = -1
+
+    def add(self, oid: int, meta: Meta, data: bytes) -> None:
+        """An LO whose bytes are at hand (anything up to 1 GB)."""
+        if oid <= self._last_oid:
+            raise ValueError(f"LOs out of order: {oid} after {self._last_oid}")
+        size = len(data)
+        if size > PIECE_MAX:
+            self.add_chunks(oid, meta, size, (data,))
+            return
+        self._last_oid = oid
+        meta_id = self.metas.id(meta)
+        checksum = xxhash.xxh3_64_intdigest(data)
+        if self._records and (
+            self._bytes + size > FRAME_TARGET or self._records >= FRAME_RECORDS_MAX
+        ):
+            self._flush()
+        self._dir += PIECE_RECORD.pack(oid, meta_id, size, 0, size, checksum)
+        self._records += 1
+        if size:
+            self._data.append(data)
+            self._bytes += size
+        self._pending.append([oid, meta_id, size, checksum, self._seq])
+        self.totals.los += 1
+        self.totals.bytes += size
+
+    def add_chunks(self, oid: int, meta: Meta, size: int, chunks: Iterable[bytes]) -> None:
+        """An LO of ``size`` bytes given in chunks of any size: a large LO read in ranges.
+        It starts a frame of its own and takes one frame per PIECE_MAX bytes."""
+        if oid <= self._last_oid:
+            raise ValueError(f"LOs out of order: {oid} after {self._last_oid}")
+        self._last_oid = oid
+        meta_id = self.metas.id(meta)
+        self._flush()
+        entry: list[Any] = [oid, meta_id, size, None, self._seq]
+        self._pending.append(entry)
+        h = xxhash.xxh3_64()
+        offset = 0
+        for chunk in chunks:
+            view = memoryview(chunk)
+            for at in range(0, len(view), PIECE_MAX):
+                part = view[at : at + PIECE_MAX]
+                h.update(part)
+                offset += len(part)
+                if offset > size:
+                    raise ValueError(f"LO {oid}: more than the {size:,} bytes announced")
+                last = h.intdigest() if offset == size else 0
+                self._dir += PIECE_RECORD.pack(
+                    oid, meta_id, size, offset - len(part), len(part), last
+                )
+                self._records += 1
+                self._data.append(part)
+                self._bytes += len(part)
+                self._flush()
+        if offset != size:
+            raise ValueError(f"LO {oid}: {offset:,} bytes given, {size:,} announced")
+        if size == 0:
+            self._dir += PIECE_RECORD.pack(oid, meta_id, 0, 0, 0, h.intdigest())
+            self._records += 1
+        entry[3] = h.intdigest()
+        self._flush()
+        self._index_ready()
+        self.totals.los += 1
+        self.totals.bytes += size
+
+    def _flush(self) -> None:
+        if not self._records:
+            return
+        frame = encode(FrameKind.DATA, b"".join(self._data), bytes(self._dir), self._records,
+                       self._cctx)  # fmt: skip
+        self.sink.publish(self.metas)
+        self._where[self._seq] = self.sink.write(frame)
+        self._seq += 1
+        self._dir = bytearray()
+        self._records = 0
+        self._data = []
+        self._bytes = 0
+        self._index_ready()
+
+    def _index_ready(self) -> None:
+        """Index the LOs whose first frame is written; forget positions no longer needed."""
+        where, pending, add = self._where, self._pending, self.index.add
+        while pending and pending[0][4] in where and pending[0][3] is not None:
+            oid, meta, size, checksum, seq = pending.popleft()
+            volume, offset = where[seq]
+            add(oid, meta, size, volume, offset, checksum)
+        keep = pending[0][4] if pending else self._seq
+        for seq in [s for s in where if s < keep]:
+            del where[seq]
+
+    def finish(self) -> None:
+        self._flush()
+        assert not self._pending
+
+
+class ArchiveWriter:
+    """A packed archive being written: into ``storage`` (a directory of volumes) or to
+    ``stream`` (the single-stream form). Use as a context manager: leaving it with an
+    error aborts (no index, no manifest; the volume being written is removed)."""
+
+    def __init__(
+        self,
+        storage: Storage | None = None,
+        stream: BinaryIO | None = None,
+        volume_size: int = DEFAULT_VOLUME_SIZE,
+        level: int = ZSTD_LEVEL,
+    ) -> None:
+        if (storage is None) == (stream is None):
+            raise ValueError("give a storage or a stream")
+        self.storage = storage
+        self.volume_size = volume_size
+        self.level = level
+        self.metas = MetaTable()
+        self.packers: list[LoPacker] = []
+        self._stream = StreamSink(stream) if stream is not None else None
+        self.files: list[FileInfo] = []
+
+    def worker(self) -> LoPacker:
+        """A packer for the next OID range (workers' ranges ascend in creation order)."""
+        n = len(self.packers) + 1
+        sink: FrameSink
+        if self._stream is not None:
+            sink = WorkerStream(self._stream)
+        else:
+            assert self.storage is not None
+            sink = VolumeSink(self.storage, n, self.volume_size)
+        packer = LoPacker(sink, self.metas, self.level)
+        self.packers.append(packer)
+        return packer
+
+    @property
+    def totals(self) -> Totals:
+        return Totals(sum(p.totals.los for p in self.packers),
+                      sum(p.totals.bytes for p in self.packers))  # fmt: skip
+
+    def finish(self, source: dict[str, Any]) -> dict[str, Any]:
+        """Write the index, then the manifest (``source`` describes where the LOs came
+        from); returns the manifest."""
+        for p in self.packers:
+            p.finish()
+            self.files += p.sink.finish()
+        totals = self.totals
+        manifest: dict[str, Any] = {
+            "format": MANIFEST_FORMAT,
+            "version": FORMAT_VERSION,
+            "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "source": source,
+            "los": totals.los,
+            "bytes": totals.bytes,
+            "metadata_values": len(self.metas.values),
+            "workers": len(self.packers),
+        }
+        with tempfile.TemporaryFile() as tmp:
+            write_index(tmp, [p.index for p in self.packers], self.metas)
+            size = tmp.tell()
+            tmp.seek(0)
+            self.files.append(self._put_index(tmp, size))
+        manifest["files"] = [f.__dict__ for f in self.files]
+        body = (json.dumps(manifest, indent=1) + "\n").encode()
+        if self._stream is not None:
+            self._stream.write(encode(FrameKind.MANIFEST, body))
+            self._stream.finish()
+        else:
+            assert self.storage is not None
+            with self.storage.create(MANIFEST_NAME) as f:
+                f.write(body)
+            sync = getattr(self.storage, "sync", None)
+            if sync is not None:
+                sync()
+        return manifest
+
+    def _put_index(self, tmp: BinaryIO, size: int) -> FileInfo:
+        h = xxhash.xxh3_128()
+        if self._stream is not None:
+            while chunk := tmp.read(1 << 20):
+                h.update(chunk)
+                self._stream.write(encode(FrameKind.INDEX, chunk))
+        else:
+            assert self.storage is not None
+            with self.storage.create(INDEX_NAME) as f:
+                while chunk := tmp.read(1 << 20):
+                    h.update(chunk)
+                    f.write(chunk)
+        return FileInfo(INDEX_NAME, size, h.hexdigest())
+
+    def abort(self) -> None:
+        for p in self.packers:
+            p.sink.abort()
+            p.index.close()
+
+    def __enter__(self) -> ArchiveWriter:
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if exc is not None:
+            self.abort()
+        else:
+            for p in self.packers:
+                p.index.close()
