@@ -61,7 +61,7 @@ def write(los: LOs, workers: int, **target: object) -> dict[str, object]:
 def collect(pieces: Iterator[object]) -> LOs:
     out: dict[int, tuple[Meta, bytearray]] = {}
     for p in pieces:
-        meta, buf = out.setdefault(p.oid, (p.meta, bytearray()))  # type: ignore[attr-defined]
+        _meta, buf = out.setdefault(p.oid, (p.meta, bytearray()))  # type: ignore[attr-defined]
         assert p.offset == len(buf)  # type: ignore[attr-defined]
         buf += p.data  # type: ignore[attr-defined]
     return {oid: (m, bytes(b)) for oid, (m, b) in out.items()}
@@ -114,7 +114,7 @@ def _archive(tmp_path: Path) -> LocalDirectory:
 def test_an_interrupted_dump_is_not_an_archive(tmp_path: Path) -> None:
     storage = _archive(tmp_path)
     (tmp_path / "manifest.json").unlink()
-    with pytest.raises(CorruptArchive, match="no manifest.json: an interrupted dump"):
+    with pytest.raises(CorruptArchive, match=r"no manifest\.json: an interrupted dump"):
         PackedDirectory(storage)
 
 
@@ -125,7 +125,7 @@ def test_a_flipped_byte_in_a_volume_is_named(tmp_path: Path, where: float) -> No
     raw = bytearray(vol.read_bytes())
     raw[int(len(raw) * where)] ^= 0x40
     vol.write_bytes(raw)
-    with pytest.raises(CorruptArchive, match="data-1-000001.pbd"):
+    with pytest.raises(CorruptArchive, match=r"data-1-000001\.pbd"):
         list(PackedDirectory(storage).pieces())
 
 
@@ -145,5 +145,5 @@ def test_a_truncated_stream_is_an_interrupted_dump() -> None:
     write(los, 1, stream=out)
     data = out.getvalue()
     for cut in (len(data) - 10, len(data) // 2):
-        with pytest.raises(CorruptArchive, match="truncated|interrupted"):
+        with pytest.raises(CorruptArchive, match=r"truncated|interrupted"):
             collect(stream_pieces(io.BytesIO(data[:cut])))
