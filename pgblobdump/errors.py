@@ -130,7 +130,9 @@ _PASSWORD_RE = re.compile(
 
 def register_secret(value: str | None) -> None:
     """Remember a password so that no message this process prints can contain it."""
-    if value:
+    # A very short one would mask innocent text everywhere; the password= and user:...@
+    # spellings are masked whatever their length.
+    if value and len(value) >= 4:
         _SECRETS.add(value)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from types import FrameType
@@ -60,3 +61,17 @@ def held() -> Iterator[list[int]]:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+@contextlib.contextmanager
+def uninterrupted() -> Iterator[None]:
+    """Run a clean-up (stopping a server, dropping a database) to its end: Ctrl-C, SIGTERM
+    and SIGHUP arriving meanwhile are held, then raised once it is done, unless an
+    exception (usually that interrupt's) is already on its way out."""
+    in_flight = sys.exc_info()[1] is not None
+    with held() as received:
+        yield
+    if received and not in_flight:
+        if received[0] == signal.SIGINT:
+            raise KeyboardInterrupt
+        raise Terminated(received[0])

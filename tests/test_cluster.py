@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import socket
 import tempfile
 from pathlib import Path
 
 import psycopg
 import pytest
 
-from pgblobdump.errors import UsageError
+from pgblobdump.errors import ServerError, UsageError
 from pgblobdump.pg.cluster import EmbeddedCluster
 
 
@@ -55,5 +57,40 @@ def test_named_cluster_is_kept_and_restarted() -> None:
             assert conn.execute("SELECT to_regclass('kept')::text").fetchone() == ("kept",)
         with pytest.raises(UsageError, match="PostgreSQL 18 cluster, not 16"):
             EmbeddedCluster(16, datadir=base / "c18").start()
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _log_paths_cited(message: str) -> list[Path]:
+    return [Path(p) for p in re.findall(r"\(log: ([^)]+)\)", message)]
+
+
+def test_a_port_in_use_is_quoted_from_the_log_not_cited() -> None:
+    """The server cannot bind its port: the message says why in the server's own words,
+    and names its log only when the log is still there to read."""
+    base = Path(tempfile.mkdtemp(prefix="pgbd-t-"))
+    base.chmod(0o755)
+    try:
+        with socket.socket() as busy:
+            busy.bind(("127.0.0.1", 0))
+            busy.listen()
+            port = busy.getsockname()[1]
+            # A temporary cluster is removed, log and all, when it fails to start.
+            temporary = EmbeddedCluster(16, port=port)
+            with pytest.raises(ServerError) as caught, temporary:
+                pass
+            message = str(caught.value)
+            assert "starting PostgreSQL 16" in message and f"on port {port} failed" in message
+            assert 'could not bind IPv4 address "127.0.0.1": Address already in use' in message
+            assert "FATAL: could not create any TCP/IP sockets" in message
+            assert not temporary.datadir.exists() and _log_paths_cited(message) == []
+            # A cluster that was there before is kept: its log is cited, and exists.
+            kept = EmbeddedCluster(16, datadir=base / "kept", port=port)
+            kept.init()
+            with pytest.raises(ServerError) as caught:
+                kept.start()
+            message = str(caught.value)
+            assert "Address already in use" in message
+            assert _log_paths_cited(message) == [kept.logfile] and kept.logfile.is_file()
     finally:
         shutil.rmtree(base, ignore_errors=True)

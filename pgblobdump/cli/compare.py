@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import click
@@ -27,6 +28,7 @@ def _render(folder: Path, against: Path | None, plots: bool | None, fmt: Format)
         _plots(res, folder if folder.is_dir() else folder.parent)
     if other is not None:
         emit(report.against_table(res, other, str(against)), fmt)
+        _flush()
         return
     _show(res, fmt)
 
@@ -41,6 +43,13 @@ def _show(res: results.Results, fmt: Format) -> None:
             if i:
                 click.echo("")
             emit(table, fmt)
+    _flush()
+
+
+def _flush() -> None:
+    # A reader that went away (``| head -1``) raises BrokenPipeError here, inside the
+    # command, where the CLI turns it into a quiet exit 0, not at interpreter exit.
+    sys.stdout.flush()
 
 
 def _plots(res: results.Results, folder: Path) -> None:

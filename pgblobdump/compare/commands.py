@@ -6,12 +6,14 @@ packed format) is one more branch here and nothing else in the runner changes.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from pgblobdump.compare.matrix import FORMATS, PG_DUMP, Contender, RestoreMode
 from pgblobdump.errors import UsageError
 from pgblobdump.pg import toolchain
+from pgblobdump.pg.target import split_password
 from pgblobdump.pg.toolchain import Toolchain
 
 PG_NEEDS = ("pg_dump", "pg_restore")
@@ -20,6 +22,22 @@ PG_NEEDS = ("pg_dump", "pg_restore")
 def find_toolchains(majors: Sequence[int], explicit: Sequence[Path] = ()) -> dict[int, Toolchain]:
     """The client tools of each major; ToolchainError names the install command if missing."""
     return {m: toolchain.find(m, PG_NEEDS, explicit) for m in majors}
+
+
+def child_connection(conninfo: str) -> tuple[str, Mapping[str, str] | None]:
+    """What a child (pg_dump, pg_restore) gets to connect: ``conninfo`` without its
+    password for the command line, and an environment carrying the password in
+    PGPASSWORD (None when there is none: the child inherits ours). Command lines are
+    visible in ``ps`` and saved in commands.txt and results.json; the environment is not."""
+    bare, password = split_password(conninfo)
+    if password is None:
+        return bare, None
+    return bare, {**os.environ, "PGPASSWORD": password}
+
+
+def _bare(conninfo: str) -> str:
+    # Never a password on a command line, even from a caller that forgot child_connection.
+    return split_password(conninfo)[0]
 
 
 def archive_name(contender: Contender, count: int, repeat: int) -> str:
@@ -34,7 +52,7 @@ def dump_argv(contender: Contender, tc: Toolchain, conninfo: str, out: Path) -> 
             str(tc.tool("pg_dump")),
             f"-F{FORMATS[contender.format]}",
             "-f", str(out),
-            "-d", conninfo,
+            "-d", _bare(conninfo),
         ]  # fmt: skip
     raise UsageError(f"no dump command for contender tool {contender.tool!r}")
 
@@ -44,7 +62,7 @@ def restore_argv(
 ) -> list[str]:
     """The restore command into an existing empty database at ``conninfo``."""
     if contender.tool == PG_DUMP:
-        argv = [str(tc.tool("pg_restore")), "-d", conninfo, "--exit-on-error"]
+        argv = [str(tc.tool("pg_restore")), "-d", _bare(conninfo), "--exit-on-error"]
         if mode.jobs > 1:
             argv += ["-j", str(mode.jobs)]
         if mode.transaction_size:

@@ -8,7 +8,8 @@ Under GNU time we also collect ``wait4`` of the time process itself (its rusage 
 child it waited for), so every run carries a cross-check that the two agree.
 
 The child runs in its own process group: Ctrl-C reaches only us, and we stop the whole
-group (pg_dump -j and pg_restore -j fork workers) before raising Interrupted.
+group (pg_dump -j and pg_restore -j fork workers) before raising Interrupted. SIGTERM and
+SIGHUP arrive as KeyboardInterrupt too (``pgblobdump.signals``) and are handled alike.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from pgblobdump import signals
 from pgblobdump.errors import ExternalCommandFailed, Interrupted
 
 GNU_TIME_FORMAT = "PGBD-TIME elapsed=%e maxrss_kb=%M user=%U sys=%S exit=%x"
@@ -170,10 +172,14 @@ def run_measured(
             with proc:
                 try:
                     _pid, status, usage = os.wait4(proc.pid, 0)
-                except KeyboardInterrupt:
-                    _stop_group(proc)
+                except KeyboardInterrupt as e:
+                    signum = signals.signum_of(e)
+                    with signals.held():  # a second signal must not orphan the group
+                        _stop_group(proc)
                     raise Interrupted(
-                        f"interrupted during {label}; its processes were stopped"
+                        f"interrupted by {signals.name(signum)} during {label};"
+                        " its processes were stopped",
+                        signum,
                     ) from None
                 harness = time.perf_counter() - t0
                 # We reaped the child ourselves; tell Popen so it does not wait again.

@@ -211,6 +211,11 @@ def flat_table(results: Results) -> Table:
     return Table([Column(k) for k in keys], rows, title="compare runs")
 
 
+def _over(here: float, there: float) -> str:
+    """``here / there`` as ``1.23x``; ``-`` when there is nothing to divide by."""
+    return f"{here / there:.2f}x" if there else "-"
+
+
 def against_table(mine: Results, theirs: Results, their_name: str) -> Table:
     """Each (count, contender) measured in both runs: figures here over figures there.
 
@@ -227,9 +232,9 @@ def against_table(mine: Results, theirs: Results, their_name: str) -> Table:
             {
                 "los": s.count,
                 "contender": s.contender.label,
-                "wall": f"{s.wall_s.median / o.wall_s.median:.2f}x" if o.wall_s.median else "-",
-                "peak_rss": f"{s.max_rss_kb.median / o.max_rss_kb.median:.2f}x",
-                "archive": f"{s.apparent_bytes.median / o.apparent_bytes.median:.2f}x",
+                "wall": _over(s.wall_s.median, o.wall_s.median),
+                "peak_rss": _over(s.max_rss_kb.median, o.max_rss_kb.median),
+                "archive": _over(s.apparent_bytes.median, o.apparent_bytes.median),
                 "files": f"{s.files:,} / {o.files:,}",
             }
         )

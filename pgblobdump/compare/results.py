@@ -25,7 +25,7 @@ from typing import Any
 from pgblobdump import __version__
 from pgblobdump.compare.matrix import Plan
 from pgblobdump.compare.records import DumpRecord, RestoreRecord, records_from_json
-from pgblobdump.errors import FileError, InsufficientResources, NotFound, UsageError
+from pgblobdump.errors import FileError, InsufficientResources, NotFound, ResultsUnreadable, scrub
 from pgblobdump.pg.toolchain import Toolchain
 from pgblobdump.report.table import jsonable
 
@@ -151,7 +151,12 @@ def _read_json(path: Path) -> Any:
 
 
 def load(folder: Path) -> Results:
-    """Read a results folder (or a results.json path) back; NotFound when it is not one."""
+    """Read a results folder (or a results.json path) back.
+
+    NotFound when ``folder`` is not a results folder at all (no results.json);
+    ResultsUnreadable, naming the file and the field, when its results.json is not what
+    compare writes (not JSON, not an object, a field missing or of the wrong type).
+    """
     not_results = NotFound(f"{folder} is not a pgblobdump results folder (no {RESULTS_FILE})")
     if folder.is_dir():
         path = folder / RESULTS_FILE
@@ -161,26 +166,25 @@ def load(folder: Path) -> Results:
         path = folder
     else:
         raise NotFound(f"{folder}: no such results folder")
+    invalid = f"{path}: {RESULTS_FILE} is not valid"
     try:
         data = _read_json(path)
     except (OSError, ValueError) as e:
         if path.name != RESULTS_FILE:  # some other file, not a renamed results.json
             raise not_results from e
-        raise NotFound(f"{path}: {RESULTS_FILE} is not valid: {_reason(e)}") from e
+        raise ResultsUnreadable(f"{invalid}: {_reason(e)}") from e
     if not isinstance(data, dict) or "format_version" not in data:
         if path.name != RESULTS_FILE:
             raise not_results
-        raise NotFound(f"{path}: {RESULTS_FILE} is not valid: no format_version")
+        if not isinstance(data, dict):
+            raise ResultsUnreadable(f"{invalid}: it holds a JSON {_json_kind(data)}, not an object")
+        raise ResultsUnreadable(f"{invalid}: no format_version")
     if data["format_version"] != FORMAT_VERSION:
-        raise NotFound(
-            f"{path}: {RESULTS_FILE} is not valid: format version {data['format_version']!r},"
+        raise ResultsUnreadable(
+            f"{invalid}: format version {data['format_version']!r},"
             f" this pgblobdump reads version {FORMAT_VERSION}"
         )
-    try:
-        dumps, restores = records_from_json(data, str(path))
-    except (KeyError, TypeError, ValueError, AttributeError, UsageError) as e:
-        detail = f"missing field {e}" if isinstance(e, KeyError) else str(e)
-        raise NotFound(f"{path}: {RESULTS_FILE} is not valid: a record has {detail}") from e
+    dumps, restores = records_from_json(data, str(path))
     commands_path = path.parent / COMMANDS_FILE
     commands: list[str] = []
     if commands_path.is_file():
@@ -190,5 +194,12 @@ def load(folder: Path) -> Results:
     return Results(dumps, restores, commands, meta)
 
 
+def _json_kind(value: Any) -> str:
+    kinds = {list: "list", str: "string", bool: "boolean", int: "number", float: "number"}
+    return "null" if value is None else kinds.get(type(value), type(value).__name__)
+
+
 def argv_now() -> list[str]:
-    return ["pgblobdump", *sys.argv[1:]]
+    """How this process was invoked, for the record: any password in it (``-d
+    "... password=..."``) masked, as results.json and commands.txt must never hold one."""
+    return ["pgblobdump", *(scrub(a) for a in sys.argv[1:])]

@@ -26,6 +26,7 @@ from pgblobdump.compare.source import (
     lo_data_bytes,
 )
 from pgblobdump.pg.toolchain import Toolchain
+from pgblobdump.signals import uninterrupted
 
 Notify = Callable[[str], None]
 """Receives one line of progress per step (the CLI prints it to stderr)."""
@@ -113,8 +114,11 @@ class Runner:
         keep = False
         try:
             self.notify(f"{where}: dumping")
-            argv = commands.dump_argv(contender, tc, self.source.conninfo, out)
-            stats = run_measured(argv, gnu_time=self.options.gnu_time, what=contender.label)
+            conninfo, env = commands.child_connection(self.source.conninfo)
+            argv = commands.dump_argv(contender, tc, conninfo, out)
+            stats = run_measured(
+                argv, gnu_time=self.options.gnu_time, env=env, what=contender.label
+            )
             self.result.commands.append(stats.shell_command)
             astats = archive_stats(out)
             by_type, via = entries.entries_by_type(
@@ -142,7 +146,8 @@ class Runner:
             keep = self.options.keep
         finally:
             if not keep:
-                remove_archive(out)
+                with uninterrupted():  # a second Ctrl-C must not leave half an archive
+                    remove_archive(out)
 
     def _restore(
         self, count: int, rep: int, contender: Contender, tc: Toolchain, archive: Path,
@@ -150,9 +155,10 @@ class Runner:
     ) -> None:  # fmt: skip
         self.notify(f"{where}: pg_restore {mode.label}")
         with fresh_database(self.restore_conninfo) as target:
-            argv = commands.restore_argv(contender, tc, archive, target, mode)
+            conninfo, env = commands.child_connection(target)
+            argv = commands.restore_argv(contender, tc, archive, conninfo, mode)
             stats = run_measured(
-                argv, gnu_time=self.options.gnu_time, what=f"pg_restore {contender.major}"
+                argv, gnu_time=self.options.gnu_time, env=env, what=f"pg_restore {contender.major}"
             )
             self.result.commands.append(stats.shell_command)
             got = lo_checksum(target, self.options.verify_sample)

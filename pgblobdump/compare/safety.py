@@ -54,16 +54,24 @@ def check_space(workdir: Path, contender: Contender, count: int, data_bytes: int
     if need.bytes > free:
         raise InsufficientResources(
             f"{what} needs about {format_bytes(need.bytes)} but only {format_bytes(free)} is"
-            " free; choose another --workdir, fewer --los, or --formats custom"
+            f" free; {_remedy(contender)}"
         )
     # Some file systems (btrfs) report no inode limit at all: f_files == 0.
     if st.f_files and need.inodes > st.f_favail:
+        per_lo = " (one file per LO)" if contender.is_directory else ""
         raise InsufficientResources(
-            f"{what} needs about {need.inodes:,} inodes (one file per LO) but only"
-            f" {st.f_favail:,} are free; choose another --workdir, fewer --los,"
-            " or --formats custom"
+            f"{what} needs about {need.inodes:,} inodes{per_lo} but only"
+            f" {st.f_favail:,} are free; {_remedy(contender)}"
         )
     return need
+
+
+def _remedy(contender: Contender) -> str:
+    """What to change: a directory archive can become a custom one (one file, far
+    smaller); a custom archive is already the small one, so only the place or the count."""
+    if contender.is_directory:
+        return "choose another --workdir, fewer --los, or --formats custom (one file per dump)"
+    return "choose another --workdir or fewer --los"
 
 
 def _os_problem(e: OSError) -> str:

@@ -7,6 +7,7 @@ cluster starts; the command line only builds the request and shows the results.
 from __future__ import annotations
 
 import contextlib
+import re
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
@@ -19,14 +20,19 @@ from pgblobdump.compare.matrix import FORMATS, Plan, pg_dump_contenders, restore
 from pgblobdump.compare.runner import Runner, RunOptions, RunResult
 from pgblobdump.compare.source import (
     Source,
+    check_may_create_databases,
     embedded_source,
     external_source,
     lo_count,
+    lo_data_bytes,
     restore_server,
 )
 from pgblobdump.errors import UsageError
+from pgblobdump.pg import toolchain
 from pgblobdump.pg.doctor import gnu_time
-from pgblobdump.pg.toolchain import check_major
+from pgblobdump.pg.oidspace import FIRST_OID, OID_MAX
+from pgblobdump.pg.toolchain import Toolchain, check_major
+from pgblobdump.signals import uninterrupted
 from pgblobdump.units import parse_count
 
 Say = Callable[[str], None]
@@ -85,25 +91,83 @@ class CompareRequest:
     pg_bin: tuple[Path, ...] = ()
 
 
+MAX_LOS = OID_MAX - FIRST_OID
+"""The most LOs a database can hold: one per OID above initdb's (generate's limit too)."""
+
+
 def plan_for(req: CompareRequest) -> Plan:
     """The run plan; raises UsageError for any bad combination, before anything starts."""
     if req.verify_sample < 0:
         raise UsageError(f"--verify-sample must be 0 (all LOs) or more (got {req.verify_sample})")
     if req.may_generate and req.conninfo is None:
         raise UsageError("--generate applies to a database given with -d")
+    too_many = [c for c in req.counts if c > MAX_LOS]
+    if too_many:
+        raise UsageError(
+            f"--los {too_many[0]:,} is more LOs than a database can hold"
+            f" (at most {MAX_LOS:,}: OIDs are 32-bit)"
+        )
     if req.conninfo is None:
         check_major(req.embedded_major)
+        check_can_dump(
+            req.majors,
+            req.embedded_major,
+            f"--embedded-major {req.embedded_major}",
+            also=f", or --embedded-major {min(req.majors)}",
+        )
     modes = restore_modes(req.jobs, req.transaction_size) if req.restore else ()
     return Plan(pg_dump_contenders(req.majors, req.formats), req.counts, req.repeat, modes)
 
 
+def check_can_dump(majors: Sequence[int], server_major: int, server: str, also: str = "") -> None:
+    """UsageError when a pg_dump of ``majors`` is older than the source server (pg_dump
+    refuses a server newer than itself); ``also`` ends the advice."""
+    older = [m for m in majors if m < server_major]
+    if older:
+        listed = ", ".join(map(str, older))
+        raise UsageError(
+            f"--majors {listed}: pg_dump {listed} cannot dump a PostgreSQL {server_major}"
+            f" server ({server}); choose majors of {server_major} or later{also}"
+        )
+
+
+def server_major(version: str) -> int:
+    """``16`` from ``16.14``, ``18`` from ``18beta1``."""
+    found = re.match(r"\d+", version)
+    if found is None:
+        raise UsageError(f"cannot tell the major version of server version {version!r}")
+    return int(found.group())
+
+
+@dataclass(frozen=True)
+class _Servers:
+    """Server binaries of the throwaway clusters a run starts, found before any starts."""
+
+    source: Toolchain | None
+    restore: Toolchain | None
+
+
+def _server_toolchains(req: CompareRequest, plan: Plan) -> _Servers:
+    """The throwaway source's server binaries and, when restores surely need a throwaway
+    cluster (an embedded source), the newest major's: a missing one is reported before
+    the first cluster starts. (With -d, a restore cluster is needed only when the server
+    is older than the newest major: known after connecting, still before any cluster.)"""
+    if req.conninfo is not None:
+        return _Servers(None, None)
+    source = toolchain.find(req.embedded_major, toolchain.SERVER_TOOLS, req.pg_bin)
+    restore = None
+    if plan.restore_modes:
+        restore = toolchain.find(max(plan.majors), toolchain.SERVER_TOOLS, req.pg_bin)
+    return _Servers(source, restore)
+
+
 @contextlib.contextmanager
-def _source(req: CompareRequest, say: Say) -> Iterator[Source]:
+def _source(req: CompareRequest, say: Say, tc: Toolchain | None) -> Iterator[Source]:
     if req.conninfo is not None:
         yield external_source(req.conninfo, req.may_generate)
         return
     say(f"starting a throwaway PostgreSQL {req.embedded_major} cluster as the source")
-    with embedded_source(req.embedded_major) as source:
+    with embedded_source(req.embedded_major, tc) as source:
         yield source
 
 
@@ -119,34 +183,68 @@ def _workdir(given: Path | None, keep: bool, say: Say) -> Iterator[Path]:
         if keep:
             say(f"archives kept in {made}")
         else:
-            shutil.rmtree(made, ignore_errors=True)
+            with uninterrupted():
+                shutil.rmtree(made, ignore_errors=True)
+
+
+def _check_space(workdir: Path, plan: Plan, data_bytes: int) -> None:
+    """The largest dump of each contender must fit in ``workdir`` (InsufficientResources
+    with the numbers otherwise); each dump is checked again just before it runs."""
+    for contender in plan.contenders:
+        safety.check_space(workdir, contender, max(plan.counts), data_bytes)
+
+
+def _check_source(req: CompareRequest, plan: Plan, source: Source) -> Plan:
+    """What only the source can tell, checked before any dump and any restore cluster:
+    pg_dump majors new enough for its server, and its LO count against --los (or, with
+    -d and no --generate, the one count it is dumped at)."""
+    if req.conninfo is not None:
+        check_can_dump(plan.majors, server_major(source.server_version), source.description)
+    have = lo_count(source.conninfo)
+    if req.conninfo is not None and not req.may_generate:
+        plan = Plan(plan.contenders, (have,), plan.repeat, plan.restore_modes)
+    elif have > plan.counts[0]:
+        raise UsageError(
+            f"{source.description} holds {have:,} LOs, more than --los {plan.counts[0]:,};"
+            " LOs are only ever added, so give counts of at least that"
+        )
+    return plan
 
 
 def run(req: CompareRequest, say: Say) -> results.Results:
-    """Measure the plan; the results folder (if any) is written even when interrupted."""
+    """Measure the plan; the results folder (if any) is written even when interrupted.
+
+    Everything that can be checked before a cluster starts is: options, folders, client
+    and server binaries, free space for the largest dump of empty LOs. What depends on the
+    source (its server version, its LOs) is checked right after connecting to it, before
+    a dump runs or a restore cluster starts.
+    """
     plan = plan_for(req)
     if req.results_dir is not None:
         safety.writable_folder(req.results_dir, "--results")
     if req.workdir is not None:
         safety.writable_folder(req.workdir, "--workdir")
     gnu = gnu_time()
-    if gnu is None:
-        say("/usr/bin/time (GNU time) not found: measuring with the kernel's wait4 instead")
     toolchains = find_toolchains(req.majors, req.pg_bin)
+    servers = _server_toolchains(req, plan)
     run_result = RunResult()
     with contextlib.ExitStack() as stack:
         wd = stack.enter_context(_workdir(req.workdir, req.keep, say))
-        source = stack.enter_context(_source(req, say))
-        if req.conninfo is not None and not req.may_generate:
-            plan = Plan(plan.contenders, (lo_count(source.conninfo),), plan.repeat,
-                        plan.restore_modes)  # fmt: skip
+        if req.conninfo is None:
+            _check_space(wd, plan, 0)  # the embedded source: empty LOs only
+        if gnu is None:
+            say("/usr/bin/time (GNU time) not found: measuring with the kernel's wait4 instead")
+        source = stack.enter_context(_source(req, say, servers.source))
+        plan = _check_source(req, plan, source)
+        _check_space(wd, plan, lo_data_bytes(source.conninfo))
         restore_to = None
         newest = max(req.majors)
-        if plan.restore_modes and (
-            source.embedded or int(source.server_version.split(".")[0]) < newest
-        ):
-            say(f"starting a throwaway PostgreSQL {newest} cluster to restore into")
-            restore_to = stack.enter_context(restore_server(newest))
+        if plan.restore_modes:
+            if source.embedded or server_major(source.server_version) < newest:
+                say(f"starting a throwaway PostgreSQL {newest} cluster to restore into")
+                restore_to = stack.enter_context(restore_server(newest, servers.restore))
+            else:
+                check_may_create_databases(source.conninfo)
         options = RunOptions(wd, gnu, keep=req.keep, verify_sample=req.verify_sample)
         complete = False
         try:
@@ -157,6 +255,7 @@ def run(req: CompareRequest, say: Say) -> results.Results:
                                      toolchains, gnu, results.argv_now(), complete)  # fmt: skip
             res = results.Results(run_result.dumps, run_result.restores, run_result.commands, meta)
             if req.results_dir is not None:
-                results.save(res, req.results_dir)
+                with uninterrupted():
+                    results.save(res, req.results_dir)
                 say(f"results saved in {req.results_dir}")
     return res

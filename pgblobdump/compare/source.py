@@ -16,10 +16,12 @@ from dataclasses import dataclass
 from psycopg import conninfo as pgconninfo
 from psycopg import sql
 
-from pgblobdump.errors import UsageError
+from pgblobdump.errors import DatabaseError, UsageError
 from pgblobdump.generate import GenerateSpec, generate
 from pgblobdump.pg.cluster import EmbeddedCluster
 from pgblobdump.pg.connect import connect, describe
+from pgblobdump.pg.toolchain import Toolchain
+from pgblobdump.signals import uninterrupted
 
 SOURCE_DB = "pgbd_compare_source"
 RESTORE_DB_PREFIX = "pgbd_compare_restore_"
@@ -37,17 +39,18 @@ class Source:
 
 
 def _server_version(conninfo: str) -> str:
-    with connect(conninfo) as conn:
+    with connect(conninfo, doing="reading the server version") as conn:
         row = conn.execute("SHOW server_version").fetchone()
     assert row is not None
     return str(row[0]).split()[0]
 
 
 @contextlib.contextmanager
-def embedded_source(major: int) -> Iterator[Source]:
-    """A throwaway cluster of ``major`` with an empty source database, removed afterwards."""
-    with EmbeddedCluster(major) as cluster:
-        with connect(cluster.conninfo(tcp=True)) as conn:
+def embedded_source(major: int, tc: Toolchain | None = None) -> Iterator[Source]:
+    """A throwaway cluster of ``major`` (run by ``tc`` when given) with an empty source
+    database, removed afterwards."""
+    with EmbeddedCluster(major, tc=tc) as cluster:
+        with connect(cluster.conninfo(tcp=True), doing="creating the source database") as conn:
             conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(SOURCE_DB)))
         conninfo = cluster.conninfo(SOURCE_DB, tcp=True)
         yield Source(
@@ -60,14 +63,14 @@ def embedded_source(major: int) -> Iterator[Source]:
 
 
 @contextlib.contextmanager
-def restore_server(major: int) -> Iterator[str]:
+def restore_server(major: int, tc: Toolchain | None = None) -> Iterator[str]:
     """A throwaway cluster of ``major`` to restore into; yields its admin conninfo.
 
     Restores need a server at least as new as pg_restore: pg_restore 17 sends
     ``SET transaction_timeout``, which a 16 server rejects. One server of the newest
     major in the plan keeps the target the same for every contender.
     """
-    with EmbeddedCluster(major) as cluster:
+    with EmbeddedCluster(major, tc=tc) as cluster:
         yield cluster.conninfo(tcp=True)
 
 
@@ -78,8 +81,24 @@ def external_source(conninfo: str, may_generate: bool) -> Source:
     )
 
 
+def check_may_create_databases(conninfo: str) -> None:
+    """DatabaseError, before anything runs, when restores would go into fresh databases on
+    this server and the role may not create them (no CREATEDB, not a superuser)."""
+    with connect(conninfo, doing="checking that the role may create restore databases") as conn:
+        row = conn.execute(
+            "SELECT current_user, rolcreatedb OR rolsuper FROM pg_roles"
+            " WHERE rolname = current_user"
+        ).fetchone()
+    if row is not None and not row[1]:
+        raise DatabaseError(
+            f"--restore creates a database for each restore on the server of"
+            f" {describe(conninfo)}, and role {row[0]} may not create databases; grant it"
+            " CREATEDB or connect as a role that has it"
+        )
+
+
 def lo_count(conninfo: str) -> int:
-    with connect(conninfo) as conn:
+    with connect(conninfo, doing="counting LOs") as conn:
         row = conn.execute("SELECT count(*) FROM pg_largeobject_metadata").fetchone()
     assert row is not None
     return int(row[0])
@@ -87,7 +106,7 @@ def lo_count(conninfo: str) -> int:
 
 def lo_data_bytes(conninfo: str) -> int:
     """On-disk size of pg_largeobject: an upper bound of LO data (any user may ask)."""
-    with connect(conninfo) as conn:
+    with connect(conninfo, doing="measuring pg_largeobject") as conn:
         row = conn.execute("SELECT pg_total_relation_size('pg_largeobject')").fetchone()
     assert row is not None
     return int(row[0])
@@ -114,12 +133,13 @@ _restore_counter = itertools.count(1)
 def fresh_database(conninfo: str) -> Iterator[str]:
     """An empty database on the source's server (from template0); dropped afterwards."""
     name = f"{RESTORE_DB_PREFIX}{os.getpid()}_{next(_restore_counter)}"
-    with connect(conninfo) as conn:
+    with connect(conninfo, doing="creating a restore database") as conn:
         conn.execute(sql.SQL("CREATE DATABASE {} TEMPLATE template0").format(sql.Identifier(name)))
     try:
         yield pgconninfo.make_conninfo(conninfo, dbname=name)
     finally:
-        with connect(conninfo) as conn:
+        # Held signals: a second Ctrl-C must not leave the restore database behind.
+        with uninterrupted(), connect(conninfo, doing=f"dropping restore database {name}") as conn:
             conn.execute(
                 sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
             )
@@ -142,7 +162,7 @@ def lo_checksum(conninfo: str, sample: int) -> Checksum:
     """
     count = lo_count(conninfo)
     stride = max(1, -(-count // sample)) if sample > 0 else 1
-    with connect(conninfo) as conn:
+    with connect(conninfo, doing=f"checksumming LOs in {describe(conninfo)}") as conn:
         row = conn.execute(
             "SELECT count(*), md5(coalesce(string_agg(oid::text || ':' || md5(lo_get(oid)),"
             " ',' ORDER BY oid), '')) FROM pg_largeobject_metadata WHERE oid::int8 %% %s = 0",

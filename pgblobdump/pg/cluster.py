@@ -7,6 +7,7 @@ Use as a context manager (``with EmbeddedCluster(16) as c: c.conninfo()``) or, f
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
+from pgblobdump import signals
 from pgblobdump.errors import ServerError, UsageError, from_os_error
 from pgblobdump.pg import toolchain
 from pgblobdump.pg.runas import RunAs, reachable_bin_dir, server_identity
@@ -44,6 +46,12 @@ BENCHMARK_SETTINGS: Mapping[str, str] = {
 """postgresql.conf settings for LO benchmarks on a disposable cluster."""
 
 _SOCKET_PATH_MAX = 100  # sun_path is 108 bytes; ".s.PGSQL.NNNNN" and a NUL go after the dir
+
+LOG_LINES_QUOTED = 4
+"""Server log lines an error quotes when the server does not start."""
+_LOG_PREFIX_RE = re.compile(r"^.*?\b(LOG|FATAL|PANIC|ERROR|WARNING|HINT|DETAIL):\s+")
+"""The ``log_line_prefix`` (time, pid) before a message's level, which the quote drops."""
+_LOG_NOISE = ("starting PostgreSQL", "database system is shut down")
 
 
 def free_port() -> int:
@@ -210,17 +218,25 @@ class EmbeddedCluster:
         ]
         conf.write_text("\n".join([*lines, f"{key} = '{value}'"]) + "\n")
 
-    def _log_reason(self) -> str:
-        """The server's own last FATAL/ERROR line from its log, if any."""
+    def _log_tail(self) -> list[str]:
+        """The last lines the server logged in its latest start, without the time and pid
+        prefix or the start and shut-down lines: why it did not start, to quote (the log
+        itself may be removed with the cluster)."""
         try:
-            tail = self.logfile.read_text(errors="replace").splitlines()[-50:]
+            lines = self.logfile.read_text(errors="replace").splitlines()[-200:]
         except OSError:
-            return ""
-        for line in reversed(tail):
-            for level in ("FATAL:", "PANIC:", "ERROR:"):
-                if level in line:
-                    return line[line.index(level) :].strip()
-        return ""
+            return []
+        starts = [i for i, line in enumerate(lines) if "starting PostgreSQL" in line]
+        if starts:
+            lines = lines[starts[-1] :]
+        quoted = []
+        for line in lines:
+            text = _LOG_PREFIX_RE.sub(
+                lambda m: "" if m.group(1) == "LOG" else f"{m.group(1)}: ", line
+            ).strip()
+            if text and not any(noise in text for noise in _LOG_NOISE):
+                quoted.append(text if len(text) <= 300 else text[:297] + "...")
+        return quoted[-LOG_LINES_QUOTED:]
 
     def start(self) -> ClusterInfo:
         """Initialise if needed, start on a free (or the chosen) port, wait until ready.
@@ -230,14 +246,15 @@ class EmbeddedCluster:
         created = not self.initialised
         self.init()
         try:
-            return self._start()
+            # Only a kept cluster keeps its log: otherwise the error quotes it instead.
+            return self._start(log_kept=not created and not self.remove)
         except ServerError as e:
             if created and self._tmp is None:
                 shutil.rmtree(self.datadir, ignore_errors=True)
                 raise ServerError(f"{e}; removed the new cluster {self.datadir}") from e
             raise
 
-    def _start(self) -> ClusterInfo:
+    def _start(self, log_kept: bool) -> ClusterInfo:
         if self.status().running:
             return self.status()
         # A free port can be taken between choosing and binding it: then choose again.
@@ -260,9 +277,12 @@ class EmbeddedCluster:
                 )  # fmt: skip
                 return self.status()
             except ServerError as e:
-                reason = self._log_reason()
-                last = ServerError(f"{e}{'; ' + reason if reason else ''} (log: {self.logfile})")
-                if "could not bind" not in reason and "already in use" not in reason:
+                tail = self._log_tail()
+                said = f"; the server logged: {' / '.join(tail)}" if tail else ""
+                where = f" (log: {self.logfile})" if log_kept else ""
+                what = f"starting PostgreSQL {self.tc.version} on port {port} failed"
+                last = ServerError(f"{what}{said}{where}" if tail else f"{e}{where}")
+                if not any("could not bind" in t or "already in use" in t for t in tail):
                     break
         assert last is not None
         raise last
@@ -275,16 +295,19 @@ class EmbeddedCluster:
         return self.info(running)
 
     def stop(self) -> None:
-        """Stop the server if it runs (fast shutdown); remove a temporary cluster."""
-        try:
-            if self.initialised and self.status().running:
-                self._run(
-                    [self._tool("pg_ctl"), "-D", str(self.datadir), "-m", "fast", "-w", "stop"],
-                    f"stopping PostgreSQL in {self.datadir}",
-                )
-        finally:
-            if self.remove:
-                shutil.rmtree(self._tmp or self.datadir, ignore_errors=True)
+        """Stop the server if it runs (fast shutdown); remove a temporary cluster. Signals
+        wait until it is done, so a second Ctrl-C leaves no server running."""
+        with signals.uninterrupted():
+            try:
+                if self.initialised and self.status().running:
+                    self._run(
+                        [self._tool("pg_ctl"), "-D", str(self.datadir), "-m", "fast", "-w",
+                         "stop"],
+                        f"stopping PostgreSQL in {self.datadir}",
+                    )  # fmt: skip
+            finally:
+                if self.remove:
+                    shutil.rmtree(self._tmp or self.datadir, ignore_errors=True)
 
     def info(self, running: bool = True) -> ClusterInfo:
         """How to reach the cluster, from its configuration (no pg_ctl round trip)."""
