@@ -145,7 +145,7 @@ def test_interrupt_after_a_batch_committed_still_removes_it(
     seen = []
 
     def enter(self: Ledger, pending: Pending) -> None:
-        if pending.los is not None:
+        if pending.los:
             seen.append(1)
             if len(seen) == 2:
                 raise KeyboardInterrupt

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 import psycopg
@@ -31,6 +31,17 @@ from pgblobdump.pg.locks import LockBudget
 
 SETTLE_SECONDS = 30.0
 """How long clean-up waits for an abandoned transaction to end before it gives up on it."""
+
+
+def to_ranges(oids: Sequence[int]) -> list[tuple[int, int]]:
+    """Sorted OIDs as inclusive ranges of consecutive ones: [1, 2, 3, 7] -> [(1, 3), (7, 7)]."""
+    ranges: list[tuple[int, int]] = []
+    for o in oids:
+        if ranges and ranges[-1][1] + 1 == o:
+            ranges[-1] = (ranges[-1][0], o)
+        else:
+            ranges.append((o, o))
+    return ranges
 
 
 def format_ranges(ranges: list[tuple[int, int]]) -> str:
@@ -46,7 +57,7 @@ class Pending:
     """A transaction in flight and what it creates if it commits. ``xid`` is None until
     the server told us; before that no COMMIT has been sent, so nothing can be in."""
 
-    los: tuple[int, int] | None = None
+    los: list[tuple[int, int]] = field(default_factory=list)
     tables: list[str] = field(default_factory=list)
     roles: list[str] = field(default_factory=list)
     xid: str | None = None
@@ -70,13 +81,21 @@ class Ledger:
 
     @contextlib.contextmanager
     def transaction(
-        self, conn: psycopg.Connection, los: tuple[int, int] | None = None
+        self,
+        conn: psycopg.Connection,
+        los: tuple[int, int] | Sequence[tuple[int, int]] | None = None,
     ) -> Iterator[Pending]:
         """A transaction whose creations enter the ledger when it commits. The body adds
         tables and roles it creates to the yielded Pending; ``los`` is the OID range
         (inclusive) it creates, all or nothing."""
         self.backend_pid = conn.info.backend_pid
-        pending = Pending(los=los)
+        if los is None:
+            ranges: list[tuple[int, int]] = []
+        elif isinstance(los, tuple) and isinstance(los[0], int):
+            ranges = [los]
+        else:
+            ranges = list(los)  # type: ignore[arg-type]
+        pending = Pending(los=ranges)
         self.pending = pending
         with conn.transaction():
             row = conn.execute("SELECT pg_current_xact_id()::text").fetchone()
@@ -86,8 +105,7 @@ class Ledger:
         self._enter(pending)
 
     def _enter(self, pending: Pending) -> None:
-        if pending.los is not None:
-            lo, hi = pending.los
+        for lo, hi in pending.los:
             if self.lo_ranges and self.lo_ranges[-1][1] + 1 == lo:
                 self.lo_ranges[-1] = (self.lo_ranges[-1][0], hi)
             else:
@@ -109,7 +127,7 @@ class Ledger:
             parts.append(f"roles {', '.join(self.roles)}")
         p = self.pending
         if p is not None and p.xid is not None:
-            maybe = [format_ranges([p.los])] if p.los else []
+            maybe = [format_ranges(p.los)] if p.los else []
             maybe += [f"table {t}" for t in p.tables] + [f"role {r}" for r in p.roles]
             if maybe:
                 parts.append(f"perhaps {' and '.join(maybe)} (transaction {p.xid})")

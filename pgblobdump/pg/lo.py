@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import psycopg
 from psycopg import sql
 
-from pgblobdump.pg.ledger import Ledger
+from pgblobdump.pg.ledger import Ledger, to_ranges
 from pgblobdump.pg.locks import LockBudget
 
 BYTEA_MAX = (1 << 30) - 1
@@ -87,6 +87,22 @@ class Batch:
                     offset += len(piece)
         return offset
 
+    def put(self, oid: int, offset: int, data: bytes | memoryview) -> None:
+        """Write ``data`` into LO ``oid`` at ``offset`` (a piece of a large LO)."""
+        view = memoryview(data)
+        for start in range(0, len(view), PUT_CHUNK):
+            piece = bytes(view[start : start + PUT_CHUNK])
+            self.conn.execute("SELECT lo_put(%s::int8::oid, %s, %b)", (oid, offset + start, piece))
+
+    def set_acls(self, oids: Sequence[int], acls: Sequence[str]) -> None:
+        """Set LOs' ACLs exactly (``aclitem[]`` text, grantors included) in one statement:
+        a catalog update, which only a superuser may make."""
+        self.conn.execute(
+            "UPDATE pg_largeobject_metadata m SET lomacl = u.acl::aclitem[]"
+            " FROM unnest(%s::oid[], %s::text[]) AS u(o, acl) WHERE m.oid = u.o",
+            (list(oids), list(acls)),
+        )
+
     def grant(self, grant: Grant, oids: Sequence[int]) -> None:
         """One GRANT statement for all ``oids`` (no lock per LO is held by it)."""
         if not oids:
@@ -142,6 +158,12 @@ class LoWriter:
         """One transaction creating LOs ``first..last`` (inclusive) and nothing else: the
         ledger enters that range when it commits."""
         with self.ledger.transaction(self.conn, los=(first, last)):
+            yield Batch(self.conn, self.budget.per_transaction)
+
+    @contextlib.contextmanager
+    def batch_of(self, oids: Sequence[int]) -> Iterator[Batch]:
+        """One transaction creating exactly the LOs ``oids`` (ascending), and nothing else."""
+        with self.ledger.transaction(self.conn, los=to_ranges(oids)):
             yield Batch(self.conn, self.budget.per_transaction)
 
 
