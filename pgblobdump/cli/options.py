@@ -15,9 +15,7 @@ from pgblobdump.pg.target import ConnectionTarget
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def connection_options(
-    f: F | None = None, *, prefix: str = "", dest: str = "target"
-) -> Any:
+def connection_options(f: F | None = None, *, prefix: str = "", dest: str = "target") -> Any:
     """psql's ``-d -h -p -U``; unset ones fall back to PGDATABASE, PGHOST, PGPORT, PGUSER.
 
     The command receives one ``ConnectionTarget`` argument named ``dest`` instead of the
