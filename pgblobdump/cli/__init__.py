@@ -48,6 +48,11 @@ SUBCOMMANDS = {
     "generate": "pgblobdump.cli.generate:generate",
     "toc": "pgblobdump.cli.toc:toc",
     "compare": "pgblobdump.cli.compare:compare",
+    "dump": "pgblobdump.cli.packed:dump",
+    "restore": "pgblobdump.cli.packed:restore",
+    "verify": "pgblobdump.cli.packed:verify",
+    "ls": "pgblobdump.cli.packed:ls_cmd",
+    "cat": "pgblobdump.cli.packed:cat_cmd",
 }
 """Each command's module, imported only when that command runs (or help lists them all),
 so ``toc`` never loads libpq or matplotlib."""

@@ -96,11 +96,16 @@ class VolumeSink:
         return self.files
 
     def abort(self) -> None:
-        """Drop the volume being written (its part file goes); finished ones stay named."""
+        """Drop the volume being written (its part file goes) and the finished ones: an
+        aborted dump leaves nothing under the archive's name but what was there before."""
         if self._stack is not None:
             stack, self._stack, self._f = self._stack, None, None
             with contextlib.suppress(Exception):
                 stack.__exit__(RuntimeError, RuntimeError("aborted"), None)
+        for f in self.files:
+            with contextlib.suppress(Exception):
+                self.storage.remove(f.name)
+        self.files = []
 
 
 class StreamSink:

@@ -12,7 +12,7 @@ import collections
 import datetime as dt
 import json
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
@@ -46,6 +46,22 @@ class Totals:
 
     los: int = 0
     bytes: int = 0
+
+
+def _pieces(chunks: Iterable[bytes]) -> Iterator[bytes]:
+    """``chunks`` of any sizes (2 KB pages, 64 MiB ranges) regrouped into PIECE_MAX bytes."""
+    buf = bytearray()
+    for chunk in chunks:
+        view = memoryview(chunk)
+        while len(view):
+            take = PIECE_MAX - len(buf)
+            buf += view[:take]
+            view = view[take:]
+            if len(buf) == PIECE_MAX:
+                yield bytes(buf)
+                buf.clear()
+    if buf:
+        yield bytes(buf)
 
 
 class LoPacker:
@@ -105,22 +121,18 @@ class LoPacker:
         self._pending.append(entry)
         h = xxhash.xxh3_64()
         offset = 0
-        for chunk in chunks:
-            view = memoryview(chunk)
-            for at in range(0, len(view), PIECE_MAX):
-                part = view[at : at + PIECE_MAX]
-                h.update(part)
-                offset += len(part)
-                if offset > size:
-                    raise ValueError(f"LO {oid}: more than the {size:,} bytes announced")
-                last = h.intdigest() if offset == size else 0
-                self._dir += PIECE_RECORD.pack(
-                    oid, meta_id, size, offset - len(part), len(part), last
-                )
-                self._records += 1
-                self._data.append(part)
-                self._bytes += len(part)
-                self._flush()
+        for part in _pieces(chunks):
+            h.update(part)
+            offset += len(part)
+            if offset > size:
+                raise ValueError(f"LO {oid}: more than the {size:,} bytes announced")
+            last = h.intdigest() if offset == size else 0
+            start = offset - len(part)
+            self._dir += PIECE_RECORD.pack(oid, meta_id, size, start, len(part), last)
+            self._records += 1
+            self._data.append(part)
+            self._bytes += len(part)
+            self._flush()
         if offset != size:
             raise ValueError(f"LO {oid}: {offset:,} bytes given, {size:,} announced")
         if size == 0:

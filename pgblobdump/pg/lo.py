@@ -44,6 +44,7 @@ class Grant:
 
     grantee: str | None
     privileges: tuple[str, ...]
+    with_grant_option: bool = False
 
 
 class Batch:
@@ -69,6 +70,13 @@ class Batch:
             self.conn.execute(
                 "SELECT count(lo_create(g::oid)) FROM generate_series(%s::int8, %s::int8) g",
                 (first, last),
+            )
+
+    def create_many_empty(self, oids: Sequence[int], owner: str | None = None) -> None:
+        """Create empty LOs with these OIDs (any OIDs) in one statement."""
+        with self._as(owner):
+            self.conn.execute(
+                "SELECT count(lo_create(o)) FROM unnest(%b::oid[]) AS o", (list(oids),)
             )
 
     def create_large(self, oid: int, chunks: Iterable[bytes], owner: str | None = None) -> int:
@@ -108,11 +116,13 @@ class Batch:
         if not oids:
             return
         to = sql.SQL("PUBLIC") if grant.grantee is None else sql.Identifier(grant.grantee)
+        option = sql.SQL(" WITH GRANT OPTION" if grant.with_grant_option else "")
         self.conn.execute(
-            sql.SQL("GRANT {} ON LARGE OBJECT {} TO {}").format(
+            sql.SQL("GRANT {} ON LARGE OBJECT {} TO {}{}").format(
                 sql.SQL(", ").join(sql.SQL(p) for p in grant.privileges),
                 sql.SQL(", ").join(sql.Literal(o) for o in oids),
                 to,
+                option,
             )
         )
 

@@ -98,11 +98,12 @@ def _acl(v: Any) -> tuple[str, ...] | None:
 
 def _windows(conn: psycopg.Connection, sel: Selection) -> Iterator[list[Meta]]:
     """The selection's metadata, WINDOW LOs at a time, in OID order."""
-    after = sel.first - 1
-    while after < sel.last:
-        query = sql.SQL(
-            _META.format(data="", cond="{cond} AND m.oid > {after}::int8::oid") + " LIMIT {n}"
-        ).format(cond=sel.where(sql.SQL("m.oid")), after=sql.Literal(after), n=sql.Literal(WINDOW))
+    start = sel.first
+    while start <= sel.last:
+        template = _META.format(data="", cond="{cond} AND m.oid >= {start}::int8::oid")
+        query = sql.SQL(template + " LIMIT {n}").format(
+            cond=sel.where(sql.SQL("m.oid")), start=sql.Literal(start), n=sql.Literal(WINDOW)
+        )
         rows = [
             (int(o), w, _acl(a), c)
             for o, w, a, c in _copy_rows(conn, query, ["int8", "text", "text[]", "text"])
@@ -110,7 +111,7 @@ def _windows(conn: psycopg.Connection, sel: Selection) -> Iterator[list[Meta]]:
         if not rows:
             return
         yield rows
-        after = rows[-1][0]
+        start = rows[-1][0] + 1
 
 
 def iter_los(conn: psycopg.Connection, sel: Selection) -> Iterator[LoRow]:

@@ -37,3 +37,6 @@ class Storage(Protocol):
     def names(self) -> list[str]: ...
 
     def exists(self, name: str) -> bool: ...
+
+    def remove(self, name: str) -> None:
+        """Remove a finished file this run wrote (an aborted dump's volumes)."""

@@ -77,6 +77,10 @@ class LocalDirectory:
     def exists(self, name: str) -> bool:
         return (self.path / name).is_file()
 
+    def remove(self, name: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            (self.path / name).unlink()
+
     def sync(self) -> None:
         """Make the renames durable: fsync the directory itself."""
         fd = os.open(self.path, os.O_RDONLY)

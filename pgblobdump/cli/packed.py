@@ -1,0 +1,275 @@
+"""``pgblobdump dump | restore | verify | ls | cat``: the packed LO archive."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from pgblobdump.cli.options import connection_options, output_options
+from pgblobdump.cli.output import Format, emit
+from pgblobdump.cli.progress import reporter
+from pgblobdump.errors import CorruptArchive, FileError, PgBlobDumpError, UsageError
+from pgblobdump.fileio import refuse_input, write_atomically
+from pgblobdump.packed import (
+    DumpRequest,
+    OnConflict,
+    RestoreRequest,
+    open_source,
+)
+from pgblobdump.packed import (
+    dump as run_dump,
+)
+from pgblobdump.packed import (
+    restore as run_restore,
+)
+from pgblobdump.packed import source as packed_source
+from pgblobdump.packed.format import DEFAULT_VOLUME_SIZE, ZSTD_LEVEL
+from pgblobdump.packed.verify import check_archive, compare_database
+from pgblobdump.pg.lostream import Selection
+from pgblobdump.pg.target import ConnectionTarget
+from pgblobdump.report import Column, Table, stream
+from pgblobdump.storage import LocalDirectory
+from pgblobdump.units import format_bytes, parse_count, parse_size
+
+ARCHIVE = click.argument("archive", metavar="ARCHIVE")
+
+
+def parse_oids(text: str | None) -> tuple[int, int]:
+    """``1000-5000`` (inclusive) or one OID."""
+    if not text:
+        return 0, 2**32 - 1
+    lo, sep, hi = text.partition("-")
+    try:
+        first = parse_count(lo, "--oids")
+        last = parse_count(hi, "--oids") if sep else first
+    except PgBlobDumpError as e:
+        raise UsageError(f"--oids {text!r} is not an OID or a range like 1000-5000") from e
+    if not 0 <= first <= last <= 2**32 - 1:
+        raise UsageError(f"--oids {text!r}: the range must ascend within 0..4294967295")
+    return first, last
+
+
+def parse_references(values: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    refs = []
+    for v in values:
+        table, dot, column = v.rpartition(".")
+        if not dot or not table or not column:
+            raise UsageError(f"--referenced-by {v!r} must be TABLE.COLUMN (or SCHEMA.TABLE.COLUMN)")
+        refs.append((table, column))
+    return tuple(refs)
+
+
+def _result_table(title: str, record: dict[str, Any]) -> Table:
+    rows = [{"what": k.replace("_", " "), "value": v} for k, v in record.items()]
+    return Table([Column("what"), Column("value")], rows, title=title)
+
+
+@click.command()
+@connection_options
+@click.option(
+    "-o",
+    "--output",
+    required=True,
+    metavar="DIR|-",
+    help="A new directory for the archive, or - for one stream on stdout.",
+)
+@click.option("--oids", help="Only LOs with OIDs in this range (1000-5000).")
+@click.option(
+    "--referenced-by",
+    multiple=True,
+    metavar="TABLE.COLUMN",
+    help="Only LOs this column references (repeatable).",
+)
+@click.option(
+    "-j",
+    "--jobs",
+    type=int,
+    default=1,
+    show_default=True,
+    help="Workers (connections) sharing one snapshot.",
+)
+@click.option(
+    "--volume-size",
+    default=format_bytes(DEFAULT_VOLUME_SIZE).replace(" ", ""),
+    show_default=True,
+    help="Start a new data volume past this size.",
+)
+@click.option(
+    "--level",
+    type=int,
+    default=ZSTD_LEVEL,
+    show_default=True,
+    help="zstd level, 0 to store uncompressed.",
+)
+@output_options
+def dump(target: ConnectionTarget, output: str, oids: str | None, referenced_by: tuple[str, ...],
+         jobs: int, volume_size: str, level: int, fmt: Format) -> None:  # fmt: skip
+    """Dump large objects into a packed archive: a few files whatever the count.
+
+    Owners, ACLs and comments come along; every worker reads under one snapshot, with
+    set-based COPYs (never a round trip per LO). The manifest is written last: an
+    interrupted dump leaves no archive behind.
+
+    Example: pgblobdump dump -d mydb -o lobs.pbd --jobs 2
+    """
+    first, last = parse_oids(oids)
+    req = DumpRequest(Selection(first, last, parse_references(referenced_by)), jobs,
+                      parse_size(volume_size, "--volume-size"), level)  # fmt: skip
+    conninfo = target.conninfo()
+    if output == "-":
+        if sys.stdout.isatty():
+            raise UsageError("-o - writes binary data: redirect stdout to a file or a pipe")
+        with reporter("dumping LOs", 0) as rep:
+            result = run_dump(conninfo, req, stream=sys.stdout.buffer, reporter=rep)
+    else:
+        path = Path(output)
+        if path.exists() and (not path.is_dir() or any(path.iterdir())):
+            raise FileError(f"{path} exists and is not an empty directory; choose a new name")
+        created = not path.exists()
+        storage = LocalDirectory(path, create=True)
+        try:
+            with reporter("dumping LOs", 0) as rep:
+                result = run_dump(conninfo, req, storage=storage, reporter=rep)
+        except BaseException:
+            if created:
+                with contextlib.suppress(OSError):
+                    path.rmdir()  # only if the dump left it empty, as it should
+            raise
+    record = {"los": result.los, "bytes": result.bytes, "seconds": round(result.seconds, 3),
+              "files": len(result.files), "archive_bytes": result.archive_bytes,
+              "snapshot": result.snapshot}  # fmt: skip
+    if output == "-":
+        click.echo(f"dumped {result.los:,} LOs ({format_bytes(result.bytes)})", err=True)
+        return
+    emit(_result_table("dumped", record), fmt, record)
+
+
+@click.command()
+@ARCHIVE
+@connection_options
+@click.option("--no-owner", is_flag=True, help="Create LOs as the connecting role.")
+@click.option("--no-acl", is_flag=True, help="Restore no GRANTs.")
+@click.option("--no-comments", is_flag=True, help="Restore no comments.")
+@click.option(
+    "--on-conflict",
+    type=click.Choice([c.value for c in OnConflict]),
+    default="error",
+    show_default=True,
+    help="An OID that exists on the target: refuse, or keep it.",
+)
+@click.option(
+    "--resume", is_flag=True, help="Finish an interrupted restore: skip the LOs that exist."
+)
+@output_options
+def restore(archive: str, target: ConnectionTarget, no_owner: bool, no_acl: bool,
+            no_comments: bool, on_conflict: str, resume: bool, fmt: Format) -> None:  # fmt: skip
+    """Restore a packed archive's LOs: same OIDs, owners, ACLs and comments.
+
+    ARCHIVE is a directory, a stream file, or - for standard input. Batches are sized
+    from the server's lock table, so default settings never run out of shared memory.
+    On failure or interrupt the LOs this run created are removed; after a kill -9,
+    --resume finishes the job.
+
+    Example: pgblobdump dump -d src -o - | pgblobdump restore - -d dst
+    """
+    req = RestoreRequest(no_owner, no_acl, no_comments, OnConflict(on_conflict), resume)
+    conninfo = target.conninfo()
+    with open_source(archive) as src, reporter("restoring LOs", 0) as rep:
+        result = run_restore(conninfo, src.pieces, req, rep, src.oids, src.metas)
+    record = dataclasses.asdict(result)
+    record["seconds"] = round(result.seconds, 3)
+    emit(_result_table("restored", record), fmt, record)
+
+
+@click.command()
+@ARCHIVE
+@connection_options
+@output_options
+def verify(archive: str, target: ConnectionTarget, fmt: Format) -> None:
+    """Check a packed archive: every file, frame and LO checksum, the index against the
+    volumes; with -d (or any connection option), also against that database: LOs
+    missing, extra or different, by OID. Exits 1 when the database differs.
+
+    Example: pgblobdump verify lobs.pbd -d mydb --json
+    """
+    a = packed_source.directory(archive)
+    check = check_archive(a)
+    if not check.ok:
+        more = len(check.problems) - 1
+        raise CorruptArchive(f"{check.problems[0]}" + (f" (and {more} more)" if more else ""))
+    record: dict[str, Any] = {"files": check.files, "los": check.los, "bytes": check.bytes}
+    if not target.given:
+        emit(_result_table("archive is sound", record), fmt, record)
+        return
+    columns = ["oid", "what", "detail"]
+    rows = (dataclasses.asdict(d) for d in compare_database(a, target.conninfo()))
+    first = stream.started(rows)
+    if first is None:
+        click.echo(f"the database holds the archive's {check.los:,} LOs, equal", err=True)
+        return
+    _write(fmt, columns, first)
+    raise SystemExit(1)
+
+
+def _write(fmt: Format, columns: list[str], rows: Any) -> None:
+    if fmt is Format.JSON:
+        stream.write_json(sys.stdout, rows)
+    elif fmt is Format.CSV:
+        stream.write_csv(sys.stdout, columns, rows)
+    elif fmt is Format.MARKDOWN:
+        stream.write_markdown(sys.stdout, columns, rows)
+    else:
+        stream.write_tsv(sys.stdout, columns, rows)
+
+
+@click.command("ls")
+@ARCHIVE
+@click.option("--oids", help="Only LOs with OIDs in this range (1000-5000).")
+@output_options
+def ls_cmd(archive: str, oids: str | None, fmt: Format) -> None:
+    """List a packed archive's LOs: OID, size, owner, ACL, comment (from its index).
+
+    Example: pgblobdump ls lobs.pbd --oids 16384-17000 --csv
+    """
+    a = packed_source.directory(archive)
+    first, last = parse_oids(oids)
+    index = a.index
+    columns = ["oid", "size", "owner", "acl", "comment"]
+
+    def rows() -> Any:
+        for r in index.range(first, last):
+            m = index.meta(r.meta)
+            acl = list(m.acl) if m.acl is not None else None
+            yield {"oid": r.oid, "size": r.size, "owner": m.owner, "acl": acl,
+                   "comment": m.comment}  # fmt: skip
+
+    _write(fmt, columns, rows())
+
+
+@click.command("cat")
+@ARCHIVE
+@click.argument("oid", type=int)
+@click.option("-o", "--output", type=click.Path(path_type=Path, dir_okay=False),
+              help="Write to FILE instead of stdout.")  # fmt: skip
+def cat_cmd(archive: str, oid: int, output: Path | None) -> None:
+    """Write one LO's bytes to stdout or FILE, reading only its index block and frames.
+
+    Example: pgblobdump cat lobs.pbd 16401 -o picture.png
+    """
+    if not 0 < oid <= 0xFFFFFFFF:
+        raise UsageError(f"OID {oid} is out of range (1 to 4294967295)")
+    a = packed_source.directory(archive)
+    a.find(oid)  # NotFound before any output
+    if output is None:
+        out = sys.stdout.buffer
+        for piece in a.read_lo(oid):
+            out.write(piece)
+        out.flush()
+        return
+    refuse_input(output, Path(archive))
+    write_atomically(output, a.read_lo(oid))

@@ -1,0 +1,50 @@
+"""Files written all or nothing, with OS errors as ours."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+from pgblobdump.errors import UsageError, from_os_error
+
+
+def refuse_input(output: Path, *inputs: Path) -> None:
+    """UsageError when ``output`` is one of ``inputs`` or lies inside one (a directory):
+    writing there would destroy what is being read."""
+    try:
+        out = output.resolve()
+    except OSError:
+        return
+    for given in inputs:
+        src = given.resolve()
+        same = out.exists() and src.exists() and os.path.samefile(out, src)
+        if same or src in out.parents:
+            raise UsageError(f"-o {output} would overwrite the input {given}; choose another file")
+
+
+def write_atomically(output: Path, pieces: Iterable[bytes | memoryview]) -> None:
+    """Write ``pieces`` to ``output`` all or nothing: into a hidden file beside it, renamed
+    over it at the end, removed on any failure (an error, Ctrl-C, SIGTERM). A device or FIFO
+    (/dev/stdout) is written in place: renaming over it would replace the device."""
+    if output.exists() and not output.is_file():
+        try:
+            with output.open("wb") as f:
+                for piece in pieces:
+                    f.write(piece)
+        except OSError as e:
+            raise from_os_error(e, "write") from e
+        return
+    tmp = output.with_name(f".{output.name}.{os.getpid()}.part")
+    try:
+        with tmp.open("xb") as f:
+            for piece in pieces:
+                f.write(piece)
+        tmp.replace(output)
+    except OSError as e:
+        e.filename = str(output)
+        raise from_os_error(e, "write") from e
+    finally:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)

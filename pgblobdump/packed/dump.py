@@ -1,0 +1,232 @@
+"""``dump``: LOs from a database into a packed archive, under one snapshot, by N workers.
+
+The leader opens a REPEATABLE READ, READ ONLY transaction and exports its snapshot; each
+worker imports it (``SET TRANSACTION SNAPSHOT``), so every worker sees exactly the same
+LOs whatever other sessions commit meanwhile. The selection is split into N contiguous
+OID ranges holding about as many LOs each; worker K packs range K into its own volumes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, BinaryIO
+
+import psycopg
+from psycopg import sql
+
+from pgblobdump.errors import PgBlobDumpError, UsageError
+from pgblobdump.packed.format import DEFAULT_VOLUME_SIZE, PIECE_MAX, ZSTD_LEVEL
+from pgblobdump.packed.index import Meta
+from pgblobdump.packed.writer import ArchiveWriter, LoPacker
+from pgblobdump.pg.connect import connect, describe
+from pgblobdump.pg.lostream import Selection, iter_los
+from pgblobdump.pg.target import split_password
+from pgblobdump.report.reporter import QUIET, Reporter
+from pgblobdump.storage import FileInfo, Storage
+
+
+@dataclass(frozen=True)
+class DumpRequest:
+    """What to dump and how. ``jobs``: workers (connections) sharing one snapshot."""
+
+    selection: Selection = field(default_factory=Selection)
+    jobs: int = 1
+    volume_size: int = DEFAULT_VOLUME_SIZE
+    level: int = ZSTD_LEVEL
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.jobs <= 64:
+            raise UsageError(f"--jobs must be between 1 and 64 (got {self.jobs})")
+        if self.volume_size < 1 << 20:
+            raise UsageError("--volume-size must be at least 1 MiB")
+        if not 0 <= self.level <= 22:
+            raise UsageError(
+                f"--level must be between 0 (no compression) and 22 (got {self.level})"
+            )
+
+
+@dataclass(frozen=True)
+class DumpResult:
+    los: int
+    bytes: int
+    seconds: float
+    snapshot: str
+    files: list[FileInfo] = field(default_factory=list)
+
+    @property
+    def archive_bytes(self) -> int:
+        return sum(f.size for f in self.files)
+
+
+def _begin(conn: psycopg.Connection, snapshot: str | None = None) -> None:
+    conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+    if snapshot is not None:
+        conn.execute(sql.SQL("SET TRANSACTION SNAPSHOT {}").format(sql.Literal(snapshot)))
+
+
+def _ranges(conn: psycopg.Connection, sel: Selection, jobs: int) -> list[Selection]:
+    """The selection cut into at most ``jobs`` contiguous OID ranges of similar counts."""
+    if jobs == 1:
+        return [sel]
+    rows = conn.execute(
+        sql.SQL(
+            "SELECT min(oid)::int8, max(oid)::int8 FROM (SELECT m.oid, ntile({}) OVER"
+            " (ORDER BY m.oid) AS t FROM pg_largeobject_metadata m WHERE {}) s"
+            " GROUP BY t ORDER BY 1"
+        ).format(sql.Literal(jobs), sel.where(sql.SQL("m.oid")))
+    ).fetchall()
+    if not rows:
+        return [sel]
+    return [Selection(int(a), int(b), sel.referenced_by) for a, b in rows]
+
+
+def _source(conn: psycopg.Connection, conninfo: str, snapshot: str) -> dict[str, Any]:
+    row = conn.execute(
+        "SELECT current_setting('server_version'), current_database(), current_user"
+    ).fetchone()
+    assert row is not None
+    return {
+        "server_version": str(row[0]).split()[0],
+        "database": row[1],
+        "user": row[2],
+        "snapshot": snapshot,
+        "connection": describe(split_password(conninfo)[0]),
+    }
+
+
+class _Progress:
+    """Totals over every worker, told to the reporter now and then (thread-safe)."""
+
+    def __init__(self, reporter: Reporter) -> None:
+        self.reporter = reporter
+        self.los = 0
+        self.bytes = 0
+        self._lock = threading.Lock()
+        self._last = 0.0
+
+    def add(self, los: int, nbytes: int) -> None:
+        with self._lock:
+            self.los += los
+            self.bytes += nbytes
+            now = time.monotonic()
+            if now - self._last > 0.1:
+                self._last = now
+                self.reporter.progress(self.los, self.bytes)
+
+
+def _pack(conn: psycopg.Connection, sel: Selection, packer: LoPacker, stop: threading.Event,
+          progress: _Progress) -> None:  # fmt: skip
+    los = nbytes = 0
+    for row in iter_los(conn, sel):
+        if stop.is_set():
+            return
+        meta = Meta(row.owner, row.acl, row.comment)
+        if row.size <= PIECE_MAX:
+            chunks = row.chunks
+            packer.add(row.oid, meta, chunks[0] if len(chunks) == 1 else b"".join(chunks))
+        else:
+            packer.add_chunks(row.oid, meta, row.size, row.chunks)
+        los += 1
+        nbytes += row.size
+        if los >= 2000:
+            progress.add(los, nbytes)
+            los = nbytes = 0
+    progress.add(los, nbytes)
+
+
+def dump(
+    conninfo: str,
+    req: DumpRequest,
+    storage: Storage | None = None,
+    stream: BinaryIO | None = None,
+    reporter: Reporter = QUIET,
+) -> DumpResult:
+    """Dump the selected LOs into ``storage`` (a directory of volumes) or ``stream``.
+
+    Any failure or interrupt writes no manifest and removes the volume in progress; the
+    volumes already finished are removed too, so nothing half-done stays under the name.
+    """
+    t0 = time.perf_counter()
+    with connect(conninfo, autocommit=True, doing="dump") as leader:
+        _begin(leader)
+        row = leader.execute("SELECT pg_export_snapshot()").fetchone()
+        assert row is not None
+        snapshot = str(row[0])
+        source = _source(leader, conninfo, snapshot)
+        ranges = _ranges(leader, req.selection, req.jobs)
+        progress = _Progress(reporter)
+        with ArchiveWriter(storage, stream, req.volume_size, req.level) as writer:
+            packers = [writer.worker() for _ in ranges]
+            _run_workers(conninfo, leader, snapshot, ranges, packers, progress)
+            manifest = writer.finish(source)
+            files = list(writer.files)
+        leader.execute("COMMIT")
+    reporter.progress(progress.los, progress.bytes)
+    return DumpResult(manifest["los"], manifest["bytes"], time.perf_counter() - t0, snapshot, files)
+
+
+def _run_workers(
+    conninfo: str,
+    leader: psycopg.Connection,
+    snapshot: str,
+    ranges: list[Selection],
+    packers: list[LoPacker],
+    progress: _Progress,
+) -> None:
+    """Worker 1 runs on the leader's connection in this thread; the others in threads on
+    their own connections. The first failure stops every worker and is raised."""
+    stop = threading.Event()
+    errors: list[BaseException] = []
+    conns: list[psycopg.Connection] = []
+
+    def work(k: int) -> None:
+        try:
+            with connect(conninfo, autocommit=True, doing=f"dump worker {k + 1}") as conn:
+                conns.append(conn)
+                _begin(conn, snapshot)
+                _pack(conn, ranges[k], packers[k], stop, progress)
+                conn.execute("COMMIT")
+        except BaseException as e:
+            errors.append(e)
+            stop.set()
+
+    threads = [threading.Thread(target=work, args=(k,), daemon=True) for k in range(1, len(ranges))]
+    for t in threads:
+        t.start()
+    try:
+        _pack(leader, ranges[0], packers[0], stop, progress)
+    except BaseException:
+        stop.set()
+        for c in conns:
+            _cancel(c)
+        for t in threads:
+            t.join()
+        raise
+    for t in threads:
+        _join(t, stop, conns)
+    if errors:
+        first = errors[0]
+        if isinstance(first, PgBlobDumpError | KeyboardInterrupt):
+            raise first
+        raise first
+
+
+def _cancel(conn: psycopg.Connection) -> None:
+    with contextlib.suppress(Exception):  # the worker may be between statements or gone
+        conn.cancel_safe(timeout=5)
+
+
+def _join(t: threading.Thread, stop: threading.Event, conns: list[psycopg.Connection]) -> None:
+    """Wait for a worker, staying responsive to Ctrl-C (which then stops them all)."""
+    try:
+        while t.is_alive():
+            t.join(0.2)
+    except BaseException:
+        stop.set()
+        for c in conns:
+            _cancel(c)
+        t.join()
+        raise

@@ -1,0 +1,297 @@
+"""``restore``: a packed archive's LOs into a database, with their OIDs, owners, ACLs and
+comments, in batches sized from the server's lock table.
+
+Every batch is one transaction through the shared LO writer (pg/lo.py) and the run's
+ledger: a failure or an interrupt removes exactly the LOs this run created, and says so.
+``resume`` (after a kill -9, when no clean-up could run) skips the LOs that exist: batches
+commit whole, so an LO that exists was restored completely.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import re
+import time
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+import psycopg
+import psycopg.errors
+from psycopg import sql
+
+from pgblobdump import signals
+from pgblobdump.errors import DatabaseError, Interrupted, PgBlobDumpError
+from pgblobdump.packed.index import Meta
+from pgblobdump.packed.reader import LoPiece
+from pgblobdump.pg import acl as aclmod
+from pgblobdump.pg.connect import connect, translate
+from pgblobdump.pg.ledger import Ledger
+from pgblobdump.pg.lo import Batch, Grant, LoWriter
+from pgblobdump.report.reporter import QUIET, Reporter
+
+BATCH_BYTES = 8 << 20
+"""LO bytes per batch: one round trip carries them (a binary bytea[] parameter)."""
+BATCH_LOS = 50_000
+"""LOs per batch at most when nothing but creation takes locks (empty LOs, no comments)."""
+
+
+class OnConflict(enum.StrEnum):
+    ERROR = "error"
+    SKIP = "skip"
+
+
+@dataclass(frozen=True)
+class RestoreRequest:
+    no_owner: bool = False
+    no_acl: bool = False
+    no_comments: bool = False
+    on_conflict: OnConflict = OnConflict.ERROR
+    resume: bool = False
+
+    @property
+    def skipping(self) -> bool:
+        return self.resume or self.on_conflict is OnConflict.SKIP
+
+
+@dataclass(frozen=True)
+class RestoreResult:
+    los: int
+    bytes: int
+    skipped: int
+    seconds: float
+
+
+class _Restorer:
+    def __init__(self, conn: psycopg.Connection, ledger: Ledger, req: RestoreRequest) -> None:
+        self.conn = conn
+        self.req = req
+        self.writer = LoWriter(conn, ledger)
+        row = conn.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user").fetchone()
+        self.superuser = bool(row and row[0])
+        self.known_roles: set[str] = set()
+        self.batch: list[tuple[int, Meta, bytes | memoryview]] = []
+        self.batch_bytes = 0
+        self.per_batch = min(BATCH_LOS, self.writer.budget.per_transaction * 4)
+        if not req.no_comments:
+            self.per_batch = min(self.per_batch, self.writer.budget.per_transaction)
+        self.los = self.bytes = self.skipped = 0
+        self._large: contextlib.ExitStack | None = None
+        self._large_batch: Batch | None = None
+
+    # -- roles ------------------------------------------------------------------------
+    def check_roles(self, metas: Iterable[Meta]) -> None:
+        """Every role the metadata names must exist on the target (unless not restored)."""
+        wanted: set[str] = set()
+        for m in metas:
+            if m.owner and not self.req.no_owner:
+                wanted.add(m.owner)
+            if m.acl and not self.req.no_acl:
+                for item in m.acl:
+                    a = aclmod.parse(item)
+                    wanted.update(r for r in (a.grantee, a.grantor) if r)
+        wanted -= self.known_roles
+        if not wanted:
+            return
+        rows = self.conn.execute(
+            "SELECT rolname FROM pg_roles WHERE rolname = ANY(%s)", (sorted(wanted),)
+        ).fetchall()
+        have = {r[0] for r in rows}
+        missing = sorted(wanted - have)
+        if missing:
+            raise DatabaseError(
+                f"roles missing on the target: {', '.join(missing)}; create them, or restore"
+                " with --no-owner and --no-acl"
+            )
+        self.known_roles |= have
+
+    # -- pieces -----------------------------------------------------------------------
+    def take(self, p: LoPiece) -> None:
+        if p.offset == 0:
+            self.check_roles((p.meta,))
+        if p.offset == 0 and p.last:
+            self.batch.append((p.oid, p.meta, p.data))
+            self.batch_bytes += p.size
+            if len(self.batch) >= self.per_batch or self.batch_bytes >= BATCH_BYTES:
+                self.flush()
+            return
+        # A large LO: a transaction of its own, filled piece by piece.
+        if p.offset == 0:
+            self.flush()
+            if self.req.skipping and self._existing([p.oid]):
+                self.skipped += 1
+                self._large = contextlib.ExitStack()  # swallow its pieces
+                self._large_batch = None
+                return
+            self._large = contextlib.ExitStack()
+            self._large_batch = self._large.enter_context(self.writer.batch_of([p.oid]))
+            self._large_batch.create_many_empty([p.oid], self._owner(p.meta))
+        assert self._large is not None
+        if self._large_batch is not None:
+            self._large_batch.put(p.oid, p.offset, p.data)
+        if p.last:
+            stack, b = self._large, self._large_batch
+            self._large = self._large_batch = None
+            if b is not None:
+                self._decorate(b, [(p.oid, p.meta)])
+                self.los += 1
+                self.bytes += p.size
+            stack.close()
+
+    def _owner(self, meta: Meta) -> str | None:
+        return None if self.req.no_owner else meta.owner
+
+    def _existing(self, oids: list[int]) -> set[int]:
+        rows = self.conn.execute(
+            "SELECT oid::int8 FROM pg_largeobject_metadata WHERE oid = ANY(%s::int8[]::oid[])",
+            (oids,),
+        ).fetchall()
+        return {int(r[0]) for r in rows}
+
+    def flush(self) -> None:
+        if not self.batch:
+            return
+        batch, self.batch, self.batch_bytes = self.batch, [], 0
+        if self.req.skipping:
+            there = self._existing([o for o, _m, _d in batch])
+            if there:
+                self.skipped += len(there)
+                batch = [x for x in batch if x[0] not in there]
+                if not batch:
+                    return
+        by_owner: dict[str | None, list[tuple[int, bytes | memoryview]]] = defaultdict(list)
+        for oid, meta, data in batch:
+            by_owner[self._owner(meta)].append((oid, data))
+        with self.writer.batch_of([o for o, _m, _d in batch]) as b:
+            for owner, items in by_owner.items():
+                empty = [o for o, d in items if not len(d)]
+                full = [(o, d) for o, d in items if len(d)]
+                if empty:
+                    b.create_many_empty(empty, owner)
+                if full:
+                    b.create([o for o, _ in full], [bytes(d) for _, d in full], owner)
+            self._decorate(b, [(o, m) for o, m, _d in batch])
+        self.los += len(batch)
+        self.bytes += sum(len(d) for _o, _m, d in batch)
+
+    def _decorate(self, b: Batch, items: list[tuple[int, Meta]]) -> None:
+        if not self.req.no_acl:
+            with_acl = [(o, m) for o, m in items if m.acl is not None]
+            if with_acl and self.superuser:
+                b.set_acls([o for o, _ in with_acl],
+                           [aclmod.array_literal(m.acl or ()) for _, m in with_acl])  # fmt: skip
+            elif with_acl:
+                self._grant(b, with_acl)
+        if not self.req.no_comments:
+            b.comment([(o, m.comment) for o, m in items if m.comment is not None])
+
+    def _grant(self, b: Batch, items: list[tuple[int, Meta]]) -> None:
+        """ACLs as GRANTs (for a role that may not update the catalog): each grantor's
+        grants made as that grantor, so the server records the same grantor."""
+        groups: dict[tuple[str, str | None, tuple[str, ...], bool], list[int]] = defaultdict(list)
+        for oid, meta in items:
+            for text in meta.acl or ():
+                a = aclmod.parse(text)
+                if a.grantee == meta.owner and a.grantee == a.grantor:
+                    continue  # the owner's own entry: implied by any grant
+                plain = tuple(p for p in a.privileges if p not in a.grantable)
+                if plain:
+                    groups[(a.grantor, a.grantee, plain, False)].append(oid)
+                if a.grantable:
+                    groups[(a.grantor, a.grantee, a.grantable, True)].append(oid)
+        for (grantor, grantee, privileges, option), oids in groups.items():
+            self.conn.execute(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(grantor)))
+            b.grant(Grant(grantee, privileges, option), oids)
+            self.conn.execute("RESET ROLE")
+
+    def finish(self) -> None:
+        self.flush()
+
+
+def precheck(conn: psycopg.Connection, oids: Iterable[int], chunk: int = 100_000) -> None:
+    """Refuse before writing anything when an archive's OID already exists on the target."""
+    buf: list[int] = []
+
+    def check() -> None:
+        rows = conn.execute(
+            "SELECT oid::int8 FROM pg_largeobject_metadata WHERE oid = ANY(%s::int8[]::oid[])"
+            " ORDER BY 1 LIMIT 5",
+            (buf,),
+        ).fetchall()
+        if rows:
+            raise DatabaseError(
+                f"LO {rows[0][0]} already exists in the target (and perhaps others:"
+                f" {', '.join(str(r[0]) for r in rows)}); restore with --on-conflict skip to"
+                " keep them, or into another database"
+            )
+        buf.clear()
+
+    for oid in oids:
+        buf.append(oid)
+        if len(buf) >= chunk:
+            check()
+    if buf:
+        check()
+
+
+def restore(
+    conninfo: str,
+    pieces: Iterator[LoPiece],
+    req: RestoreRequest,
+    reporter: Reporter = QUIET,
+    oids: Iterable[int] | None = None,
+    metas: Iterable[Meta] | None = None,
+) -> RestoreResult:
+    """Restore ``pieces`` into the database at ``conninfo``. With ``oids`` (an archive's
+    index) and ``metas``, conflicts and missing roles are found before anything is
+    written; from a stream they are found as they come (and what was made is removed)."""
+    t0 = time.perf_counter()
+    ledger = Ledger(conninfo)
+    with connect(conninfo, autocommit=True, doing="restore") as conn:
+        r = _Restorer(conn, ledger, req)
+        if metas is not None:
+            r.check_roles(metas)
+        if oids is not None and not req.skipping:
+            precheck(conn, oids)
+        try:
+            last = time.monotonic()
+            for piece in pieces:
+                r.take(piece)
+                now = time.monotonic()
+                if now - last > 0.1:
+                    last = now
+                    reporter.progress(r.los + r.skipped, r.bytes)
+            r.finish()
+        except (PgBlobDumpError, psycopg.Error, KeyboardInterrupt) as e:
+            raise _failed(ledger, conn, e) from e
+    reporter.progress(r.los + r.skipped, r.bytes)
+    return RestoreResult(r.los, r.bytes, r.skipped, time.perf_counter() - t0)
+
+
+def _failed(ledger: Ledger, conn: psycopg.Connection, e: BaseException) -> PgBlobDumpError:
+    if isinstance(e, psycopg.errors.UniqueViolation):
+        m = re.search(r"\(oid\)=\((\d+)\)", e.diag.message_detail or "")
+        base: PgBlobDumpError = DatabaseError(
+            f"restore failed: LO {m.group(1) if m else '?'} already exists in the target;"
+            " restore with --on-conflict skip to keep it"
+        )
+    elif isinstance(e, psycopg.Error):
+        base = translate(e, "restore failed")
+    elif isinstance(e, KeyboardInterrupt):
+        signum = signals.signum_of(e)
+        base = Interrupted(f"restore interrupted by {signals.name(signum)}", signum)
+    else:
+        assert isinstance(e, PgBlobDumpError)
+        base = e
+    if ledger.empty:
+        return base
+    try:
+        removed = ledger.undo(conn)
+    except PgBlobDumpError as failure:
+        more = f"{failure}; run the restore again with --resume to finish it"
+    else:
+        more = f"removed the {removed} this restore created"
+    if isinstance(base, Interrupted):
+        return Interrupted(f"{base}; {more}", base.signum)
+    return type(base)(f"{base}; {more}")

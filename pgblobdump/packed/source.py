@@ -1,0 +1,59 @@
+"""Open what a user names as a packed archive: a directory, a stream file, or ``-``."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from pgblobdump.errors import FileError, NotFound, from_os_error
+from pgblobdump.packed.index import Meta
+from pgblobdump.packed.reader import LoPiece, PackedDirectory, stream_pieces
+from pgblobdump.storage import LocalDirectory
+
+
+@dataclass
+class Source:
+    """LOs to restore; ``oids`` and ``metas`` known up front for a directory (so conflicts
+    and missing roles are found before anything is written), None for a stream."""
+
+    pieces: Iterator[LoPiece]
+    oids: Iterable[int] | None
+    metas: Iterable[Meta] | None
+    directory: PackedDirectory | None
+
+
+@contextlib.contextmanager
+def open_source(path: str) -> Iterator[Source]:
+    if path == "-":
+        yield Source(stream_pieces(sys.stdin.buffer, "standard input"), None, None, None)
+        return
+    p = Path(path)
+    if p.is_dir():
+        archive = PackedDirectory(LocalDirectory(p))
+        yield Source(archive.pieces(), (r.oid for r in archive.index),
+                     archive.index.metas.values, archive)  # fmt: skip
+        return
+    if not p.exists():
+        raise NotFound(f"{p}: no such archive")
+    if not p.is_file():
+        raise FileError(f"{p}: not a packed archive directory or stream file")
+    try:
+        f = p.open("rb")
+    except OSError as e:
+        raise from_os_error(e, "read") from e
+    with f:
+        yield Source(stream_pieces(f, str(p)), None, None, None)
+
+
+def directory(path: str) -> PackedDirectory:
+    """A directory archive (``ls``, ``cat``, ``verify`` need its index)."""
+    p = Path(path)
+    if p.is_file():
+        raise FileError(
+            f"{p} is a packed stream; ls, cat and verify read directory archives"
+            " (restore reads streams)"
+        )
+    return PackedDirectory(LocalDirectory(p))
