@@ -220,10 +220,10 @@ def precheck(conn: psycopg.Connection, oids: Iterable[int], chunk: int = 100_000
             (buf,),
         ).fetchall()
         if rows:
+            more = f" (and {', '.join(str(r[0]) for r in rows[1:])}...)" if len(rows) > 1 else ""
             raise DatabaseError(
-                f"LO {rows[0][0]} already exists in the target (and perhaps others:"
-                f" {', '.join(str(r[0]) for r in rows)}); restore with --on-conflict skip to"
-                " keep them, or into another database"
+                f"LO {rows[0][0]} already exists in the target{more}; restore with"
+                " --on-conflict skip to keep what is there, or into another database"
             )
         buf.clear()
 

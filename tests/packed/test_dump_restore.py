@@ -1,0 +1,252 @@
+"""Packed dump and restore against real servers: every byte and attribute back, across
+majors, through a directory and through a pipe; bad input refused before writing."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psycopg
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pgblobdump.errors import CorruptArchive, DatabaseError
+from pgblobdump.packed import (
+    DumpRequest,
+    OnConflict,
+    RestoreRequest,
+    dump,
+    open_source,
+    restore,
+)
+from pgblobdump.pg.cluster import EmbeddedCluster
+from pgblobdump.pg.lostream import Selection
+from pgblobdump.storage import LocalDirectory
+from tests.conftest import NewDb
+
+ROLES = ("pgbd_t_owner", "pgbd_t_reader", "pgbd_t_granter")
+State = dict[int, tuple[bytes, str, list[str] | None, str | None]]
+
+
+def _roles(*clusters: EmbeddedCluster) -> None:
+    for c in clusters:
+        with psycopg.connect(c.conninfo(), autocommit=True) as conn:
+            for r in ROLES:
+                if not conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (r,)).fetchone():
+                    conn.execute(f"CREATE ROLE {r}")
+
+
+def state(db: str) -> State:
+    """Every LO with bytes, owner, ACL and comment."""
+    with psycopg.connect(db) as conn:
+        rows = conn.execute(
+            "SELECT m.oid::int8, lo_get(m.oid), pg_get_userbyid(m.lomowner), m.lomacl::text[],"
+            " obj_description(m.oid, 'pg_largeobject') FROM pg_largeobject_metadata m"
+            " ORDER BY 1"
+        ).fetchall()
+    return {int(o): (bytes(d), w, a, c) for o, d, w, a, c in rows}
+
+
+def fill(db: str, los: dict[int, tuple[int, int, int, bool]]) -> None:
+    """LOs: oid -> (size, owner index, acl kind, comment?). ACL kinds: 0 none, 1 a grant
+    by the owner, 2 a grant with grant option and one by the grantee (another grantor)."""
+    with psycopg.connect(db, autocommit=True) as conn:
+        for oid, (size, owner, acl, comment) in los.items():
+            role = ROLES[owner]
+            data = os.urandom(size) if size < 100_000 else bytes([oid % 256]) * size
+            with conn.transaction():
+                conn.execute(f"SET LOCAL ROLE {role}")
+                conn.execute("SELECT lo_from_bytea(%s::int8::oid, %s)", (oid, data))
+                if acl >= 1:
+                    conn.execute(f"GRANT SELECT ON LARGE OBJECT {oid} TO pgbd_t_reader")
+                if acl == 2 and role != "pgbd_t_granter":
+                    conn.execute(
+                        f"GRANT SELECT, UPDATE ON LARGE OBJECT {oid} TO pgbd_t_granter"
+                        " WITH GRANT OPTION"
+                    )
+                    conn.execute("SET LOCAL ROLE pgbd_t_granter")
+                    conn.execute(f"GRANT UPDATE ON LARGE OBJECT {oid} TO PUBLIC")
+                conn.execute("RESET ROLE")
+                if comment:
+                    conn.execute(f"COMMENT ON LARGE OBJECT {oid} IS 'c''{oid}'")
+
+
+lo_specs = st.dictionaries(
+    st.one_of(st.integers(16_384, 100_000), st.integers(2**31, 2**32 - 1)),
+    st.tuples(
+        st.one_of(st.just(0), st.integers(1, 3000), st.integers(1 << 20, 3 << 20)),
+        st.integers(0, 2),
+        st.integers(0, 2),
+        st.booleans(),
+    ),
+    min_size=1,
+    max_size=12,
+)
+
+
+@settings(
+    max_examples=4,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(los=lo_specs, stream=st.booleans())
+def test_round_trip_16_to_16_17_18(
+    pg16: EmbeddedCluster, pg17: EmbeddedCluster, pg18: EmbeddedCluster, new_db: NewDb,
+    los: dict[int, tuple[int, int, int, bool]], stream: bool,
+) -> None:  # fmt: skip
+    _roles(pg16, pg17, pg18)
+    src = new_db(pg16)
+    fill(src, los)
+    expected = state(src)
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / ("a.stream" if stream else "a")
+        if stream:
+            with path.open("wb") as f:
+                dump(src, DumpRequest(jobs=2), stream=f)
+        else:
+            dump(src, DumpRequest(jobs=2), storage=LocalDirectory(path, create=True))
+        for cluster in (pg16, pg17, pg18):
+            dst = new_db(cluster)
+            with open_source(str(path)) as s:
+                r = restore(dst, s.pieces, RestoreRequest(), oids=s.oids, metas=s.metas)
+            assert r.los == len(expected)
+            assert state(dst) == expected
+
+
+def test_through_a_pipe(pg17: EmbeddedCluster, new_db: NewDb) -> None:
+    """``pgblobdump dump -o - | pgblobdump restore -``, two real processes."""
+    src, dst = new_db(pg17), new_db(pg17)
+    fill(src, {oid: (oid % 5000, 0, 0, oid % 7 == 0) for oid in range(20_000, 20_300)})
+    _roles(pg17)
+    cmd = (f"{sys.executable} -m pgblobdump dump -d '{src}' -o - --jobs 2 |"
+           f" {sys.executable} -m pgblobdump restore - -d '{dst}' --json")  # fmt: skip
+    done = subprocess.run(["/bin/bash", "-o", "pipefail", "-c", cmd], capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert state(dst) == state(src)
+
+
+def _archive(db: str, tmp: Path) -> Path:
+    path = tmp / "archive"
+    dump(db, DumpRequest(), storage=LocalDirectory(path, create=True))
+    return path
+
+
+def test_an_existing_oid_is_refused_before_anything_is_written(
+    pg16: EmbeddedCluster, new_db: NewDb, tmp_path: Path
+) -> None:
+    src, dst = new_db(pg16), new_db(pg16)
+    _roles(pg16)
+    fill(src, {oid: (10, 0, 0, False) for oid in range(30_000, 30_100)})
+    path = _archive(src, tmp_path)
+    with psycopg.connect(dst, autocommit=True) as conn:
+        conn.execute("SELECT lo_from_bytea(30050, 'theirs')")
+    with open_source(str(path)) as s, pytest.raises(DatabaseError, match="LO 30050 already"):
+        restore(dst, s.pieces, RestoreRequest(), oids=s.oids, metas=s.metas)
+    assert state(dst) == {30050: (b"theirs", "postgres", None, None)}
+    with open_source(str(path)) as s:
+        r = restore(dst, s.pieces, RestoreRequest(on_conflict=OnConflict.SKIP), oids=s.oids)
+    assert (r.los, r.skipped) == (99, 1)
+    assert state(dst)[30050][0] == b"theirs"
+
+
+def test_a_missing_role_is_named(pg16: EmbeddedCluster, pg18: EmbeddedCluster, new_db: NewDb,
+                                 tmp_path: Path) -> None:  # fmt: skip
+    src = new_db(pg16)
+    with psycopg.connect(src, autocommit=True) as conn:
+        conn.execute("DROP ROLE IF EXISTS pgbd_t_only16")
+        conn.execute("CREATE ROLE pgbd_t_only16")
+        conn.execute("SET ROLE pgbd_t_only16")
+        conn.execute("SELECT lo_from_bytea(40000, 'x')")
+    path = _archive(src, tmp_path)
+    dst = new_db(pg18)
+    with (
+        open_source(str(path)) as s,
+        pytest.raises(DatabaseError, match="missing on the target: pgbd_t_only16"),
+    ):
+        restore(dst, s.pieces, RestoreRequest(), oids=s.oids, metas=s.metas)
+    with open_source(str(path)) as s:
+        restore(dst, s.pieces, RestoreRequest(no_owner=True), oids=s.oids, metas=s.metas)
+    assert state(dst)[40000][1] == "postgres"
+
+
+def test_an_interrupted_dump_is_refused(
+    pg16: EmbeddedCluster, new_db: NewDb, tmp_path: Path
+) -> None:
+    src = new_db(pg16)
+    fill(src, {50_000: (10, 0, 0, False)})
+    path = _archive(src, tmp_path)
+    (path / "manifest.json").unlink()
+    with pytest.raises(CorruptArchive, match="interrupted dump"), open_source(str(path)):
+        pass
+
+
+def test_dump_selections(pg16: EmbeddedCluster, new_db: NewDb, tmp_path: Path) -> None:
+    src = new_db(pg16)
+    _roles(pg16)
+    fill(src, {oid: (5, 0, 0, False) for oid in range(60_000, 60_050)})
+    with psycopg.connect(src, autocommit=True) as conn:
+        conn.execute('CREATE SCHEMA "My Schema"')
+        conn.execute('CREATE TABLE "My Schema".docs (id int, "File" oid)')
+        conn.execute('INSERT INTO "My Schema".docs VALUES (1, 60003), (2, 60007), (3, NULL)')
+    a = dump(
+        src,
+        DumpRequest(Selection(60_010, 60_019)),
+        storage=LocalDirectory(tmp_path / "r", create=True),
+    )
+    assert a.los == 10
+    b = dump(src, DumpRequest(Selection(referenced_by=(("My Schema.docs", "File"),))),
+             storage=LocalDirectory(tmp_path / "c", create=True))  # fmt: skip
+    assert b.los == 2
+
+
+@pytest.mark.slow
+def test_ctrl_c_during_restore_removes_what_it_made_and_kill_9_then_resume(
+    pg17: EmbeddedCluster, new_db: NewDb, tmp_path: Path
+) -> None:
+    src = new_db(pg17)
+    with psycopg.connect(src, autocommit=True) as conn:
+        conn.execute("SELECT count(lo_from_bytea(o, decode(repeat('ab', 1000), 'hex')))"
+                     " FROM generate_series(100000, 159999) o")  # fmt: skip
+    path = _archive(src, tmp_path)
+
+    def start(dst: str, *extra: str) -> subprocess.Popen[str]:
+        argv = [sys.executable, "-m", "pgblobdump", "restore", str(path), "-d", dst, *extra]
+        return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def count(db: str) -> int:
+        with psycopg.connect(db) as conn:
+            row = conn.execute("SELECT count(*) FROM pg_largeobject_metadata").fetchone()
+        assert row is not None
+        return int(row[0])
+
+    def wait_some(db: str, proc: subprocess.Popen[str]) -> None:
+        deadline = time.monotonic() + 60
+        while count(db) < 5_000:
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+
+    dst = new_db(pg17)
+    with start(dst) as proc:
+        wait_some(dst, proc)
+        proc.send_signal(signal.SIGINT)
+        _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "removed the" in err and count(dst) == 0
+
+    with start(dst) as proc:
+        wait_some(dst, proc)
+        proc.kill()
+        proc.communicate(timeout=60)
+    assert 0 < count(dst) < 60_000
+    with start(dst, "--resume", "--json") as proc:
+        _out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert state(dst) == state(src)
