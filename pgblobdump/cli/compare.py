@@ -146,12 +146,16 @@ def _plots(res: results.Results, folder: Path) -> None:
     help="Write PNG and SVG plots into the results folder [default: with --results].",
 )
 @click.option(
-    "--embedded-major",
+    "--embedded",
+    "embedded_major",
     type=int,
     default=16,
     show_default=True,
+    metavar="MAJOR",
     help="Major of the throwaway source cluster (when no -d is given).",
 )
+@click.option("--embedded-major", "embedded_major_old", type=int, hidden=True,
+              help="The former spelling of --embedded.")  # fmt: skip
 @click.option(
     "--generate",
     "may_generate",
@@ -164,7 +168,8 @@ def compare(
     target: ConnectionTarget, los: tuple[str, ...], majors: str, formats: str, repeat: int,
     restore: bool, jobs: int, transaction_size: int, verify_sample: int, keep: bool,
     workdir: Path | None, results_dir: Path | None, render_dir: Path | None,
-    against_dir: Path | None, plots: bool | None, embedded_major: int, may_generate: bool,
+    against_dir: Path | None, plots: bool | None, embedded_major: int,
+    embedded_major_old: int | None, may_generate: bool,
     pg_bin: tuple[Path, ...], fmt: Format,
 ) -> None:  # fmt: skip
     """Measure pg_dump and pg_restore of many large objects: majors x formats x counts.
@@ -204,7 +209,7 @@ def compare(
         results_dir=results_dir,
         conninfo=target.conninfo() if target.given else None,
         may_generate=may_generate,
-        embedded_major=embedded_major,
+        embedded_major=embedded_major if embedded_major_old is None else embedded_major_old,
         pg_bin=pg_bin,
     )
     res = session.run(request, _say)

@@ -2,43 +2,15 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import click
 
 from pgblobdump.cli.options import output_options, pg_bin_option
 from pgblobdump.cli.output import Format, emit, stderr_console
-from pgblobdump.errors import NotFound, UsageError
-from pgblobdump.pg import toolchain
-from pgblobdump.pg.cluster import ClusterInfo, EmbeddedCluster, default_base_dir
+from pgblobdump.pg.cluster import ClusterInfo, default_base_dir
+from pgblobdump.pg.clusters import DEFAULT_MAJOR, all_clusters, cluster_in, datadir_for, existing
 from pgblobdump.report import Column, Table
-
-DEFAULT_MAJOR = 16
-_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
-
-
-def _datadir(name: str | None, major: int | None, datadir: Path | None) -> Path:
-    if datadir is not None:
-        return datadir
-    if name is not None and not _NAME_RE.fullmatch(name):
-        raise UsageError(f"--name {name!r}: use letters, digits, '.', '_' or '-' (no '/')")
-    return default_base_dir() / (name or f"pg{major or DEFAULT_MAJOR}")
-
-
-def _cluster(
-    major: int | None, datadir: Path, pg_bin: tuple[Path, ...], port: int | None = None
-) -> EmbeddedCluster:
-    """The cluster in ``datadir``; its major is the one it was made with, else ``major``."""
-    if major is not None:
-        toolchain.check_major(major)
-    found = datadir / "PG_VERSION"
-    existing = int(found.read_text().strip()) if found.is_file() else None
-    if major is not None and existing is not None and existing != major:
-        raise UsageError(f"{datadir} holds a PostgreSQL {existing} cluster, not {major}")
-    use = existing or major or DEFAULT_MAJOR
-    tc = toolchain.find(use, toolchain.SERVER_TOOLS, pg_bin)
-    return EmbeddedCluster(use, datadir=datadir, port=port, tc=tc, remove=False)
 
 
 @click.group()
@@ -84,7 +56,7 @@ def start(
 
     Example: pgblobdump server start --major 17 --name bench
     """
-    c = _cluster(major, _datadir(name, major, datadir), pg_bin, port)
+    c = cluster_in(major, datadir_for(name, major, datadir), pg_bin, port)
     info = c.start()
     stderr_console().print(
         f"PostgreSQL {info.version} running in {info.datadir} on port {info.port}"
@@ -109,10 +81,8 @@ def stop(
 
     Example: pgblobdump server stop --major 17 --remove
     """
-    path = _datadir(name, major, datadir)
-    if not (path / "PG_VERSION").is_file():
-        raise NotFound(f"no cluster in {path}")
-    c = _cluster(major, path, pg_bin)
+    path = datadir_for(name, major, datadir)
+    c = existing(path, major, pg_bin)
     c.remove = remove
     c.stop()
     stderr_console().print(f"stopped {path}" + (" and removed it" if remove else ""))
@@ -151,10 +121,4 @@ def status(fmt: Format, pg_bin: tuple[Path, ...]) -> None:
 
     Example: pgblobdump server status --json
     """
-    base = default_base_dir()
-    infos = []
-    if base.is_dir():
-        for d in sorted(base.iterdir()):
-            if (d / "PG_VERSION").is_file():
-                infos.append(_cluster(None, d, pg_bin).status())
-    emit(status_table(infos), fmt)
+    emit(status_table(all_clusters(pg_bin)), fmt)

@@ -112,8 +112,8 @@ def plan_for(req: CompareRequest) -> Plan:
         check_can_dump(
             req.majors,
             req.embedded_major,
-            f"--embedded-major {req.embedded_major}",
-            also=f", or --embedded-major {min(req.majors)}",
+            f"--embedded {req.embedded_major}",
+            also=f", or --embedded {min(req.majors)}",
         )
     modes = restore_modes(req.jobs, req.transaction_size) if req.restore else ()
     return Plan(pg_dump_contenders(req.majors, req.formats), req.counts, req.repeat, modes)

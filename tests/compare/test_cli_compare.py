@@ -169,10 +169,10 @@ def test_table_output_by_default(pg16: EmbeddedCluster, new_db: Any) -> None:
         (["--verify-sample", "-1"], "--verify-sample must be 0"),
         (["--results", "/proc/x"], "--results /proc/x: cannot create or write there"),
         (["--workdir", "/proc/x/work"], "--workdir /proc/x/work: cannot create or write"),
-        (["--embedded-major", "99"], "unknown PostgreSQL major version 99"),
+        (["--embedded", "99"], "unknown PostgreSQL major version 99"),
         (["--los", "5G"], "--los 5,000,000,000 is more LOs than a database can hold"),
-        (["--majors", "15"], "pg_dump 15 cannot dump a PostgreSQL 16 server (--embedded-major"),
-        (["--majors", "16,17", "--embedded-major", "17"], "pg_dump 16 cannot dump a PostgreSQL"),
+        (["--majors", "15"], "pg_dump 15 cannot dump a PostgreSQL 16 server (--embedded"),
+        (["--majors", "16,17", "--embedded", "17"], "pg_dump 16 cannot dump a PostgreSQL"),
     ],
 )
 def test_usage_errors(args: list[str], message: str) -> None:
