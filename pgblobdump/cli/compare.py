@@ -8,17 +8,15 @@ from pathlib import Path
 import click
 
 from pgblobdump.cli.options import connection_options, output_options, pg_bin_option
-from pgblobdump.cli.output import Format, emit, stderr_console
+from pgblobdump.cli.output import Format, emit
+from pgblobdump.cli.progress import note
 from pgblobdump.compare import report, results, session
 from pgblobdump.compare.matrix import DEFAULT_FORMATS, DEFAULT_MAJORS
 from pgblobdump.errors import UsageError
 from pgblobdump.pg.target import ConnectionTarget
+from pgblobdump.report.reporter import Reporter
 
 DEFAULT_LOS = "10k"
-
-
-def _say(line: str) -> None:
-    stderr_console().print(line, markup=False, highlight=False)
 
 
 def _render(folder: Path, against: Path | None, plots: bool | None, fmt: Format) -> None:
@@ -56,7 +54,7 @@ def _plots(res: results.Results, folder: Path) -> None:
     from pgblobdump.compare.plots import write_plots
 
     for path in write_plots(res, folder / "plots"):
-        _say(f"plot: {path}")
+        note(f"plot: {path}")
 
 
 @click.command(
@@ -212,7 +210,7 @@ def compare(
         embedded_major=embedded_major if embedded_major_old is None else embedded_major_old,
         pg_bin=pg_bin,
     )
-    res = session.run(request, _say)
+    res = session.run(request, Reporter(note=note))
     if results_dir is not None and plots is not False:
         _plots(res, results_dir)
     _show(res, fmt)

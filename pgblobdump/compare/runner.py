@@ -7,7 +7,7 @@ archive and checksumming happen after a measured run, never during one.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,9 +26,9 @@ from pgblobdump.compare.source import (
     lo_data_bytes,
 )
 from pgblobdump.pg.toolchain import Toolchain
+from pgblobdump.report.reporter import QUIET, Reporter
 from pgblobdump.signals import uninterrupted
 
-Notify = Callable[[str], None]
 """Receives one line of progress per step (the CLI prints it to stderr)."""
 
 
@@ -52,10 +52,6 @@ class RunResult:
     commands: list[str] = field(default_factory=list)
 
 
-def _quiet(_line: str) -> None:
-    pass
-
-
 class Runner:
     """Runs ``plan`` against ``source`` with the client tools in ``toolchains`` (by major).
 
@@ -69,7 +65,7 @@ class Runner:
         source: Source,
         toolchains: Mapping[int, Toolchain],
         options: RunOptions,
-        notify: Notify = _quiet,
+        reporter: Reporter = QUIET,
         result: RunResult | None = None,
         restore_conninfo: str | None = None,
     ) -> None:
@@ -77,7 +73,7 @@ class Runner:
         self.source = source
         self.toolchains = toolchains
         self.options = options
-        self.notify = notify
+        self.notify = reporter.note
         self.result = result if result is not None else RunResult()
         self.restore_conninfo = restore_conninfo or source.conninfo
         self._step = 0

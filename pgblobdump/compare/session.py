@@ -10,7 +10,7 @@ import contextlib
 import re
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,10 +32,10 @@ from pgblobdump.pg import toolchain
 from pgblobdump.pg.doctor import gnu_time
 from pgblobdump.pg.oidspace import FIRST_OID, OID_MAX
 from pgblobdump.pg.toolchain import Toolchain, check_major
+from pgblobdump.report.reporter import QUIET, Reporter
 from pgblobdump.signals import uninterrupted
 from pgblobdump.units import parse_count
 
-Say = Callable[[str], None]
 """Where progress lines go (the CLI sends them to stderr)."""
 
 
@@ -162,17 +162,17 @@ def _server_toolchains(req: CompareRequest, plan: Plan) -> _Servers:
 
 
 @contextlib.contextmanager
-def _source(req: CompareRequest, say: Say, tc: Toolchain | None) -> Iterator[Source]:
+def _source(req: CompareRequest, reporter: Reporter, tc: Toolchain | None) -> Iterator[Source]:
     if req.conninfo is not None:
         yield external_source(req.conninfo, req.may_generate)
         return
-    say(f"starting a throwaway PostgreSQL {req.embedded_major} cluster as the source")
+    reporter.note(f"starting a throwaway PostgreSQL {req.embedded_major} cluster as the source")
     with embedded_source(req.embedded_major, tc) as source:
         yield source
 
 
 @contextlib.contextmanager
-def _workdir(given: Path | None, keep: bool, say: Say) -> Iterator[Path]:
+def _workdir(given: Path | None, keep: bool, reporter: Reporter) -> Iterator[Path]:
     if given is not None:
         yield given
         return
@@ -181,7 +181,7 @@ def _workdir(given: Path | None, keep: bool, say: Say) -> Iterator[Path]:
         yield made
     finally:
         if keep:
-            say(f"archives kept in {made}")
+            reporter.note(f"archives kept in {made}")
         else:
             with uninterrupted():
                 shutil.rmtree(made, ignore_errors=True)
@@ -211,7 +211,7 @@ def _check_source(req: CompareRequest, plan: Plan, source: Source) -> Plan:
     return plan
 
 
-def run(req: CompareRequest, say: Say) -> results.Results:
+def run(req: CompareRequest, reporter: Reporter = QUIET) -> results.Results:
     """Measure the plan; the results folder (if any) is written even when interrupted.
 
     Everything that can be checked before a cluster starts is: options, folders, client
@@ -229,26 +229,28 @@ def run(req: CompareRequest, say: Say) -> results.Results:
     servers = _server_toolchains(req, plan)
     run_result = RunResult()
     with contextlib.ExitStack() as stack:
-        wd = stack.enter_context(_workdir(req.workdir, req.keep, say))
+        wd = stack.enter_context(_workdir(req.workdir, req.keep, reporter))
         if req.conninfo is None:
             _check_space(wd, plan, 0)  # the embedded source: empty LOs only
         if gnu is None:
-            say("/usr/bin/time (GNU time) not found: measuring with the kernel's wait4 instead")
-        source = stack.enter_context(_source(req, say, servers.source))
+            reporter.note(
+                "/usr/bin/time (GNU time) not found: measuring with the kernel's wait4 instead"
+            )
+        source = stack.enter_context(_source(req, reporter, servers.source))
         plan = _check_source(req, plan, source)
         _check_space(wd, plan, lo_data_bytes(source.conninfo))
         restore_to = None
         newest = max(req.majors)
         if plan.restore_modes:
             if source.embedded or server_major(source.server_version) < newest:
-                say(f"starting a throwaway PostgreSQL {newest} cluster to restore into")
+                reporter.note(f"starting a throwaway PostgreSQL {newest} cluster to restore into")
                 restore_to = stack.enter_context(restore_server(newest, servers.restore))
             else:
                 check_may_create_databases(source.conninfo)
         options = RunOptions(wd, gnu, keep=req.keep, verify_sample=req.verify_sample)
         complete = False
         try:
-            Runner(plan, source, toolchains, options, say, run_result, restore_to).run()
+            Runner(plan, source, toolchains, options, reporter, run_result, restore_to).run()
             complete = True
         finally:
             meta = results.make_meta(plan, source.description, source.server_version,
@@ -257,5 +259,5 @@ def run(req: CompareRequest, say: Say) -> results.Results:
             if req.results_dir is not None:
                 with uninterrupted():
                     results.save(res, req.results_dir)
-                say(f"results saved in {req.results_dir}")
+                reporter.note(f"results saved in {req.results_dir}")
     return res
