@@ -88,12 +88,15 @@ class FileError(PgBlobDumpError):
     exit_code = 11
 
 
-def from_os_error(e: OSError, doing: str = "") -> PgBlobDumpError:
-    """Our error for an OSError: ENOSPC/EDQUOT say the disk is full, others name the file."""
+def from_os_error(e: OSError, doing: str = "", what: str | None = None) -> PgBlobDumpError:
+    """Our error for an OSError, the one place that maps them: ENOSPC/EDQUOT say the disk
+    is full (InsufficientResources), others are FileError. The message is ``cannot
+    <doing> <file>: <reason>``, or ``<what>: <reason>`` when the caller words it."""
     import errno
 
-    where = f" {e.filename}" if e.filename else ""
-    what = f"cannot {doing}{where}" if doing else f"{where.strip() or 'I/O error'}"
+    if what is None:
+        where = f" {e.filename}" if e.filename else ""
+        what = f"cannot {doing}{where}" if doing else f"{where.strip() or 'I/O error'}"
     reason = e.strerror or str(e)
     if e.errno in (errno.ENOSPC, errno.EDQUOT):
         return InsufficientResources(f"{what}: {reason} (the disk is full)")

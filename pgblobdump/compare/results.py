@@ -10,7 +10,6 @@ compared, and a folder can be rendered again by ``pgblobdump compare --render DI
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import platform
@@ -25,7 +24,7 @@ from typing import Any
 from pgblobdump import __version__
 from pgblobdump.compare.matrix import Plan
 from pgblobdump.compare.records import DumpRecord, RestoreRecord, records_from_json
-from pgblobdump.errors import FileError, InsufficientResources, NotFound, ResultsUnreadable, scrub
+from pgblobdump.errors import NotFound, ResultsUnreadable, from_os_error, scrub
 from pgblobdump.pg.toolchain import Toolchain
 from pgblobdump.report.table import jsonable
 
@@ -106,10 +105,8 @@ def save(results: Results, folder: Path) -> Path:
     try:
         return _save(results, folder)
     except OSError as e:
-        full = e.errno in (errno.ENOSPC, errno.EDQUOT)
-        cls = InsufficientResources if full else FileError
         where = e.filename or folder
-        raise cls(f"cannot save results in {folder}: {where}: {e.strerror or e}") from e
+        raise from_os_error(e, what=f"cannot save results in {folder}: {where}") from e
 
 
 def _save(results: Results, folder: Path) -> Path:

@@ -7,13 +7,12 @@ compare with ``statvfs`` of the work directory.
 
 from __future__ import annotations
 
-import errno
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from pgblobdump.compare.matrix import Contender
-from pgblobdump.errors import FileError, InsufficientResources
+from pgblobdump.errors import InsufficientResources, from_os_error
 from pgblobdump.units import format_bytes
 
 CUSTOM_BYTES_PER_LO = 400
@@ -90,6 +89,5 @@ def writable_folder(folder: Path, option: str) -> Path:
         finally:
             probe.unlink(missing_ok=True)
     except OSError as e:
-        cls = InsufficientResources if e.errno in (errno.ENOSPC, errno.EDQUOT) else FileError
-        raise cls(f"{option} {folder}: cannot create or write there: {_os_problem(e)}") from e
+        raise from_os_error(e, what=f"{option} {folder}: cannot create or write there") from e
     return folder
