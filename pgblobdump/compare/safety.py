@@ -73,10 +73,6 @@ def _remedy(contender: Contender) -> str:
     return "choose another --workdir or fewer --los"
 
 
-def _os_problem(e: OSError) -> str:
-    return e.strerror or str(e)
-
-
 def writable_folder(folder: Path, option: str) -> Path:
     """Create ``folder`` (and its parents) and prove a file can be written there, before
     any work starts; FileError (InsufficientResources for a full disk) naming it."""
