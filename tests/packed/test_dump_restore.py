@@ -9,6 +9,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
@@ -250,3 +251,37 @@ def test_ctrl_c_during_restore_removes_what_it_made_and_kill_9_then_resume(
         _out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
     assert state(dst) == state(src)
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 2 MiB tmpfs: a real full disk (root only; skipped where mounting is not allowed)."""
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mnt)],
+                          capture_output=True, text=True)  # fmt: skip
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here: {done.stderr.strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", str(mnt)], check=False)
+
+
+def test_a_full_disk_leaves_no_archive(
+    pg16: EmbeddedCluster, new_db: NewDb, small_disk: Path
+) -> None:
+    src = new_db(pg16)
+    with psycopg.connect(src, autocommit=True) as conn:
+        conn.execute("SELECT count(lo_from_bytea(o, decode(repeat(md5(o::text), 3200), 'hex')))"
+                     " FROM generate_series(70000, 70049) o")  # fmt: skip
+    out = small_disk / "lobs.pbd"
+    done = subprocess.run(
+        [sys.executable, "-m", "pgblobdump", "dump", "-d", src, "-o", str(out),
+         "--volume-size", "1MiB", "--level", "0"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 10, done.stderr
+    assert done.stderr.startswith("Error: ") and "disk is full" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert list(small_disk.iterdir()) == []
