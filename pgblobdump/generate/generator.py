@@ -16,8 +16,6 @@ Why this shape:
 
 from __future__ import annotations
 
-import contextlib
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,12 +24,12 @@ import psycopg
 import psycopg.errors
 from psycopg import sql
 
-from pgblobdump import signals
-from pgblobdump.errors import DatabaseError, Interrupted, PgBlobDumpError
+from pgblobdump.errors import DatabaseError, PgBlobDumpError
 from pgblobdump.generate.content import ContentSource
 from pgblobdump.generate.roles import READER_ROLE, WRITER_ROLE, ensure_roles, owner_names
 from pgblobdump.generate.spec import GenerateSpec
-from pgblobdump.pg.connect import connect, translate
+from pgblobdump.pg.connect import connect
+from pgblobdump.pg.failure import failed
 from pgblobdump.pg.ledger import Ledger
 from pgblobdump.pg.lo import Batch, Grant, LoWriter
 from pgblobdump.pg.oidspace import reserve
@@ -181,7 +179,7 @@ def generate(
                     pending.tables.append(spec.table)
             _fill(run, reporter.progress)
         except (PgBlobDumpError, psycopg.Error, KeyboardInterrupt) as e:
-            raise _failed(run, _interrupt_in(e) or e, cleanup) from e
+            raise failed(e, "generate", ledger, conn, _taken, cleanup) from e
         seconds = time.perf_counter() - t0
     return GenerateResult(
         count=run.made,
@@ -222,60 +220,5 @@ def _fill(run: _Run, progress: Callable[[int, int], None]) -> None:
         progress(done, run.bytes)
 
 
-def _taken_oid(e: psycopg.Error) -> str | None:
-    """The OID in "Key (oid)=(5250000) already exists", when another session took one."""
-    if not isinstance(e, psycopg.errors.UniqueViolation):
-        return None
-    m = re.search(r"\(oid\)=\((\d+)\)", e.diag.message_detail or "")
-    return m.group(1) if m else None
-
-
-def _interrupt_in(e: BaseException) -> KeyboardInterrupt | None:
-    """The signal behind ``e``, if any: when Ctrl-C lands inside a COPY, psycopg's own
-    clean-up of it can fail and raise a connection error in the interrupt's place."""
-    seen: BaseException | None = e
-    while seen is not None:
-        if isinstance(seen, KeyboardInterrupt):
-            return seen
-        seen = seen.__context__
-    return None
-
-
-def _failed(run: _Run, e: BaseException, cleanup: bool) -> PgBlobDumpError:
-    if isinstance(e, psycopg.Error):
-        base: PgBlobDumpError = translate(e, "generate failed")
-        taken = _taken_oid(e)
-        if taken:
-            base = DatabaseError(f"generate failed: OID {taken} was taken by another session")
-    elif isinstance(e, KeyboardInterrupt):
-        signum = signals.signum_of(e)
-        base = Interrupted(f"generate interrupted by {signals.name(signum)}", signum)
-    else:
-        assert isinstance(e, PgBlobDumpError)
-        base = e
-    ledger = run.writer.ledger
-    if ledger.empty:
-        return base
-    if not cleanup:
-        _close(run.conn)
-        return _with(base, f"left in place: {ledger.describe()}")
-    try:
-        removed = ledger.undo(run.conn)
-    except PgBlobDumpError as failure:
-        return _with(base, str(failure))
-    if removed == "nothing":
-        return base
-    return _with(base, f"removed the {removed} this run created")
-
-
-def _close(conn: psycopg.Connection) -> None:
-    """Close the run's connection so that an interrupted transaction is rolled back."""
-    with contextlib.suppress(Exception):
-        conn.close()
-
-
-def _with(base: PgBlobDumpError, more: str) -> PgBlobDumpError:
-    """``base`` with ``; more`` added to its message, keeping its class and exit code."""
-    if isinstance(base, Interrupted):
-        return Interrupted(f"{base}; {more}", base.signum)
-    return type(base)(f"{base}; {more}")
+def _taken(oid: str) -> str:
+    return f"OID {oid} was taken by another session"

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import enum
-import re
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
@@ -21,12 +20,12 @@ import psycopg
 import psycopg.errors
 from psycopg import sql
 
-from pgblobdump import signals
-from pgblobdump.errors import DatabaseError, Interrupted, PgBlobDumpError
+from pgblobdump.errors import DatabaseError, PgBlobDumpError
 from pgblobdump.packed.index import Meta
 from pgblobdump.packed.reader import LoPiece
 from pgblobdump.pg import acl as aclmod
-from pgblobdump.pg.connect import connect, translate
+from pgblobdump.pg.connect import connect
+from pgblobdump.pg.failure import failed
 from pgblobdump.pg.ledger import Ledger
 from pgblobdump.pg.lo import Batch, Grant, LoWriter
 from pgblobdump.report.reporter import QUIET, Reporter
@@ -264,34 +263,11 @@ def restore(
                     reporter.progress(r.los + r.skipped, r.bytes)
             r.finish()
         except (PgBlobDumpError, psycopg.Error, KeyboardInterrupt) as e:
-            raise _failed(ledger, conn, e) from e
+            resume = "; run the restore again with --resume to finish it"
+            raise failed(e, "restore", ledger, conn, _taken, if_left=resume) from e
     reporter.progress(r.los + r.skipped, r.bytes)
     return RestoreResult(r.los, r.bytes, r.skipped, time.perf_counter() - t0)
 
 
-def _failed(ledger: Ledger, conn: psycopg.Connection, e: BaseException) -> PgBlobDumpError:
-    if isinstance(e, psycopg.errors.UniqueViolation):
-        m = re.search(r"\(oid\)=\((\d+)\)", e.diag.message_detail or "")
-        base: PgBlobDumpError = DatabaseError(
-            f"restore failed: LO {m.group(1) if m else '?'} already exists in the target;"
-            " restore with --on-conflict skip to keep it"
-        )
-    elif isinstance(e, psycopg.Error):
-        base = translate(e, "restore failed")
-    elif isinstance(e, KeyboardInterrupt):
-        signum = signals.signum_of(e)
-        base = Interrupted(f"restore interrupted by {signals.name(signum)}", signum)
-    else:
-        assert isinstance(e, PgBlobDumpError)
-        base = e
-    if ledger.empty:
-        return base
-    try:
-        removed = ledger.undo(conn)
-    except PgBlobDumpError as failure:
-        more = f"{failure}; run the restore again with --resume to finish it"
-    else:
-        more = f"removed the {removed} this restore created"
-    if isinstance(base, Interrupted):
-        return Interrupted(f"{base}; {more}", base.signum)
-    return type(base)(f"{base}; {more}")
+def _taken(oid: str) -> str:
+    return f"LO {oid} already exists in the target; restore with --on-conflict skip to keep it"

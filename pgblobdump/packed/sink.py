@@ -36,6 +36,10 @@ class FrameSink(Protocol):
     def publish(self, metas: MetaTable) -> None:
         """Make metadata values known to readers before a frame that uses them."""
 
+    def exclusive(self) -> contextlib.AbstractContextManager[object]:
+        """While held, no other worker's frame comes between this worker's (a large LO's
+        pieces must be consecutive in a stream, where workers share one sequence)."""
+
     def finish(self) -> list[FileInfo]: ...
 
     def abort(self) -> None: ...
@@ -91,6 +95,9 @@ class VolumeSink:
     def publish(self, metas: MetaTable) -> None:
         return None  # volumes are read after the index, which holds every value
 
+    def exclusive(self) -> contextlib.AbstractContextManager[object]:
+        return contextlib.nullcontext()  # a worker's volumes are its own
+
     def finish(self) -> list[FileInfo]:
         self._close()
         return self.files
@@ -114,7 +121,7 @@ class StreamSink:
     def __init__(self, out: BinaryIO) -> None:
         self.out = out
         self.offset = 0
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._published = 0
         self._cctx = zstandard.ZstdCompressor(level=ZSTD_LEVEL)
         self._put(STREAM_HEADER.pack(STREAM_MAGIC, FORMAT_VERSION, 0))
@@ -163,6 +170,9 @@ class WorkerStream:
 
     def publish(self, metas: MetaTable) -> None:
         self.shared.publish(metas)
+
+    def exclusive(self) -> contextlib.AbstractContextManager[object]:
+        return self.shared._lock
 
     def finish(self) -> list[FileInfo]:
         return []

@@ -111,6 +111,13 @@ class LoPacker:
 
     def add_chunks(self, oid: int, meta: Meta, size: int, chunks: Iterable[bytes]) -> None:
         """An LO of ``size`` bytes given in chunks of any size: a large LO read in ranges.
+        It starts a frame of its own and takes one frame per PIECE_MAX bytes, consecutive
+        ones even when workers share a stream."""
+        with self.sink.exclusive():
+            self._add_chunks(oid, meta, size, chunks)
+
+    def _add_chunks(self, oid: int, meta: Meta, size: int, chunks: Iterable[bytes]) -> None:
+        """An LO of ``size`` bytes given in chunks of any size: a large LO read in ranges.
         It starts a frame of its own and takes one frame per PIECE_MAX bytes."""
         if oid <= self._last_oid:
             raise ValueError(f"LOs out of order: {oid} after {self._last_oid}")

@@ -17,7 +17,7 @@ from pgblobdump.errors import ArchiveError, CorruptArchive, NotFound
 from pgblobdump.packed.format import FRAME_TARGET, PIECE_MAX
 from pgblobdump.packed.index import Meta
 from pgblobdump.packed.reader import PackedDirectory, stream_pieces
-from pgblobdump.packed.writer import ArchiveWriter
+from pgblobdump.packed.writer import ArchiveWriter, LoPacker
 from pgblobdump.storage import LocalDirectory
 
 LOs = dict[int, tuple[Meta, bytes]]
@@ -147,3 +147,30 @@ def test_a_truncated_stream_is_an_interrupted_dump() -> None:
     for cut in (len(data) - 10, len(data) // 2):
         with pytest.raises(CorruptArchive, match=r"truncated|interrupted"):
             collect(stream_pieces(io.BytesIO(data[:cut])))
+
+
+def test_two_workers_sharing_a_stream_keep_large_los_whole() -> None:
+    """Workers write at once into one stream: a large LO's pieces stay consecutive."""
+    import threading
+
+    out = io.BytesIO()
+    los = {oid: (Meta(None, None, None), bytes([oid % 256]) * (3 * PIECE_MAX + oid))
+           for oid in (*range(1, 9), *range(100, 108))}  # fmt: skip
+    with ArchiveWriter(stream=out) as w:
+        packers = [w.worker(), w.worker()]
+
+        def run(packer: LoPacker, oids: range) -> None:
+            for oid in oids:
+                meta, data = los[oid]
+                chunks = [data[i : i + 5000] for i in range(0, len(data), 5000)]
+                packer.add_chunks(oid, meta, len(data), chunks)
+
+        shares = (range(1, 9), range(100, 108))
+        threads = [threading.Thread(target=run, args=(p, r)) for p, r in zip(packers, shares)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        w.finish({})
+    out.seek(0)
+    assert collect(stream_pieces(out)) == los

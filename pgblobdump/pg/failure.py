@@ -1,0 +1,86 @@
+"""The one way a run that writes to a database fails: its error, then exactly what it
+made removed (or named), in one line. generate and restore both end here."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Callable
+
+import psycopg
+import psycopg.errors
+
+from pgblobdump import signals
+from pgblobdump.errors import DatabaseError, Interrupted, PgBlobDumpError
+from pgblobdump.pg.connect import translate
+from pgblobdump.pg.ledger import Ledger
+
+
+def interrupt_in(e: BaseException) -> KeyboardInterrupt | None:
+    """The signal behind ``e``, if any: when Ctrl-C lands inside a COPY, psycopg's own
+    clean-up of it can fail and raise a connection error in the interrupt's place."""
+    seen: BaseException | None = e
+    while seen is not None:
+        if isinstance(seen, KeyboardInterrupt):
+            return seen
+        seen = seen.__context__
+    return None
+
+
+def taken_oid(e: BaseException) -> str | None:
+    """The OID in "Key (oid)=(5250000) already exists": an LO OID someone else has."""
+    if not isinstance(e, psycopg.errors.UniqueViolation):
+        return None
+    m = re.search(r"\(oid\)=\((\d+)\)", e.diag.message_detail or "")
+    return m.group(1) if m else None
+
+
+def with_more(base: PgBlobDumpError, more: str) -> PgBlobDumpError:
+    """``base`` with ``; more`` added to its message, keeping its class and exit code."""
+    if isinstance(base, Interrupted):
+        return Interrupted(f"{base}; {more}", base.signum)
+    return type(base)(f"{base}; {more}")
+
+
+def as_error(e: BaseException, what: str, taken: Callable[[str], str]) -> PgBlobDumpError:
+    """Our error for whatever ended a run: a signal (even one hidden behind psycopg's
+    failed clean-up), an OID taken (``taken(oid)`` words it), a psycopg error, ours."""
+    e = interrupt_in(e) or e
+    if isinstance(e, KeyboardInterrupt):
+        signum = signals.signum_of(e)
+        return Interrupted(f"{what} interrupted by {signals.name(signum)}", signum)
+    oid = taken_oid(e)
+    if oid is not None:
+        return DatabaseError(f"{what} failed: {taken(oid)}")
+    if isinstance(e, psycopg.Error):
+        return translate(e, f"{what} failed")
+    assert isinstance(e, PgBlobDumpError)
+    return e
+
+
+def failed(
+    e: BaseException,
+    what: str,
+    ledger: Ledger,
+    conn: psycopg.Connection,
+    taken: Callable[[str], str],
+    cleanup: bool = True,
+    if_left: str = "",
+) -> PgBlobDumpError:
+    """The error to raise when a run ends by ``e``: exactly what the ledger holds is
+    removed (unless ``cleanup`` is off), and the one line says what was removed or left
+    (``if_left`` says what to do about a remainder)."""
+    base = as_error(e, what, taken)
+    if ledger.empty:
+        return base
+    if not cleanup:
+        with contextlib.suppress(Exception):
+            conn.close()  # an interrupted transaction is rolled back
+        return with_more(base, f"left in place: {ledger.describe()}{if_left}")
+    try:
+        removed = ledger.undo(conn)
+    except PgBlobDumpError as failure:
+        return with_more(base, f"{failure}{if_left}")
+    if removed == "nothing":
+        return base
+    return with_more(base, f"removed the {removed} this run created")
