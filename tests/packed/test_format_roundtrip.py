@@ -166,7 +166,9 @@ def test_two_workers_sharing_a_stream_keep_large_los_whole() -> None:
                 packer.add_chunks(oid, meta, len(data), chunks)
 
         shares = (range(1, 9), range(100, 108))
-        threads = [threading.Thread(target=run, args=(p, r)) for p, r in zip(packers, shares)]
+        threads = [
+            threading.Thread(target=run, args=(p, r)) for p, r in zip(packers, shares, strict=True)
+        ]
         for t in threads:
             t.start()
         for t in threads:
