@@ -14,7 +14,7 @@ import tempfile
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, NamedTuple
 
 import zstandard
 
@@ -42,10 +42,10 @@ class IndexRecord:
     checksum: int
 
 
-@dataclass(frozen=True)
-class Meta:
+class Meta(NamedTuple):
     """An LO's owner (role name), ACL (``aclitem[]`` as text items, exactly as the server
-    had it, grantors included; None for the default) and comment."""
+    had it, grantors included; None for the default) and comment. A NamedTuple: it is a
+    dict key once per LO in a dump, and a tuple hashes in C."""
 
     owner: str | None
     acl: tuple[str, ...] | None
