@@ -22,7 +22,7 @@ from pgblobdump.packed.format import DEFAULT_VOLUME_SIZE, PIECE_MAX, ZSTD_LEVEL
 from pgblobdump.packed.index import Meta
 from pgblobdump.packed.writer import ArchiveWriter, LoPacker
 from pgblobdump.pg.connect import connect, describe
-from pgblobdump.pg.lostream import Selection, iter_los
+from pgblobdump.pg.lostream import EmptyRun, Selection, iter_los
 from pgblobdump.pg.target import split_password
 from pgblobdump.report.reporter import QUIET, Reporter
 from pgblobdump.storage import FileInfo, Storage
@@ -123,6 +123,13 @@ def _pack(conn: psycopg.Connection, sel: Selection, packer: LoPacker, stop: thre
     for row in iter_los(conn, sel):
         if stop.is_set():
             return
+        if isinstance(row, EmptyRun):
+            packer.add_empties(row.oids, row.metas)
+            los += len(row.oids)
+            if los >= 2000:
+                progress.add(los, nbytes)
+                los = nbytes = 0
+            continue
         meta = Meta(row.owner, row.acl, row.comment)
         if row.size <= PIECE_MAX:
             chunks = row.chunks

@@ -68,17 +68,19 @@ class MetaTable:
         self._ids: dict[Meta, int] = {}
         self._lock = threading.Lock()
 
-    def id(self, meta: Meta) -> int:
-        found = self._ids.get(meta)
+    def id(self, meta: tuple[Any, ...]) -> int:
+        """The id of ``meta`` (a Meta, or an equal plain (owner, acl, comment) tuple)."""
+        found = self._ids.get(meta)  # type: ignore[call-overload]
         if found is not None:
-            return found
+            return int(found)
         with self._lock:
-            found = self._ids.get(meta)
+            found = self._ids.get(meta)  # type: ignore[call-overload]
             if found is None:
+                value = meta if isinstance(meta, Meta) else Meta(*meta)
                 found = len(self.values)
-                self.values.append(meta)
-                self._ids[meta] = found
-            return found
+                self.values.append(value)
+                self._ids[value] = found
+            return int(found)
 
     def encode(self) -> bytes:
         data = json.dumps([m.to_json() for m in self.values], ensure_ascii=False)

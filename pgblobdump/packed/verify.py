@@ -14,7 +14,7 @@ from pgblobdump.errors import CorruptArchive, PgBlobDumpError
 from pgblobdump.packed.index import IndexRecord, Meta
 from pgblobdump.packed.reader import PackedDirectory
 from pgblobdump.pg.connect import connect
-from pgblobdump.pg.lostream import Selection, iter_los
+from pgblobdump.pg.lostream import EmptyRun, Selection, iter_los
 
 
 @dataclass
@@ -91,7 +91,12 @@ class Difference:
 
 
 def _db_los(conn: psycopg.Connection, sel: Selection) -> Iterator[tuple[int, int, int, Meta]]:
+    empty = xxhash.xxh3_64_intdigest(b"")
     for row in iter_los(conn, sel):
+        if isinstance(row, EmptyRun):
+            for oid, meta in zip(row.oids, row.metas, strict=True):
+                yield oid, 0, empty, Meta(*meta)
+            continue
         h = xxhash.xxh3_64()
         for c in row.chunks:
             h.update(c)

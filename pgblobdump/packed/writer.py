@@ -12,7 +12,7 @@ import collections
 import datetime as dt
 import json
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
@@ -36,6 +36,7 @@ from pgblobdump.packed.sink import FrameSink, StreamSink, VolumeSink, WorkerStre
 from pgblobdump.storage import FileInfo, Storage
 
 MANIFEST_FORMAT = "pgblobdump-packed"
+EMPTY_CHECKSUM = xxhash.xxh3_64_intdigest(b"")
 FRAME_RECORDS_MAX = 16384
 """Pieces per frame at most (a frame of empty LOs is all directory: 576 KiB)."""
 
@@ -108,6 +109,33 @@ class LoPacker:
         self._pending.append([oid, meta_id, size, checksum, self._seq])
         self.totals.los += 1
         self.totals.bytes += size
+
+    def add_empties(self, oids: Sequence[int], metas: Sequence[tuple[Any, ...]]) -> None:
+        """Empty LOs in bulk (ascending OIDs; each meta an (owner, acl, comment) tuple):
+        the common case of a million seed-style LOs, a record each and nothing else."""
+        if not oids:
+            return
+        if oids[0] <= self._last_oid:
+            raise ValueError(f"LOs out of order: {oids[0]} after {self._last_oid}")
+        meta_id = self.metas.id
+        pack = PIECE_RECORD.pack
+        pending = self._pending
+        last_meta: object = None
+        mid = 0
+        prev = self._last_oid
+        for oid, meta in zip(oids, metas, strict=True):
+            if oid <= prev:
+                raise ValueError(f"LOs out of order: {oid} after {prev}")
+            prev = oid
+            if meta is not last_meta:
+                mid, last_meta = meta_id(meta), meta
+            if self._records >= FRAME_RECORDS_MAX:
+                self._flush()
+            self._dir += pack(oid, mid, 0, 0, 0, EMPTY_CHECKSUM)
+            self._records += 1
+            pending.append([oid, mid, 0, EMPTY_CHECKSUM, self._seq])
+        self._last_oid = prev
+        self.totals.los += len(oids)
 
     def add_chunks(self, oid: int, meta: Meta, size: int, chunks: Iterable[bytes]) -> None:
         """An LO of ``size`` bytes given in chunks of any size: a large LO read in ranges.
