@@ -285,3 +285,21 @@ def test_a_full_disk_leaves_no_archive(
     assert done.stderr.startswith("Error: ") and "disk is full" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
     assert list(small_disk.iterdir()) == []
+
+
+def test_awkward_names_and_comments(pg17: EmbeddedCluster, new_db: NewDb, tmp_path: Path) -> None:
+    """Role names that need quoting, comments with tabs, newlines, backslashes, quotes."""
+    src, dst = new_db(pg17), new_db(pg17)
+    with psycopg.connect(src, autocommit=True) as conn:
+        conn.execute('DROP ROLE IF EXISTS "Odd ""Role"", x"')
+        conn.execute('CREATE ROLE "Odd ""Role"", x"')
+        conn.execute('SET ROLE "Odd ""Role"", x"')
+        conn.execute("SELECT lo_from_bytea(80000, 'a'), lo_create(80001)")
+        conn.execute('GRANT SELECT ON LARGE OBJECT 80000, 80001 TO "Odd ""Role"", x", PUBLIC')
+        conn.execute("RESET ROLE")
+        conn.execute("COMMENT ON LARGE OBJECT 80000 IS %s" % psycopg.sql.quote("t\tn\nb\\q'\"ü"))  # noqa: UP031
+    path = _archive(src, tmp_path)
+    with open_source(str(path)) as s:
+        restore(dst, s.pieces, RestoreRequest(), oids=s.oids, metas=s.metas)
+    assert state(dst) == state(src)
+    assert state(dst)[80000][3] == "t\tn\nb\\q'\"ü"
