@@ -21,7 +21,7 @@ import psycopg.errors
 from psycopg import sql
 
 from pgblobdump.errors import DatabaseError, PgBlobDumpError
-from pgblobdump.packed.index import Meta
+from pgblobdump.packed.index import Index, Meta
 from pgblobdump.packed.reader import LoPiece
 from pgblobdump.pg import acl as aclmod
 from pgblobdump.pg.connect import connect
@@ -72,9 +72,11 @@ class _Restorer:
         self.known_roles: set[str] = set()
         self.batch: list[tuple[int, Meta, bytes | memoryview]] = []
         self.batch_bytes = 0
-        self.per_batch = min(BATCH_LOS, self.writer.budget.per_transaction * 4)
-        if not req.no_comments:
-            self.per_batch = min(self.per_batch, self.writer.budget.per_transaction)
+        # Creating LOs and one GRANT (or ACL update) for many takes no lock per LO; a
+        # comment does, until commit: a batch holds at most the lock budget of them.
+        self.batch_comments = 0
+        self.comments_max = self.writer.budget.per_transaction
+        self._checked: set[Meta] = set()
         self.los = self.bytes = self.skipped = 0
         self._large: contextlib.ExitStack | None = None
         self._large_batch: Batch | None = None
@@ -107,12 +109,19 @@ class _Restorer:
 
     # -- pieces -----------------------------------------------------------------------
     def take(self, p: LoPiece) -> None:
-        if p.offset == 0:
+        if p.offset == 0 and p.meta not in self._checked:
             self.check_roles((p.meta,))
+            self._checked.add(p.meta)
         if p.offset == 0 and p.last:
             self.batch.append((p.oid, p.meta, p.data))
             self.batch_bytes += p.size
-            if len(self.batch) >= self.per_batch or self.batch_bytes >= BATCH_BYTES:
+            if p.meta.comment is not None and not self.req.no_comments:
+                self.batch_comments += 1
+            if (
+                len(self.batch) >= BATCH_LOS
+                or self.batch_bytes >= BATCH_BYTES
+                or self.batch_comments >= self.comments_max
+            ):
                 self.flush()
             return
         # A large LO: a transaction of its own, filled piece by piece.
@@ -151,7 +160,7 @@ class _Restorer:
     def flush(self) -> None:
         if not self.batch:
             return
-        batch, self.batch, self.batch_bytes = self.batch, [], 0
+        batch, self.batch, self.batch_bytes, self.batch_comments = self.batch, [], 0, 0
         if self.req.skipping:
             there = self._existing([o for o, _m, _d in batch])
             if there:
@@ -208,15 +217,29 @@ class _Restorer:
         self.flush()
 
 
-def precheck(conn: psycopg.Connection, oids: Iterable[int], chunk: int = 100_000) -> None:
-    """Refuse before writing anything when an archive's OID already exists on the target."""
-    buf: list[int] = []
+def precheck(conn: psycopg.Connection, index: Index) -> None:
+    """Refuse before writing anything when an archive's OID already exists on the target.
 
-    def check() -> None:
+    One query asks which of the index's blocks (4,096 LOs each, by first and last OID)
+    overlap an existing LO; only those blocks are read and their OIDs looked up: a target
+    with no LOs in the archive's range costs one statement, whatever the LO count.
+    """
+    firsts = [b.first for b in index.blocks]
+    lasts = [b.last for b in index.blocks]
+    if not firsts:
+        return
+    hits = conn.execute(
+        "SELECT r.f FROM unnest(%s::int8[], %s::int8[]) AS r(f, l) WHERE EXISTS (SELECT 1"
+        " FROM pg_largeobject_metadata WHERE oid BETWEEN r.f::oid AND r.l::oid) ORDER BY 1",
+        (firsts, lasts),
+    ).fetchall()
+    for (first,) in hits:
+        block = next(b for b in index.blocks if b.first == first)
+        oids = [r.oid for r in index.range(block.first, block.last)]
         rows = conn.execute(
             "SELECT oid::int8 FROM pg_largeobject_metadata WHERE oid = ANY(%s::int8[]::oid[])"
             " ORDER BY 1 LIMIT 5",
-            (buf,),
+            (oids,),
         ).fetchall()
         if rows:
             more = f" (and {', '.join(str(r[0]) for r in rows[1:])}...)" if len(rows) > 1 else ""
@@ -224,14 +247,6 @@ def precheck(conn: psycopg.Connection, oids: Iterable[int], chunk: int = 100_000
                 f"LO {rows[0][0]} already exists in the target{more}; restore with"
                 " --on-conflict skip to keep what is there, or into another database"
             )
-        buf.clear()
-
-    for oid in oids:
-        buf.append(oid)
-        if len(buf) >= chunk:
-            check()
-    if buf:
-        check()
 
 
 def restore(
@@ -239,11 +254,11 @@ def restore(
     pieces: Iterator[LoPiece],
     req: RestoreRequest,
     reporter: Reporter = QUIET,
-    oids: Iterable[int] | None = None,
+    index: Index | None = None,
     metas: Iterable[Meta] | None = None,
 ) -> RestoreResult:
-    """Restore ``pieces`` into the database at ``conninfo``. With ``oids`` (an archive's
-    index) and ``metas``, conflicts and missing roles are found before anything is
+    """Restore ``pieces`` into the database at ``conninfo``. With an archive's ``index``
+    and ``metas``, conflicts and missing roles are found before anything is
     written; from a stream they are found as they come (and what was made is removed)."""
     t0 = time.perf_counter()
     ledger = Ledger(conninfo)
@@ -251,8 +266,8 @@ def restore(
         r = _Restorer(conn, ledger, req)
         if metas is not None:
             r.check_roles(metas)
-        if oids is not None and not req.skipping:
-            precheck(conn, oids)
+        if index is not None and not req.skipping:
+            precheck(conn, index)
         try:
             last = time.monotonic()
             for piece in pieces:

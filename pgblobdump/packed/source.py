@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pgblobdump.errors import FileError, NotFound, from_os_error
-from pgblobdump.packed.index import Meta
+from pgblobdump.packed.index import Index, Meta
 from pgblobdump.packed.reader import LoPiece, PackedDirectory, stream_pieces
 from pgblobdump.storage import LocalDirectory
 
@@ -20,7 +20,7 @@ class Source:
     and missing roles are found before anything is written), None for a stream."""
 
     pieces: Iterator[LoPiece]
-    oids: Iterable[int] | None
+    index: Index | None
     metas: Iterable[Meta] | None
     directory: PackedDirectory | None
 
@@ -33,8 +33,7 @@ def open_source(path: str) -> Iterator[Source]:
     p = Path(path)
     if p.is_dir():
         archive = PackedDirectory(LocalDirectory(p))
-        yield Source(archive.pieces(), (r.oid for r in archive.index),
-                     archive.index.metas.values, archive)  # fmt: skip
+        yield Source(archive.pieces(), archive.index, archive.index.metas.values, archive)
         return
     if not p.exists():
         raise NotFound(f"{p}: no such archive")
