@@ -17,7 +17,7 @@ from typing import Any, BinaryIO
 import psycopg
 from psycopg import sql
 
-from pgblobdump.errors import PgBlobDumpError, UsageError
+from pgblobdump.errors import UsageError
 from pgblobdump.packed.format import DEFAULT_VOLUME_SIZE, PIECE_MAX, ZSTD_LEVEL
 from pgblobdump.packed.index import Meta
 from pgblobdump.packed.writer import ArchiveWriter, LoPacker
@@ -215,10 +215,7 @@ def _run_workers(
     for t in threads:
         _join(t, stop, conns)
     if errors:
-        first = errors[0]
-        if isinstance(first, PgBlobDumpError | KeyboardInterrupt):
-            raise first
-        raise first
+        raise errors[0]
 
 
 def _cancel(conn: psycopg.Connection) -> None:

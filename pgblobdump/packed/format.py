@@ -65,16 +65,19 @@ class FrameKind(enum.IntEnum):
     DATA = 1
     """A directory of PIECE_RECORDs, then the pieces' bytes."""
     INDEX = 2
-    """Stream form only: the whole index file."""
+    """Stream form only: the index file, in pieces of 1 MiB, one frame each."""
     MANIFEST = 3
     """Stream form only: the manifest, JSON; the last frame."""
     META = 4
-    """Stream form only: metadata values (zstd JSON ``[first id, [[owner, acl, comment],
+    """Stream form only: metadata values (JSON ``[first id, [[owner, acl, comment],
     ...]]``), before the first DATA frame that uses them, so a restore from a pipe
     creates each LO with its owner as it comes."""
 
 
 class Codec(enum.IntEnum):
+    """How a frame's payload is stored: as is, or as one zstd frame (when that is
+    smaller; a frame of random bytes is stored)."""
+
     STORED = 0
     ZSTD = 1
 
@@ -99,7 +102,7 @@ INDEX_RECORD = struct.Struct("<IIQIQQ")
 offset (Q) of the frame holding its first piece (a worker's volumes are numbered
 ``worker << 20 | number``); xxh3-64 of the LO (Q). 36 bytes."""
 INDEX_BLOCK_RECORDS = 4096
-"""Records per compressed index block (147 KiB before compression)."""
+"""Records per compressed index block (144 KiB before compression)."""
 BLOCK_ENTRY = struct.Struct("<IIQII")
 """One index block in the footer: first oid (I), last oid (I), offset in the index file
 (Q), stored size (I), records (I). 24 bytes."""
@@ -116,12 +119,16 @@ PIECE_MAX = 1 << 20
 DEFAULT_VOLUME_SIZE = 1 << 30
 """``--volume-size`` default: 1 GiB, a size every file system and object store handles."""
 ZSTD_LEVEL = 3
+"""zstd's level for frames (``--level``): 3 is zstd's own default, fast to write."""
+META_FRAME_MAX = 8 << 20
+"""Bytes of metadata JSON per META frame at most (many distinct comments make many)."""
 
 VOLUME_SHIFT = 20
 """A volume's number in INDEX_RECORD is ``worker << VOLUME_SHIFT | number``."""
 
 
 def volume_id(worker: int, number: int) -> int:
+    """The number INDEX_RECORD gives worker ``worker``'s volume ``number``."""
     return (worker << VOLUME_SHIFT) | number
 
 

@@ -94,7 +94,7 @@ def encode(
 
 class FrameReader:
     """Frames read front to back from ``f`` (a volume after its header, or a stream);
-    ``name`` and ``base`` say where they are, for messages."""
+    ``name`` and ``offset`` say where they are, for messages."""
 
     def __init__(self, f: BinaryIO, name: str, offset: int) -> None:
         self.f = f

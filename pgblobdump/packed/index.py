@@ -200,7 +200,9 @@ class Index:
         if magic != INDEX_MAGIC:
             raise CorruptArchive(f"{where}: not a packed archive index (no footer; truncated?)")
         if version != FORMAT_VERSION:
-            raise CorruptArchive(f"{where}: index format version {version}, expected 1")
+            raise CorruptArchive(
+                f"{where}: index format version {version}; this pgblobdump reads {FORMAT_VERSION}"
+            )
         if (
             table_at + blocks * BLOCK_ENTRY.size != meta_at
             or meta_at + meta_len + INDEX_FOOTER.size != size

@@ -41,6 +41,7 @@ class LoPiece:
     offset: int
     data: bytes | memoryview
     last: bool
+    checksum: int = 0
 
 
 def parse_manifest(body: bytes, where: str) -> dict[str, Any]:
@@ -92,7 +93,7 @@ class _Assembler:
                 raise CorruptArchive(f"{where}: LO {p.oid} is damaged (checksum)")
             self.los += 1
             self.bytes += p.size
-            return LoPiece(p.oid, self.meta(p.meta), p.size, 0, data, True)
+            return LoPiece(p.oid, self.meta(p.meta), p.size, 0, data, True, p.checksum)
         if p.offset == 0:
             if self._open is not None:
                 raise CorruptArchive(f"{where}: LO {self._open[0]} is cut short")
@@ -108,7 +109,7 @@ class _Assembler:
             self._open = None
             self.los += 1
             self.bytes += p.size
-        return LoPiece(p.oid, self.meta(p.meta), p.size, p.offset, data, p.last)
+        return LoPiece(p.oid, self.meta(p.meta), p.size, p.offset, data, p.last, p.checksum)
 
     def end(self) -> None:
         if self._open is not None:
@@ -170,6 +171,12 @@ class PackedDirectory:
             head = f.read(VOLUME_HEADER.size)
             if len(head) < VOLUME_HEADER.size or head[:8] != VOLUME_MAGIC:
                 raise CorruptArchive(f"{where}: not a packed archive volume")
+            version = VOLUME_HEADER.unpack(head)[1]
+            if version != FORMAT_VERSION:
+                raise CorruptArchive(
+                    f"{where}: volume format version {version}; this pgblobdump reads"
+                    f" {FORMAT_VERSION}"
+                )
             start = VOLUME_HEADER.size
             if offset is not None:
                 f.seek(offset)
@@ -222,6 +229,10 @@ class PackedDirectory:
                             yield piece.data
                             if piece.last:
                                 return
+                    if frame.pieces and frame.pieces[0].oid > oid:
+                        raise CorruptArchive(
+                            f"{self.where}: the index and the volumes disagree about LO {oid}"
+                        )
                     if frame.pieces and frame.pieces[-1].oid > oid:
                         break
             number += 1
@@ -236,6 +247,11 @@ def stream_pieces(f: BinaryIO, where: str = "the stream") -> Iterator[LoPiece]:
     head = f.read(STREAM_HEADER.size)
     if len(head) < STREAM_HEADER.size or head[:8] != STREAM_MAGIC:
         raise NotAnArchive(f"{where}: not a pgblobdump packed stream")
+    if STREAM_HEADER.unpack(head)[1] != FORMAT_VERSION:
+        raise CorruptArchive(
+            f"{where}: stream format version {STREAM_HEADER.unpack(head)[1]}; this pgblobdump"
+            f" reads {FORMAT_VERSION}"
+        )
     frames = FrameReader(f, where, STREAM_HEADER.size)
     metas = MetaTable()
     asm = _Assembler(metas, where)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
-from typing import BinaryIO, Protocol
+from typing import Any, BinaryIO, Protocol
 
 import xxhash
 import zstandard
@@ -14,6 +14,7 @@ from pgblobdump.errors import from_os_error
 from pgblobdump.packed.format import (
     DEFAULT_VOLUME_SIZE,
     FORMAT_VERSION,
+    META_FRAME_MAX,
     STREAM_HEADER,
     STREAM_MAGIC,
     VOLUME_HEADER,
@@ -144,11 +145,17 @@ class StreamSink:
     def publish(self, metas: MetaTable) -> None:
         with self._lock:
             have = len(metas.values)
-            if have > self._published:
-                values = [m.to_json() for m in metas.values[self._published : have]]
-                body = json.dumps([self._published, values], ensure_ascii=False).encode()
+            while self._published < have:
+                first, size, values = self._published, 0, list[Any]()
+                for m in metas.values[first:have]:
+                    value = m.to_json()
+                    size += len(json.dumps(value, ensure_ascii=False)) + 2
+                    if values and size > META_FRAME_MAX:
+                        break
+                    values.append(value)
+                body = json.dumps([first, values], ensure_ascii=False).encode()
                 self._put(encode(FrameKind.META, body, compressor=self._cctx))
-                self._published = have
+                self._published = first + len(values)
 
     def finish(self) -> list[FileInfo]:
         with self._lock:

@@ -69,7 +69,11 @@ def _volumes_match_index(archive: PackedDirectory) -> tuple[int, int]:
         if not p.last:
             continue
         r = next(index, None)
-        if r is None or r.oid != p.oid or r.size != p.size:
+        if (
+            r is None
+            or (r.oid, r.size, r.checksum) != (p.oid, p.size, p.checksum)
+            or archive.index.meta(r.meta) != p.meta
+        ):
             raise CorruptArchive(
                 f"{archive.where}: the index and the volumes disagree at LO {p.oid}"
             )

@@ -278,6 +278,9 @@ class ArchiveWriter:
             self._stream.finish()
         else:
             assert self.storage is not None
+            sync = getattr(self.storage, "sync", None)
+            if sync is not None:
+                sync()  # every other file's name is durable before the manifest's
             with self.storage.create(MANIFEST_NAME) as f:
                 f.write(body)
             sync = getattr(self.storage, "sync", None)

@@ -176,3 +176,17 @@ def test_two_workers_sharing_a_stream_keep_large_los_whole() -> None:
         w.finish({})
     out.seek(0)
     assert collect(stream_pieces(out)) == los
+
+
+def test_many_distinct_comments_make_several_meta_frames(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Metadata is published in META frames of bounded size (a single one could pass the
+    64 MiB a reader accepts: 17,000 distinct 4 KiB comments did)."""
+    import pgblobdump.packed.sink as sink
+
+    monkeypatch.setattr(sink, "META_FRAME_MAX", 10_000)
+    los = {oid: (Meta("o", None, f"{oid}:" + "c" * 1000), b"") for oid in range(1, 101)}
+    out = io.BytesIO()
+    write(los, 1, stream=out)
+    out.seek(0)
+    assert collect(stream_pieces(out)) == los
+    assert out.getvalue().count(b"PBDF\x04") >= 10  # META frames
