@@ -30,6 +30,17 @@ def signum_of(e: KeyboardInterrupt) -> int:
     return e.signum if isinstance(e, Terminated) else int(signal.SIGINT)
 
 
+def interrupt_in(e: BaseException) -> KeyboardInterrupt | None:
+    """The signal behind ``e``, if any: an exception raised while handling it (psycopg's
+    failed clean-up of a COPY, a module import cut short) carries it as its context."""
+    seen: BaseException | None = e
+    while seen is not None:
+        if isinstance(seen, KeyboardInterrupt):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
 def name(signum: int) -> str:
     return signal.Signals(signum).name
 
@@ -38,10 +49,41 @@ def _raise_terminated(signum: int, frame: FrameType | None) -> None:
     raise Terminated(signum)
 
 
-def install() -> None:
-    """Make SIGTERM and SIGHUP raise Terminated in the main thread (the CLI calls this)."""
+_pending: list[int] = []
+_deferred = False
+
+
+def _record(signum: int, frame: FrameType | None) -> None:
+    _pending.append(signum)
+
+
+def defer() -> None:
+    """Record SIGINT, SIGTERM and SIGHUP instead of acting on them, while the program
+    loads: an interrupt raised inside an import (in importlib's callbacks, in a class
+    being built) can be lost or turned into another error. ``arm`` acts on it after."""
+    global _deferred
+    _deferred = True
+    for sig in HANDLED:
+        signal.signal(sig, _record)
+
+
+def arm() -> None:
+    """From now on SIGINT raises KeyboardInterrupt and SIGTERM/SIGHUP raise Terminated,
+    in the main thread; a signal recorded while deferred is raised now. Does nothing
+    unless ``defer`` ran (a library caller keeps its own handlers)."""
+    global _deferred
+    if not _deferred:
+        return
+    _deferred = False
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _raise_terminated)
+    if _pending:
+        signum = _pending[0]
+        _pending.clear()
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        raise Terminated(signum)
 
 
 @contextlib.contextmanager

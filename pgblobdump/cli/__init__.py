@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import logging
 import os
 import sys
+import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
@@ -32,6 +34,11 @@ def _database_error(e: Exception) -> PgBlobDumpError | None:
     from pgblobdump.pg.connect import translate
 
     return translate(e, "")
+
+
+def _interrupted(e: KeyboardInterrupt) -> Interrupted:
+    signum = signals.signum_of(e)
+    return Interrupted(f"interrupted by {signals.name(signum)}", signum)
 
 
 def _stop_quietly_on_broken_pipe() -> None:
@@ -72,6 +79,8 @@ class _Group(click.Group):
         module, _, attr = target.partition(":")
         command = getattr(importlib.import_module(module), attr)
         assert isinstance(command, click.Command)
+        if threading.current_thread() is threading.main_thread():
+            signals.arm()  # loaded: act on signals (and on one that came meanwhile)
         return command
 
     def main(
@@ -109,8 +118,7 @@ class _Group(click.Group):
         except PgBlobDumpError as e:
             ctx.exit(report_error(e))
         except KeyboardInterrupt as e:
-            signum = signals.signum_of(e)
-            ctx.exit(report_error(Interrupted(f"interrupted by {signals.name(signum)}", signum)))
+            ctx.exit(report_error(_interrupted(e)))
         except BrokenPipeError:
             _stop_quietly_on_broken_pipe()
             ctx.exit(0)
@@ -118,6 +126,9 @@ class _Group(click.Group):
             # The safety net for files the core did not name itself (stdout on a full disk).
             ctx.exit(report_error(from_os_error(e)))
         except Exception as e:
+            interrupt = signals.interrupt_in(e)
+            if interrupt is not None:  # e.g. a module import cut short by Ctrl-C
+                ctx.exit(report_error(_interrupted(interrupt)))
             translated = _database_error(e)
             if translated is None:
                 raise
@@ -141,9 +152,32 @@ def cli() -> None:
 def main() -> None:
     """Entry point of the ``pgblobdump`` console script: SIGTERM and SIGHUP are handled
     like Ctrl-C (clean-up, then exit 143 or 129)."""
-    signals.install()
+    signals.defer()
     # psycopg logs "error ignored in rollback" when Ctrl-C lands mid-statement; our one
     # Error line says what happened, so keep its warnings off stderr.
     logging.getLogger("psycopg").addHandler(logging.NullHandler())
     logging.getLogger("psycopg").propagate = False
-    cli(prog_name="pgblobdump")
+    try:
+        cli(prog_name="pgblobdump")
+    except KeyboardInterrupt as e:  # one that landed outside every command's handlers
+        _exit_interrupted(report_error(_interrupted(e)))
+    except SystemExit as e:
+        if isinstance(e.code, int) and e.code in _SIGNAL_CODES:
+            _exit_interrupted(e.code)
+        raise
+
+
+_SIGNAL_CODES = {128 + int(s) for s in signals.HANDLED}
+
+
+def _exit_interrupted(code: int) -> NoReturn:
+    """Exit with ``code`` after a handled interrupt, skipping interpreter shutdown.
+
+    CPython 3.11 remembers a KeyboardInterrupt raised inside code run from a string (a
+    dataclass's generated methods, while a module is imported) even when it was handled,
+    and then ends the process by SIGINT instead of with our status. Clean-up has run by
+    now (every resource is a context manager); only the streams need flushing."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)

@@ -16,17 +16,6 @@ from pgblobdump.pg.connect import translate
 from pgblobdump.pg.ledger import Ledger
 
 
-def interrupt_in(e: BaseException) -> KeyboardInterrupt | None:
-    """The signal behind ``e``, if any: when Ctrl-C lands inside a COPY, psycopg's own
-    clean-up of it can fail and raise a connection error in the interrupt's place."""
-    seen: BaseException | None = e
-    while seen is not None:
-        if isinstance(seen, KeyboardInterrupt):
-            return seen
-        seen = seen.__context__
-    return None
-
-
 def taken_oid(e: BaseException) -> str | None:
     """The OID in "Key (oid)=(5250000) already exists": an LO OID someone else has."""
     if not isinstance(e, psycopg.errors.UniqueViolation):
@@ -45,7 +34,7 @@ def with_more(base: PgBlobDumpError, more: str) -> PgBlobDumpError:
 def as_error(e: BaseException, what: str, taken: Callable[[str], str]) -> PgBlobDumpError:
     """Our error for whatever ended a run: a signal (even one hidden behind psycopg's
     failed clean-up), an OID taken (``taken(oid)`` words it), a psycopg error, ours."""
-    e = interrupt_in(e) or e
+    e = signals.interrupt_in(e) or e
     if isinstance(e, KeyboardInterrupt):
         signum = signals.signum_of(e)
         return Interrupted(f"{what} interrupted by {signals.name(signum)}", signum)
