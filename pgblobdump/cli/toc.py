@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import io
 import itertools
 import json
 import os
@@ -21,7 +22,7 @@ from pgblobdump.report import Column, Table, stream
 from pgblobdump.toc import diff as toc_diff
 from pgblobdump.toc import listing, los, summary
 from pgblobdump.toc import show as toc_show
-from pgblobdump.toc.reader import open_archive
+from pgblobdump.toc.reader import Archive, open_archive
 
 ARCHIVE = click.argument("archive", type=click.Path(path_type=Path))
 
@@ -248,6 +249,7 @@ def extract(archive: Path, oid: int, output: Path | None) -> None:
     if not 0 < oid <= 0xFFFFFFFF:
         raise UsageError(f"OID {oid} is out of range (1 to 4294967295)")
     with open_archive(archive) as a:
+        _refuse_writing_into(a, output)
         pieces = los.extract(a, oid)
         if output is None:
             out = sys.stdout.buffer
@@ -256,6 +258,30 @@ def extract(archive: Path, oid: int, output: Path | None) -> None:
             out.flush()
             return
         _write_file(output, pieces)
+
+
+def _refuse_writing_into(a: Archive, output: Path | None) -> None:
+    """A UsageError, before anything is read or written, when the LO would go into the
+    archive itself: ``-o`` naming it (or a file inside a directory archive) under any
+    path or link, or stdout appending to it (``>>``). Exit 2, not 11 (FileError): the
+    file could be written; the option value is what is wrong."""
+    if output is not None:
+        if a.holds(output):
+            what = (
+                f"would write into the directory archive {a.name}"
+                if a.kind == "directory"
+                else f"is the archive {a.name} itself"
+            )
+            raise UsageError(f"-o {output} {what}; name a file outside the archive")
+        return
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, ValueError, io.UnsupportedOperation):
+        return  # not a real file (a test runner's buffer)
+    if a.holds(f"/dev/fd/{fd}"):
+        raise UsageError(
+            f"stdout is the archive {a.name} itself; redirect it elsewhere or use -o FILE"
+        )
 
 
 def _file_error(path: Path, e: OSError) -> PgBlobDumpError:

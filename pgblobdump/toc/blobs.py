@@ -16,10 +16,11 @@ carries the compression suffix (``.gz``, ``.lz4``, ``.zst``).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from pgblobdump.errors import ArchiveError, CorruptArchive
+from pgblobdump.toc import streamend
 from pgblobdump.toc.compression import SUFFIXES, Stream
 from pgblobdump.toc.lodata import Chunk, SizeRun, walk_sizes
 from pgblobdump.toc.primitives import K_OFFSET_NO_DATA, K_OFFSET_POS_SET, Reader
@@ -166,37 +167,71 @@ def _custom_los(
 
 
 # -- directory format ----------------------------------------------------------------
-def _directory_los(archive: Archive, known: list[BlobsEntry] | None = None) -> Iterator[StoredLo]:
-    suffix = SUFFIXES.get(archive.header.compression, "")
+def list_file(archive: Archive, e: BlobsEntry) -> str:
+    """The member listing the LOs of BLOBS entry ``e`` (directory or tar archive)."""
+    assert e.filename
+    if archive.kind != "tar":
+        return e.filename
+    # pg_backup_tar.c names the entry "<id>.dat" but writes the LO list as a member of
+    # its own: blobs.toc (1.15) or, by analogy, blobs_<id>.toc.
+    return next(
+        (n for n in (f"blobs_{e.dump_id}.toc", "blobs.toc") if archive.member_size(n) is not None),
+        e.filename,
+    )
+
+
+def list_oids(archive: Archive, e: BlobsEntry) -> Iterator[tuple[int, str]]:
+    """(oid, data file name without suffix) per line of ``e``'s LO list file."""
+    name = list_file(archive, e)
+    with archive.open_member(name) as f:
+        listing = f.read()
+    for number, line in enumerate(listing.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            oid_text, member = line.decode("utf-8").split(" ", 1)
+            oid = int(oid_text)
+        except (UnicodeDecodeError, ValueError) as ex:
+            raise CorruptArchive(
+                f"{archive.name}: {name} line {number} is not '<oid> <file>'"
+            ) from ex
+        yield oid, member
+
+
+def _directory_los(
+    archive: Archive, known: list[BlobsEntry] | None = None, verify: bool = False
+) -> Iterator[StoredLo]:
+    """The LOs of the list files with their data files' sizes. ``verify``: also check
+    that each compressed data file holds a whole stream (streamend), which reads it."""
+    algorithm = archive.header.compression
+    suffix = SUFFIXES.get(algorithm, "")
+    check = verify and algorithm != "none"
+    incomplete = streamend.incomplete
+
+    def damage(head: bytes, size: int, pread: streamend.PRead) -> str | None:
+        return incomplete(head, size, pread, algorithm)
+
     for e in blobs_entries(archive) if known is None else known:
         if not e.filename:
             continue
-        list_name = e.filename
-        if archive.kind == "tar":
-            # pg_backup_tar.c names the entry "<id>.dat" but writes the LO list as a
-            # member of its own: blobs.toc (1.15) or, by analogy, blobs_<id>.toc.
-            list_name = next(
-                (n for n in (f"blobs_{e.dump_id}.toc", "blobs.toc")
-                 if archive.member_size(n) is not None),
-                e.filename,
-            )  # fmt: skip
-        with archive.open_member(list_name) as f:
-            listing = f.read()
-        for number, line in enumerate(listing.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                oid_text, member = line.decode("utf-8").split(" ", 1)
-                oid = int(oid_text)
-            except (UnicodeDecodeError, ValueError) as ex:
-                raise CorruptArchive(
-                    f"{archive.name}: {e.filename} line {number} is not '<oid> <file>'"
-                ) from ex
-            size = archive.member_size(member + suffix)
+        for oid, member in list_oids(archive, e):
+            if check:
+                found = archive.check_member(member + suffix, damage)
+                size, reason = found if found is not None else (None, None)
+                if reason is not None:
+                    raise CorruptArchive(
+                        f"{archive.name}: damaged data file {member}{suffix} of large object"
+                        f" {oid}: {reason}"
+                    )
+            else:
+                size = archive.member_size(member + suffix)
             if size is None:
-                size = archive.member_size(member)
+                size = archive.member_size(member)  # an uncompressed file: no framing
                 if size is None:
-                    raise CorruptArchive(f"{archive.name}: {member}{suffix} is missing")
+                    raise CorruptArchive(
+                        f"{archive.name}: large object {oid} has no data file:"
+                        f" {member}{suffix} is missing (listed in {list_file(archive, e)})"
+                    )
             else:
                 member += suffix
             yield StoredLo(oid, size, e.dump_id, member)
@@ -214,13 +249,18 @@ def iter_stored(archive: Archive) -> Iterator[StoredLo]:
 
 
 def iter_sizes(
-    archive: Archive, known: list[BlobsEntry] | None = None
+    archive: Archive, known: list[BlobsEntry] | None = None, verify: bool = False
 ) -> Iterator[tuple[int, int, int]]:
     """The fast form of iter_stored: (oid, stored size, BLOBS dump id) per LO.
 
     ``known`` are the archive's BLOBS entries when a caller already has them (saves a
-    pass over the TOC)."""
-    for item in iter_size_runs(archive, known):
+    pass over the TOC); ``verify`` as for iter_size_runs."""
+    return flat(iter_size_runs(archive, known, verify))
+
+
+def flat(items: Iterable[tuple[int, int, int] | SizeRun]) -> Iterator[tuple[int, int, int]]:
+    """iter_size_runs' items as (oid, stored size, BLOBS dump id), one per LO."""
+    for item in items:
         if isinstance(item, SizeRun):
             size, blobs_id = item.size, item.blobs_id
             for oid in item.oids:
@@ -230,15 +270,19 @@ def iter_sizes(
 
 
 def iter_size_runs(
-    archive: Archive, known: list[BlobsEntry] | None = None
+    archive: Archive, known: list[BlobsEntry] | None = None, verify: bool = False
 ) -> Iterator[tuple[int, int, int] | SizeRun]:
-    """iter_sizes with runs of same-size LOs of a custom archive kept as SizeRuns."""
+    """iter_sizes with runs of same-size LOs of a custom archive kept as SizeRuns.
+
+    ``verify``: in a directory or tar archive, also check that each compressed data file
+    holds a whole stream, which reads every file instead of taking its size (a custom
+    archive's walk already checks every chunk length against the file)."""
     if archive.kind == "custom":
         for item in _custom_los(archive, None, tuples=True, known=known):
             assert isinstance(item, tuple | SizeRun)
             yield item
     else:
-        for lo in _directory_los(archive, known):
+        for lo in _directory_los(archive, known, verify):
             yield (lo.oid, lo.size, lo.blobs_id)
 
 

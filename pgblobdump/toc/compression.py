@@ -36,8 +36,12 @@ class _Plain:
 
 
 class _Zlib:
-    def __init__(self, wbits: int) -> None:
+    """``empty_ok``: whether no bytes at all are a complete stream. Never for a directory
+    archive's ``.gz`` file: gzclose writes a header and trailer even for an empty LO."""
+
+    def __init__(self, wbits: int, empty_ok: bool = True) -> None:
         self._d = zlib.decompressobj(wbits)
+        self._empty_ok = empty_ok
         self._fed = False
 
     def feed(self, chunk: bytes) -> bytes:
@@ -46,6 +50,8 @@ class _Zlib:
 
     def finish(self) -> bytes:
         out = self._d.flush()
+        if not self._fed and not self._empty_ok:
+            raise CorruptArchive("an empty file, where gzip writes at least a header and trailer")
         if self._fed and not self._d.eof:
             raise CorruptArchive("the zlib stream ends before its end marker")
         return out
@@ -75,7 +81,7 @@ def decompressor(algorithm: str, whole_file: bool = False) -> Decompressor:
         return _Plain()
     if algorithm == "gzip":
         # 47 = 32 + 15: accept a gzip or a zlib header, whichever the stream has.
-        return _Zlib(47 if whole_file else 15)
+        return _Zlib(47, empty_ok=False) if whole_file else _Zlib(15)
     if algorithm == "lz4":
         import lz4.frame  # only archives written with -Z lz4 need it
 

@@ -15,8 +15,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from pgblobdump.toc.blobruns import BlobRun
-from pgblobdump.toc.entry import catalog_id
-from pgblobdump.toc.los import blobs_oid, parse_oids
+from pgblobdump.toc.entry import blobs_oid, catalog_id, parse_oids
 from pgblobdump.toc.reader import Archive
 
 _LO_DEPENDENT = (b"ACL", b"COMMENT", b"SECURITY LABEL")

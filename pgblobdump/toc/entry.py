@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from pgblobdump.errors import CorruptArchive
 
 if TYPE_CHECKING:
     from pgblobdump.toc.tocread import RawEntry
@@ -39,6 +42,21 @@ def catalog_id(raw: bytes | None) -> int:
     except ValueError:
         return 0
     return value if 0 <= value <= 0xFFFFFFFF else 0
+
+
+def blobs_oid(raw: RawEntry) -> int:
+    """The OID of a BLOB entry: its catalog oid, read as ReadToc does (0 if unparsable)."""
+    return catalog_id(raw[3]) or catalog_id(raw[4])
+
+
+def parse_oids(text: bytes, where: str = "archive") -> Iterator[int]:
+    """The OIDs of a BLOB METADATA definition: one decimal OID a line."""
+    for line in text.split(b"\n"):
+        if line.strip():
+            oid = catalog_id(line.strip())
+            if oid == 0:
+                raise CorruptArchive(f"{where}: BLOB METADATA line {line[:40]!r} is not an OID")
+            yield oid
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,10 +13,9 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
-from pgblobdump.errors import CorruptArchive, NotFound
-from pgblobdump.toc import blobs, listing
+from pgblobdump.toc import blobs, coverage, listing
 from pgblobdump.toc.blobruns import BlobRun
-from pgblobdump.toc.entry import SECTION_NONE, SECTION_PRE_DATA, catalog_id
+from pgblobdump.toc.entry import SECTION_NONE, SECTION_PRE_DATA, blobs_oid, parse_oids
 from pgblobdump.toc.header import K_VERS_1_16
 from pgblobdump.toc.lodata import SizeRun
 from pgblobdump.toc.reader import Archive
@@ -187,21 +186,6 @@ def _flatten_odd_runs(
             yield item
 
 
-def blobs_oid(raw: RawEntry) -> int:
-    """The OID of a BLOB entry: its catalog oid, read as ReadToc does (0 if unparsable)."""
-    return catalog_id(raw[3]) or catalog_id(raw[4])
-
-
-def parse_oids(text: bytes, where: str = "archive") -> Iterator[int]:
-    """The OIDs of a BLOB METADATA definition: one decimal OID a line."""
-    for line in text.split(b"\n"):
-        if line.strip():
-            oid = catalog_id(line.strip())
-            if oid == 0:
-                raise CorruptArchive(f"{where}: BLOB METADATA line {line[:40]!r} is not an OID")
-            yield oid
-
-
 LoRow = tuple[int, "str | None", tuple[str, ...], "str | None", "int | None", int]
 """The fields of LargeObject as a plain tuple (oid, owner, acl, comment, size, group)."""
 
@@ -231,7 +215,7 @@ def _rows(archive: Archive, cat: LoCatalog, with_sizes: bool) -> Iterator[LoRow]
         if with_sizes:
             comments = cat.comment_of
             last_blobs, meta, owner, acl = -1, 0, None, empty
-            for oid, size, blobs_id in blobs.iter_sizes(archive, cat.blobs):
+            for oid, size, blobs_id in blobs.flat(coverage.checked(archive, cat)):
                 if blobs_id != last_blobs:  # a new group: its owner and ACL hold for all
                     last_blobs = blobs_id
                     meta = meta_of_blobs.get(blobs_id, 0)
@@ -248,7 +232,7 @@ def _rows(archive: Archive, cat: LoCatalog, with_sizes: bool) -> Iterator[LoRow]
                     None, meta,
                 )  # fmt: skip
         return
-    stored = blobs.iter_size_runs(archive, cat.blobs) if with_sizes else iter(())
+    stored = coverage.checked(archive, cat) if with_sizes else iter(())
     any_data = False
     plain = not (cat.owner_of or cat.acl_of or cat.comment_of)  # no LO is an exception
     default = cat.default_owner
@@ -286,7 +270,8 @@ def _rows(archive: Archive, cat: LoCatalog, with_sizes: bool) -> Iterator[LoRow]
 
 
 def extract(archive: Archive, oid: int) -> Iterator[bytes]:
-    """LO ``oid``'s bytes as pg_dump read them from the server; NotFound if absent."""
+    """LO ``oid``'s bytes as pg_dump read them from the server. NotFound if no entry
+    creates it; CorruptArchive if one does but the archive's LO data lost it."""
     if blobs.find_lo(archive, oid) is None:
-        raise NotFound(f"{archive.name}: no large object with OID {oid} in this archive")
+        raise coverage.absent(archive, catalog(archive), oid)
     return blobs.read_lo(archive, oid)

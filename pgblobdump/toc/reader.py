@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import tarfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import IO
@@ -21,9 +21,18 @@ from pgblobdump.toc.blobruns import BlobRun
 from pgblobdump.toc.entry import TocEntry
 from pgblobdump.toc.header import ArchiveHeader, describe, read_header
 from pgblobdump.toc.primitives import Reader
+from pgblobdump.toc.streamend import WINDOW, PRead
 from pgblobdump.toc.tocread import RawEntry, read_items
 
 TOC_FILE = "toc.dat"
+
+MemberCheck = Callable[[bytes, int, PRead], "str | None"]
+"""``check(head, size, pread)`` of Archive.check_member: what is wrong with a file."""
+
+TAR_BLOCK = 512
+"""A tar header's size; ``ustar`` is at byte 257 of it."""
+TAR_FIRST_NAME = TOC_FILE.encode() + b"\0"
+"""How pg_dump -Ft's first header starts: the name of its first member, toc.dat."""
 
 
 class Archive:
@@ -41,6 +50,7 @@ class Archive:
         self._tar: tarfile.TarFile | None = None
         self.kind = "custom"
         self._data_start: int | None = None
+        self._root_text: str | None = None  # see _root_prefix
         if self.path.is_dir():
             self.toc_path = self.path / TOC_FILE
             self.root = self.path
@@ -114,20 +124,38 @@ class Archive:
     def _read_header(self) -> ArchiveHeader:
         with self._open_toc() as (f, size):
             r = Reader(f, self.name, size=size)
-            if self.root is None and size >= 262:
-                r.fill(262, "the start of the file")
-                if r.buf[257:262] == b"ustar":
+            if self.root is None and size:
+                r.fill(min(size, TAR_BLOCK), "the start of the file")
+                head = r.buf[:TAR_BLOCK]
+                if head[257:262] == b"ustar" or (
+                    size < TAR_BLOCK and head.startswith(TAR_FIRST_NAME)
+                ):  # a tar archive (the second test: one cut inside its first header)
                     return self._read_tar_header()
             return read_header(r)
 
     def _read_tar_header(self) -> ArchiveHeader:
         try:
             self._tar = tarfile.open(self.path, "r:")  # noqa: SIM115 (closed by close())
-            self._tar.getmember(TOC_FILE)
-        except (tarfile.TarError, KeyError, OSError) as e:
+            self._tar.getmembers()  # reads every header: a file cut short ends in one
+        except (tarfile.TarError, OSError) as e:
+            cut = _tar_cut(self.name, self.path, self._tar)
             self.close()
+            if cut is not None:
+                raise CorruptArchive(cut) from e
             raise NotAnArchive(
                 f"{self.name}: a tar archive, but not one written by pg_dump -Ft ({e})"
+            ) from e
+        cut = _tar_cut(self.name, self.path, self._tar)
+        if cut is not None:
+            self.close()
+            raise CorruptArchive(cut)
+        try:
+            self._tar.getmember(TOC_FILE)
+        except KeyError as e:
+            self.close()
+            raise NotAnArchive(
+                f"{self.name}: a tar archive, but not one written by pg_dump -Ft"
+                f" (no member {TOC_FILE})"
             ) from e
         with self._open_toc() as (f, size):
             return read_header(Reader(f, f"{self.name}:{TOC_FILE}", size=size))
@@ -183,6 +211,42 @@ class Archive:
         except ValueError as e:  # a NUL byte: a damaged blobs list, no file name
             raise CorruptArchive(f"{self.name}: bad data file name {name!r}") from e
 
+    def check_member(self, name: str, check: MemberCheck) -> tuple[int, str | None] | None:
+        """The size of data file ``name`` and what ``check(head, size, pread)`` says of
+        its bytes (None: nothing wrong); None when the file is missing. ``head`` is the
+        file's first min(size, streamend.WINDOW) bytes; ``pread(offset, n)`` reads more.
+        A directory's file is read through a bare descriptor, its first bytes before its
+        size: at a few microseconds a file, a file object or an fstat would add half."""
+        if self._tar is not None:
+            try:
+                member = self._tar.getmember(name)
+            except KeyError:
+                return None
+            with self.open_member(name) as f:
+
+                def pread_member(at: int, n: int) -> bytes:
+                    f.seek(at)
+                    return f.read(n)
+
+                head = pread_member(0, min(member.size, WINDOW))
+                return member.size, check(head, member.size, pread_member)
+        try:
+            fd = os.open(self._root_prefix() + name, os.O_RDONLY)
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            raise CorruptArchive(f"{self.name}: cannot open {name}: {e.strerror}") from e
+        except ValueError:  # a NUL byte in a damaged blobs list: no such file
+            return None
+        try:
+            head = os.pread(fd, WINDOW, 0)
+            size = len(head) if len(head) < WINDOW else os.fstat(fd).st_size
+            return size, check(head, size, lambda at, n: os.pread(fd, n, at))
+        except OSError as e:
+            raise CorruptArchive(f"{self.name}: cannot read {name}: {e.strerror}") from e
+        finally:
+            os.close(fd)
+
     def member_size(self, name: str) -> int | None:
         """The size of a data file, or None when it is missing."""
         if self._tar is not None:
@@ -190,11 +254,42 @@ class Archive:
                 return self._tar.getmember(name).size
             except KeyError:
                 return None
-        assert self.root is not None
         try:
-            return (self.root / name).stat().st_size
+            return os.stat(self._root_prefix() + name).st_size
         except (OSError, ValueError):  # ValueError: a NUL byte in a damaged blobs list
             return None
+
+    def _root_prefix(self) -> str:
+        """The directory's path and a separator: a data file's path is one concatenation
+        away (a Path join costs as much as the stat, a million times over)."""
+        if self._root_text is None:
+            assert self.root is not None
+            self._root_text = os.path.join(self.root, "")
+        return self._root_text
+
+    # -- what it is made of -----------------------------------------------------------
+    def holds(self, target: str | os.PathLike[str]) -> bool:
+        """Whether writing ``target`` would write into this archive: it is the archive
+        file or its toc.dat under any name (same device and inode: a hard link, a symlink,
+        another spelling), or, for a directory archive, a path inside the directory or a
+        hard link to one of its files."""
+        try:
+            st = os.stat(target)
+        except (OSError, ValueError):
+            st = None
+        own = {_file_id(p) for p in (self.path, self.toc_path)} - {None}
+        if st is not None and (st.st_dev, st.st_ino) in own:
+            return True
+        if self.root is None or self._tar is not None:
+            return False
+        root = _file_id(self.root)
+        for parent in Path(os.path.realpath(target)).parents:
+            if _file_id(parent) == root:
+                return True
+        if st is not None and st.st_nlink > 1 and root is not None and st.st_dev == root[0]:
+            with os.scandir(self.root) as entries:  # a hard link made outside the archive
+                return any(e.inode() == st.st_ino for e in entries)
+        return False
 
     # -- lifetime -------------------------------------------------------------------
     def close(self) -> None:
@@ -212,6 +307,45 @@ class Archive:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def _file_id(path: str | os.PathLike[str]) -> tuple[int, int] | None:
+    """(device, inode) of ``path``, or None when it cannot be stat'ed."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _tar_cut(name: str, path: Path, tar: tarfile.TarFile | None) -> str | None:
+    """Why a tar archive whose headers were read (``tar``, None if its first one could
+    not be) is cut short, or None. pg_dump -Ft ends the archive with two zero blocks
+    (_CloseArchive), so a complete one has a zero block after its last member; tarfile
+    takes a header cut short after the first one for the end of the archive."""
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return None
+    ends = f"{name}: file ends early (truncated?) at byte {size}"
+    members: list[tarfile.TarInfo] = getattr(tar, "members", [])  # those read so far
+    if not members:
+        if size < TAR_BLOCK:
+            return f"{ends}, inside the first header of a tar archive written by pg_dump -Ft"
+        return None
+    last = members[-1]
+    if last.offset_data + last.size > size:
+        return (
+            f"{ends}, inside tar member {last.name} ({last.size:,} bytes from byte"
+            f" {last.offset_data})"
+        )
+    assert tar is not None
+    with path.open("rb") as f:
+        f.seek(tar.offset)
+        rest = f.read(TAR_BLOCK)
+    if not rest or rest.count(0) != len(rest):
+        return f"{ends}, after tar member {last.name}: no end-of-archive marker"
+    return None
 
 
 def open_archive(path: str | os.PathLike[str]) -> Archive:

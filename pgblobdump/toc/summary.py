@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from pgblobdump.toc import blobs, los
+from pgblobdump.toc import coverage, los
 from pgblobdump.toc.lodata import SizeRun
 from pgblobdump.toc.reader import Archive
 
@@ -65,7 +65,7 @@ def summarize(archive: Archive, with_data: bool = True) -> Summary:
     data_bytes: int | None = None
     if with_data:
         data_count = data_bytes = 0
-        for item in blobs.iter_size_runs(archive, cat.blobs):
+        for item in coverage.checked(archive, cat):
             if isinstance(item, SizeRun):
                 data_count += len(item.oids)
                 data_bytes += item.size * len(item.oids)
