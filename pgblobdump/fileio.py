@@ -27,13 +27,17 @@ def refuse_input(output: Path, *inputs: Path) -> None:
 def write_atomically(output: Path, pieces: Iterable[bytes | memoryview]) -> None:
     """Write ``pieces`` to ``output`` all or nothing: into a hidden file beside it, renamed
     over it at the end, removed on any failure (an error, Ctrl-C, SIGTERM). A device or FIFO
-    (/dev/stdout) is written in place: renaming over it would replace the device."""
+    (/dev/stdout, a symlink to one) is written in place: renaming over it would replace
+    the device; a symlink to a file has the file it names replaced."""
+    if output.is_symlink():
+        output = output.resolve()
     if output.exists() and not output.is_file():
         try:
             with output.open("wb") as f:
                 for piece in pieces:
                     f.write(piece)
         except OSError as e:
+            e.filename = e.filename or str(output)
             raise from_os_error(e, "write") from e
         return
     tmp = output.with_name(f".{output.name}.{os.getpid()}.part")

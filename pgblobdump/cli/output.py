@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import enum
 import sys
 from typing import Any
 
@@ -10,13 +9,9 @@ from rich.console import Console
 from rich.table import Table as RichTable
 
 from pgblobdump.report import Table, to_csv, to_json, to_markdown
+from pgblobdump.report.formats import Format
 
-
-class Format(enum.StrEnum):
-    TABLE = "table"
-    JSON = "json"
-    CSV = "csv"
-    MARKDOWN = "markdown"
+__all__ = ["Format", "emit", "rich_table", "stderr_console", "stdout_console"]
 
 
 PIPE_WIDTH = 200

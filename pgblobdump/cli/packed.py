@@ -212,19 +212,8 @@ def verify(archive: str, target: ConnectionTarget, fmt: Format) -> None:
     if first is None:
         click.echo(f"the database holds the archive's {check.los:,} LOs, equal", err=True)
         return
-    _write(fmt, columns, first)
+    stream.write_rows(sys.stdout, fmt, columns, first)
     raise SystemExit(1)
-
-
-def _write(fmt: Format, columns: list[str], rows: Any) -> None:
-    if fmt is Format.JSON:
-        stream.write_json(sys.stdout, rows)
-    elif fmt is Format.CSV:
-        stream.write_csv(sys.stdout, columns, rows)
-    elif fmt is Format.MARKDOWN:
-        stream.write_markdown(sys.stdout, columns, rows)
-    else:
-        stream.write_tsv(sys.stdout, columns, rows)
 
 
 @click.command("ls")
@@ -248,7 +237,7 @@ def ls_cmd(archive: str, oids: str | None, fmt: Format) -> None:
             yield {"oid": r.oid, "size": r.size, "owner": m.owner, "acl": acl,
                    "comment": m.comment}  # fmt: skip
 
-    _write(fmt, columns, rows())
+    stream.write_rows(sys.stdout, fmt, columns, rows())
 
 
 @click.command("cat")

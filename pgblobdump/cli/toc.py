@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import contextlib
-import errno
 import io
 import itertools
 import json
-import os
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +14,8 @@ import click
 
 from pgblobdump.cli.options import output_options
 from pgblobdump.cli.output import Format, emit
-from pgblobdump.errors import FileError, InsufficientResources, PgBlobDumpError, UsageError
+from pgblobdump.errors import UsageError
+from pgblobdump.fileio import write_atomically
 from pgblobdump.report import Column, Table, stream
 from pgblobdump.toc import diff as toc_diff
 from pgblobdump.toc import listing, los, summary
@@ -25,18 +23,6 @@ from pgblobdump.toc import show as toc_show
 from pgblobdump.toc.reader import Archive, open_archive
 
 ARCHIVE = click.argument("archive", type=click.Path(path_type=Path))
-
-
-def _write_rows(fmt: Format, columns: list[str], records: Iterator[dict[str, Any]]) -> None:
-    """Stream ``records`` as JSON, CSV, Markdown or tab-separated text."""
-    if fmt is Format.JSON:
-        stream.write_json(sys.stdout, records)
-    elif fmt is Format.CSV:
-        stream.write_csv(sys.stdout, columns, records)
-    elif fmt is Format.MARKDOWN:
-        stream.write_markdown(sys.stdout, columns, records)
-    else:
-        stream.write_tsv(sys.stdout, columns, records)
 
 
 @click.group()
@@ -80,7 +66,8 @@ def show(archive: Path, show_all: bool, no_header: bool, fmt: Format) -> None:
         chosen = stream.started(e for e, keep in pairs if keep or show_all) or iter(())
         cols = ["dump_id", "tableoid", "oid", "desc", "namespace", "tag", "owner", "section",
                 "dependencies"]  # fmt: skip
-        _write_rows(
+        stream.write_rows(
+            sys.stdout,
             fmt,
             cols,
             (
@@ -162,7 +149,7 @@ def los_cmd(archive: Path, no_sizes: bool, fmt: Format) -> None:
             {"oid": oid, "owner": owner, "size": size, "acl": list(acl), "comment": comment}
             for oid, owner, acl, comment, size, _group in rows
         )
-        _write_rows(fmt, ["oid", "owner", "size", "acl", "comment"], records)
+        stream.write_rows(sys.stdout, fmt, ["oid", "owner", "size", "acl", "comment"], records)
 
 
 def _write_los_json(rows: Iterable[los.LoRow]) -> None:
@@ -257,7 +244,7 @@ def extract(archive: Path, oid: int, output: Path | None) -> None:
                 out.write(piece)
             out.flush()
             return
-        _write_file(output, pieces)
+        write_atomically(output, pieces)
 
 
 def _refuse_writing_into(a: Archive, output: Path | None) -> None:
@@ -282,35 +269,3 @@ def _refuse_writing_into(a: Archive, output: Path | None) -> None:
         raise UsageError(
             f"stdout is the archive {a.name} itself; redirect it elsewhere or use -o FILE"
         )
-
-
-def _file_error(path: Path, e: OSError) -> PgBlobDumpError:
-    """One line naming the file: FileError, or InsufficientResources for a full disk."""
-    full = e.errno in (errno.ENOSPC, errno.EDQUOT)
-    cls = InsufficientResources if full else FileError
-    return cls(f"cannot write {path}: {e.strerror or e}")
-
-
-def _write_file(output: Path, pieces: Iterable[bytes]) -> None:
-    """Write ``pieces`` to ``output`` all or nothing: into a hidden file beside it, renamed
-    over it at the end, removed on any failure. A device or FIFO (/dev/stdout) is written
-    in place: renaming over it would replace the device."""
-    if output.exists() and not output.is_file():
-        try:
-            with output.open("wb") as f:
-                for piece in pieces:
-                    f.write(piece)
-        except OSError as e:
-            raise _file_error(output, e) from e
-        return
-    tmp = output.with_name(f".{output.name}.{os.getpid()}.part")
-    try:
-        with tmp.open("xb") as f:
-            for piece in pieces:
-                f.write(piece)
-        tmp.replace(output)
-    except OSError as e:
-        raise _file_error(output, e) from e
-    finally:
-        with contextlib.suppress(OSError):
-            tmp.unlink(missing_ok=True)

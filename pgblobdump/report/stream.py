@@ -14,6 +14,8 @@ import json
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, TextIO, TypeVar
 
+from pgblobdump.report.formats import Format
+
 T = TypeVar("T")
 
 
@@ -73,3 +75,18 @@ def write_tsv(out: TextIO, columns: Sequence[str], records: Iterable[dict[str, A
     out.write("\t".join(columns) + "\n")
     for rec in rows or ():
         out.write("\t".join(cell(rec[c]).replace("\n", " ") for c in columns) + "\n")
+
+
+def write_rows(
+    out: TextIO, fmt: Format, columns: Sequence[str], records: Iterable[dict[str, Any]]
+) -> None:
+    """``records`` streamed as JSON, CSV or Markdown, or tab-separated text for a table
+    (a listing may be too long to hold for a terminal table)."""
+    if fmt is Format.JSON:
+        write_json(out, records)
+    elif fmt is Format.CSV:
+        write_csv(out, columns, records)
+    elif fmt is Format.MARKDOWN:
+        write_markdown(out, columns, records)
+    else:
+        write_tsv(out, columns, records)

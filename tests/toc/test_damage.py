@@ -104,7 +104,9 @@ def test_extract_onto_full_disk(corpus: Corpus) -> None:
         pytest.skip("no /dev/full device")
     result = _toc("extract", corpus.archives["pg17-custom-lz4"].path, "1004", "-o", full)
     assert result.exit_code == 10  # InsufficientResources
-    assert _one_line_error(result) == "Error: cannot write /dev/full: No space left on device"
+    assert _one_line_error(result) == (
+        "Error: cannot write /dev/full: No space left on device (the disk is full)"
+    )
     assert full.is_char_device()  # written in place, never renamed over
 
 
