@@ -100,17 +100,20 @@ def _acl(v: Any) -> tuple[str, ...] | None:
     return tuple(v) if v is not None else None
 
 
+_WINDOW_END = """
+SELECT m.oid::int8 FROM pg_largeobject_metadata m
+WHERE {cond} AND m.oid >= {start}::int8::oid
+ORDER BY m.oid OFFSET {skip} LIMIT 1
+"""
 _WINDOW_GROUPS = """
-SELECT w.owner, w.acl, w.comment, array_agg(w.oid ORDER BY w.oid)
-FROM (SELECT m.oid::int8 AS oid, pg_get_userbyid(m.lomowner) AS owner,
+SELECT pg_get_userbyid(w.owner), w.acl, w.comment, array_agg(w.oid ORDER BY w.oid)
+FROM (SELECT m.oid::int8 AS oid, m.lomowner AS owner,
              array_to_json(m.lomacl::text[])::text AS acl, d.description AS comment
       FROM pg_largeobject_metadata m
       LEFT JOIN pg_description d
         ON d.classoid = 'pg_largeobject'::regclass AND d.objoid = m.oid AND d.objsubid = 0
-      WHERE {cond} AND m.oid >= {start}::int8::oid
-      ORDER BY m.oid
-      LIMIT {n}) w
-GROUP BY 1, 2, 3
+      WHERE {cond} AND m.oid BETWEEN {start}::int8::oid AND {end}::int8::oid) w
+GROUP BY w.owner, 2, 3
 """
 
 
@@ -130,9 +133,19 @@ def _windows(conn: psycopg.Connection, sel: Selection) -> Iterator[list[tuple[in
     an OID in an int8[] a few dozen ns).
     """
     start = sel.first
+    cond = sel.where(sql.SQL("m.oid"))
     while start <= sel.last:
+        # The window's last OID first (an index scan), then the window by range: with
+        # ORDER BY ... LIMIT over the join, a table without statistics (right after a bulk
+        # load) was read and sorted whole for every window.
+        row = conn.execute(
+            sql.SQL(_WINDOW_END).format(
+                cond=cond, start=sql.Literal(start), skip=sql.Literal(WINDOW - 1)
+            )
+        ).fetchone()
+        end = int(row[0]) if row else sel.last
         query = sql.SQL(_WINDOW_GROUPS).format(
-            cond=sel.where(sql.SQL("m.oid")), start=sql.Literal(start), n=sql.Literal(WINDOW)
+            cond=cond, start=sql.Literal(start), end=sql.Literal(end)
         )
         pairs: list[tuple[int, MetaTuple]] = []
         with conn.cursor(binary=True) as cur:
@@ -143,7 +156,7 @@ def _windows(conn: psycopg.Connection, sel: Selection) -> Iterator[list[tuple[in
             return
         pairs.sort(key=operator.itemgetter(0))
         yield pairs
-        start = pairs[-1][0] + 1
+        start = end + 1
 
 
 def iter_los(conn: psycopg.Connection, sel: Selection) -> Iterator[LoRow | EmptyRun]:
@@ -181,7 +194,9 @@ def _by_pages(conn: psycopg.Connection, sel: Selection) -> Iterator[LoRow | Empt
     for window in _windows(conn, sel):
         pages_sql = sql.SQL(
             "SELECT loid::int8, pageno, data FROM pg_largeobject"
-            " WHERE loid BETWEEN {}::int8::oid AND {}::int8::oid ORDER BY loid, pageno"
+            " WHERE loid BETWEEN {}::int8::oid AND {}::int8::oid"
+            # the column, not the int8 output of the same name: the index gives its order
+            " ORDER BY pg_largeobject.loid, pageno"
         ).format(sql.Literal(window[0][0]), sql.Literal(window[-1][0]))
         pages = _copy_rows(conn, pages_sql, ["int8", "int4", "bytea"])
         page = next(pages, None)
