@@ -138,11 +138,17 @@ def _windows(conn: psycopg.Connection, sel: Selection) -> Iterator[list[tuple[in
         # The window's last OID first (an index scan), then the window by range: with
         # ORDER BY ... LIMIT over the join, a table without statistics (right after a bulk
         # load) was read and sorted whole for every window.
+        # Without statistics the planner still picks a bitmap scan and a sort of every
+        # OID after ``start``; the index alone gives them in order.
+        conn.execute("SET LOCAL enable_bitmapscan = off")
+        conn.execute("SET LOCAL enable_sort = off")
         row = conn.execute(
             sql.SQL(_WINDOW_END).format(
                 cond=cond, start=sql.Literal(start), skip=sql.Literal(WINDOW - 1)
             )
         ).fetchone()
+        conn.execute("SET LOCAL enable_bitmapscan TO DEFAULT")
+        conn.execute("SET LOCAL enable_sort TO DEFAULT")
         end = int(row[0]) if row else sel.last
         query = sql.SQL(_WINDOW_GROUPS).format(
             cond=cond, start=sql.Literal(start), end=sql.Literal(end)
