@@ -20,10 +20,27 @@ from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import accumulate, islice
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from pgblobdump.toc.tocread import RawEntry
+from pgblobdump.toc.fields import (
+    F_COPY_STMT,
+    F_DATA_STATE,
+    F_DEFN,
+    F_DEPENDENCIES,
+    F_DESC,
+    F_DROP_STMT,
+    F_FILENAME,
+    F_HAD_DUMPER,
+    F_NAMESPACE,
+    F_OID,
+    F_OWNER,
+    F_RELKIND,
+    F_SECTION,
+    F_TABLEAM,
+    F_TABLEOID,
+    F_TABLESPACE,
+    F_TAG,
+    RawEntry,
+)
 
 NULL_STR = b"\x01\x01\x00\x00\x00"
 """WriteStr(NULL) as pg_dump writes it: WriteInt(-1), sign byte 1 and value 1."""
@@ -72,11 +89,11 @@ class BlobRun:
 
     @property
     def owner(self) -> bytes | None:
-        return self.family.template[14]
+        return self.family.template[F_OWNER]
 
     @property
     def section(self) -> int:
-        return self.family.template[6]
+        return self.family.template[F_SECTION]
 
     def _walk(self) -> Iterator[tuple[int, int]]:
         """(entry start, digit count) of each entry."""
@@ -118,17 +135,25 @@ class BlobRun:
         return out
 
     def entries(self) -> Iterator[RawEntry]:
-        """The entries as tocread.read_entries yields them, field for field."""
+        """The entries as tocread decodes them field by field, tuple for tuple."""
         t, buf = self.family.template, self.buf
         at, base, with_offset = self.family.prefix + 5, self.family.base, self.family.with_offset
+        had_dumper, tableoid, desc, section = (
+            t[F_HAD_DUMPER],
+            t[F_TABLEOID],
+            t[F_DESC],
+            t[F_SECTION],
+        )
+        copy, nsp, tblspc, tableam = t[F_COPY_STMT], t[F_NAMESPACE], t[F_TABLESPACE], t[F_TABLEAM]
+        relkind, owner, state, filename = t[F_RELKIND], t[F_OWNER], t[F_DATA_STATE], t[F_FILENAME]
         for p, d in self._walk():
             oid = buf[p + at : p + at + d]
             end = p + base + 4 * d
-            yield (
-                int.from_bytes(buf[p + 1 : p + 5], "little"), t[1], t[2], oid, oid, t[5],
-                t[6], LO_CREATE + oid + STMT_END, LO_UNLINK + oid + STMT_END, t[9], t[10],
-                t[11], t[12], t[13], t[14], (), t[16],
-                int.from_bytes(buf[end - 8 : end], "little") if with_offset else 0, t[18],
+            yield (  # in the order of fields.F_*
+                int.from_bytes(buf[p + 1 : p + 5], "little"), had_dumper, tableoid, oid, oid,
+                desc, section, LO_CREATE + oid + STMT_END, LO_UNLINK + oid + STMT_END, copy, nsp,
+                tblspc, tableam, relkind, owner, (), state,
+                int.from_bytes(buf[end - 8 : end], "little") if with_offset else 0, filename,
             )  # fmt: skip
 
 
@@ -140,14 +165,16 @@ class BlobFamily:
         t = template
         self.template = t
         self.with_offset = with_offset
-        head = _int(t[1]) + _str(t[2])
+        head = _int(t[F_HAD_DUMPER]) + _str(t[F_TABLEOID])
         self.prefix = 5 + len(head)  # where the oid Str's length Int starts
         tail = (
-            _str(t[9]) + _str(t[10]) + _str(t[11]) + (_str(t[12]) if has_tableam else b"")
-            + (_int(t[13]) if has_relkind else b"") + _str(t[14]) + _str(b"false") + NULL_STR
+            _str(t[F_COPY_STMT]) + _str(t[F_NAMESPACE]) + _str(t[F_TABLESPACE])
+            + (_str(t[F_TABLEAM]) if has_tableam else b"")
+            + (_int(t[F_RELKIND]) if has_relkind else b"") + _str(t[F_OWNER]) + _str(b"false")
+            + NULL_STR
         )  # fmt: skip
-        tail += bytes([t[16] or 0]) if with_offset else _str(t[18])
-        desc = _str(t[5]) + _int(t[6])
+        tail += bytes([t[F_DATA_STATE] or 0]) if with_offset else _str(t[F_FILENAME])
+        desc = _str(t[F_DESC]) + _int(t[F_SECTION])
         esc = re.escape
         alts = []
         cells: list[list[int]] = []
@@ -229,16 +256,16 @@ def _occurs_once(marker: bytes, cells: list[list[int]]) -> bool:
 
 def eligible(raw: RawEntry) -> bool:
     """Whether a decoded entry has the shape a BlobFamily matches."""
-    oid = raw[3]
+    oid = raw[F_OID]
     return (
-        raw[5] == b"BLOB"
+        raw[F_DESC] == b"BLOB"
         and oid is not None
         and 1 <= len(oid) <= MAX_DIGITS
         and oid.isdigit()
-        and raw[4] == oid
-        and raw[7] == LO_CREATE + oid + STMT_END
-        and raw[8] == LO_UNLINK + oid + STMT_END
-        and not raw[15]
+        and raw[F_TAG] == oid
+        and raw[F_DEFN] == LO_CREATE + oid + STMT_END
+        and raw[F_DROP_STMT] == LO_UNLINK + oid + STMT_END
+        and not raw[F_DEPENDENCIES]
     )
 
 
@@ -260,7 +287,12 @@ class Families:
             return None
         if not eligible(raw):
             return None
-        key = raw[1:3] + raw[5:7] + raw[9:15] + raw[16:17] + raw[18:]
+        # every field but dump_id, oid, tag, defn, drop_stmt, dependencies, data_offset
+        key = (
+            raw[F_HAD_DUMPER : F_TABLEOID + 1] + raw[F_DESC : F_SECTION + 1]
+            + raw[F_COPY_STMT : F_OWNER + 1] + raw[F_DATA_STATE : F_DATA_STATE + 1]
+            + raw[F_FILENAME:]
+        )  # fmt: skip
         if key in self.known:
             return self.known[key]
         family = None

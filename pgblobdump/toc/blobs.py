@@ -22,10 +22,19 @@ from dataclasses import dataclass
 from pgblobdump.errors import ArchiveError, CorruptArchive
 from pgblobdump.toc import streamend
 from pgblobdump.toc.compression import SUFFIXES, Stream
+from pgblobdump.toc.fields import (
+    F_DATA_OFFSET,
+    F_DATA_STATE,
+    F_DEPENDENCIES,
+    F_DESC,
+    F_DUMP_ID,
+    F_FILENAME,
+    F_OWNER,
+    RawEntry,
+)
 from pgblobdump.toc.lodata import Chunk, SizeRun, walk_sizes
 from pgblobdump.toc.primitives import K_OFFSET_NO_DATA, K_OFFSET_POS_SET, Reader
 from pgblobdump.toc.reader import Archive
-from pgblobdump.toc.tocread import RawEntry
 
 BLK_DATA = 1
 """A table's (or other entry's) data block."""
@@ -60,13 +69,13 @@ class StoredLo:
 
 def blobs_entry(raw: RawEntry) -> BlobsEntry:
     """A BLOBS entry from its raw TOC fields."""
-    fname = raw[18]
+    fname, owner = raw[F_FILENAME], raw[F_OWNER]
     return BlobsEntry(
-        raw[0],
-        None if raw[14] is None else raw[14].decode("utf-8", "replace"),
-        raw[15],
-        raw[16],
-        raw[17],
+        raw[F_DUMP_ID],
+        None if owner is None else owner.decode("utf-8", "replace"),
+        raw[F_DEPENDENCIES],
+        raw[F_DATA_STATE],
+        raw[F_DATA_OFFSET],
         None if fname is None else fname.decode("utf-8", "replace"),
     )
 
@@ -76,7 +85,7 @@ def blobs_entries(archive: Archive) -> list[BlobsEntry]:
     return [
         blobs_entry(raw)
         for raw in archive.iter_items()
-        if type(raw) is tuple and raw[5] == b"BLOBS"  # BlobRuns are BLOB entries
+        if type(raw) is tuple and raw[F_DESC] == b"BLOBS"  # BlobRuns are BLOB entries
     ]
 
 

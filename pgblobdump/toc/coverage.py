@@ -27,6 +27,7 @@ from pgblobdump.errors import CorruptArchive, NotFound, PgBlobDumpError
 from pgblobdump.toc import blobs
 from pgblobdump.toc.blobruns import BlobRun
 from pgblobdump.toc.entry import blobs_oid, parse_oids
+from pgblobdump.toc.fields import F_DESC
 from pgblobdump.toc.header import K_VERS_1_16
 from pgblobdump.toc.lodata import SizeRun
 from pgblobdump.toc.primitives import K_OFFSET_NO_DATA
@@ -75,7 +76,7 @@ def _entry_oids(archive: Archive, cat: LoCatalog, key: int) -> list[int]:
     for item in archive.iter_items():
         if isinstance(item, BlobRun):
             oids.extend(item.oids())
-        elif item[5] == b"BLOB":
+        elif item[F_DESC] == b"BLOB":
             oids.append(blobs_oid(item))
     return oids
 

@@ -16,6 +16,15 @@ from dataclasses import dataclass, field
 
 from pgblobdump.toc.blobruns import BlobRun
 from pgblobdump.toc.entry import blobs_oid, catalog_id, parse_oids
+from pgblobdump.toc.fields import (
+    F_DEFN,
+    F_DEPENDENCIES,
+    F_DESC,
+    F_DUMP_ID,
+    F_NAMESPACE,
+    F_OWNER,
+    F_TAG,
+)
 from pgblobdump.toc.reader import Archive
 
 _LO_DEPENDENT = (b"ACL", b"COMMENT", b"SECURITY LABEL")
@@ -59,14 +68,14 @@ def _load(archive: Archive) -> _Side:
             _add(side, "BLOB", owner, run_oids, raw.count)
             side.all_los.update(dict.fromkeys(run_oids, owner))
             continue
-        desc, tag, owner = raw[5] or b"", raw[4], _text(raw[14])
+        desc, tag, owner = raw[F_DESC] or b"", raw[F_TAG], _text(raw[F_OWNER])
         if desc == b"BLOB":
             oid = blobs_oid(raw)
             _add(side, "BLOB", owner, (oid,))
             side.all_los[oid] = owner
         elif desc == b"BLOB METADATA":
-            metadata[raw[0]] = raw[7] or b""
-            oids = list(parse_oids(raw[7] or b""))
+            metadata[raw[F_DUMP_ID]] = raw[F_DEFN] or b""
+            oids = list(parse_oids(raw[F_DEFN] or b""))
             _add(side, "BLOB METADATA", owner, oids)
             for oid in oids:
                 side.all_los[oid] = owner
@@ -74,19 +83,19 @@ def _load(archive: Archive) -> _Side:
             side.blobs += 1
         elif desc in _LO_DEPENDENT and tag is not None and tag.startswith(b"LARGE OBJECT"):
             name = f"{_text(desc)} ON LARGE OBJECT"
-            deps = [d for d in raw[15] if d in metadata] if desc == b"ACL" else []
+            deps = [d for d in raw[F_DEPENDENCIES] if d in metadata] if desc == b"ACL" else []
             if deps:  # 1.16: one ACL entry for a whole group; comments stay per LO
                 oids = [o for d in deps for o in parse_oids(metadata[d])]
             else:
                 oids = [catalog_id(tag.rsplit(b" ", 1)[-1].split(b"..")[0])]
             _add(side, name, owner, oids)
         else:
-            key = (_text(desc), _text(raw[10]), _text(tag))
+            key = (_text(desc), _text(raw[F_NAMESPACE]), _text(tag))
             n = 1
             while key in side.objects:  # same name twice (overloads): number them
                 n += 1
                 key = (key[0], key[1], f"{_text(tag)} #{n}")
-            side.objects[key] = (owner, _digest(raw[7]))
+            side.objects[key] = (owner, _digest(raw[F_DEFN]))
     return side
 
 

@@ -7,9 +7,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pgblobdump.errors import CorruptArchive
+from pgblobdump.toc.fields import F_OID, F_TAG
 
 if TYPE_CHECKING:
-    from pgblobdump.toc.tocread import RawEntry
+    from pgblobdump.toc.fields import RawEntry
 
 SECTION_NONE = 1
 """Comments, ACLs and security labels: they follow their object's section."""
@@ -46,7 +47,7 @@ def catalog_id(raw: bytes | None) -> int:
 
 def blobs_oid(raw: RawEntry) -> int:
     """The OID of a BLOB entry: its catalog oid, read as ReadToc does (0 if unparsable)."""
-    return catalog_id(raw[3]) or catalog_id(raw[4])
+    return catalog_id(raw[F_OID]) or catalog_id(raw[F_TAG])
 
 
 def parse_oids(text: bytes, where: str = "archive") -> Iterator[int]:
@@ -96,7 +97,7 @@ class TocEntry:
 
     @classmethod
     def from_raw(cls, raw: RawEntry) -> TocEntry:
-        """Decode what tocread.read_entries yields."""
+        """Decode what Archive.iter_raw yields."""
         (dump_id, had_dumper, tableoid, oid, tag, desc, section, defn, drop, copy, nsp,
          tblspc, tableam, relkind, owner, deps, state, offset, filename) = raw  # fmt: skip
         return cls(
@@ -109,10 +110,3 @@ class TocEntry:
     @property
     def section_name(self) -> str:
         return SECTION_NAMES.get(self.section, str(self.section))
-
-    @property
-    def has_data(self) -> bool:
-        """Whether a data block or data file belongs to this entry."""
-        if self.data_state is not None:
-            return self.data_state != 3
-        return bool(self.filename)

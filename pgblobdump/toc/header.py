@@ -18,8 +18,6 @@ def make_version(major: int, minor: int, rev: int = 0) -> int:
     return (major * 256 + minor) * 256 + rev
 
 
-K_VERS_1_10 = make_version(1, 10)
-"""Server and pg_dump version strings in the header."""
 K_VERS_1_12 = make_version(1, 12)
 """PostgreSQL 9.0: one BLOB entry per large object; the oldest version we read."""
 K_VERS_1_14 = make_version(1, 14)

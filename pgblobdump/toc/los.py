@@ -13,13 +13,25 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
+from pgblobdump.pg.acl import AclItem
+from pgblobdump.toc import acl as aclmod
 from pgblobdump.toc import blobs, coverage, listing
 from pgblobdump.toc.blobruns import BlobRun
 from pgblobdump.toc.entry import SECTION_NONE, SECTION_PRE_DATA, blobs_oid, parse_oids
+from pgblobdump.toc.fields import (
+    F_DEFN,
+    F_DEPENDENCIES,
+    F_DESC,
+    F_DUMP_ID,
+    F_HAD_DUMPER,
+    F_OWNER,
+    F_SECTION,
+    F_TAG,
+    RawEntry,
+)
 from pgblobdump.toc.header import K_VERS_1_16
 from pgblobdump.toc.lodata import SizeRun
 from pgblobdump.toc.reader import Archive
-from pgblobdump.toc.tocread import RawEntry
 
 _LO_TAG = re.compile(rb"LARGE OBJECTS? (\d{1,10})(?:\.\.(\d{1,10}))?\Z")
 _COMMENT = re.compile(r"\ACOMMENT ON LARGE OBJECT \d+ IS (E?)'(.*)';\s*\Z", re.S)
@@ -46,7 +58,9 @@ class LargeObject:
     """One LO of an archive.
 
     ``owner`` is the owner pg_dump recorded (the entry owner); ``acl`` the GRANT/REVOKE
-    statements that restore its privileges, empty for default privileges; ``comment`` the
+    statements that restore its privileges as pg_restore issues them for this LO (from
+    1.16, a group's ACL names the LO's own OID, as IssueACLPerBlob rewrites it), empty
+    for default privileges; ``comment`` the
     comment text or None; ``size`` the stored (compressed, if the archive is) byte count,
     None when the archive has no data for it (``--schema-only``); ``group`` the dump id of
     the entry that created it (BLOB up to 1.15, BLOB METADATA from 1.16).
@@ -58,6 +72,11 @@ class LargeObject:
     comment: str | None
     size: int | None
     group: int
+
+    @property
+    def grants(self) -> tuple[AclItem, ...] | None:
+        """The ACL the statements give, as lomacl would hold it (see aclmod.grants)."""
+        return aclmod.grants(self.acl, self.owner)
 
 
 @dataclass
@@ -71,6 +90,8 @@ class LoCatalog:
     owner_of: dict[int, str | None] = field(default_factory=dict)  # non-default owners
     acl_of: dict[int, tuple[str, ...]] = field(default_factory=dict)  # by oid (<= 1.15)
     group_acl: dict[int, tuple[str, ...]] = field(default_factory=dict)  # by metadata id
+    # metadata id -> the ACL split per LO, for groups whose ACL pg_restore re-issues per LO
+    acl_template: dict[int, aclmod.Template] = field(default_factory=dict)
     comment_of: dict[int, str | None] = field(default_factory=dict)
     security_labels: int = 0
     desc_counts: dict[bytes, int] = field(default_factory=dict)  # every entry, by desc
@@ -118,53 +139,56 @@ def catalog(archive: Archive) -> LoCatalog:
             listed += n
             add_blobs(raw.owner, n, raw.oids)
             continue
-        desc = raw[5]
-        if desc == b"BLOB" and raw[6] in valid_sections:
+        desc = raw[F_DESC]
+        if desc == b"BLOB" and raw[F_SECTION] in valid_sections:
             # The hot case of a pre-17 archive (one entry per LO): pg_restore -l prints
             # every BLOB entry, so skip the general filter below.
             counts[desc] = counts.get(desc, 0) + 1
-            current = raw[6]
+            current = raw[F_SECTION]
             listed += 1
-            add_blobs(raw[14], 1, lambda raw=raw: (blobs_oid(raw),))  # type: ignore[misc]
+            add_blobs(raw[F_OWNER], 1, lambda raw=raw: (blobs_oid(raw),))  # type: ignore[misc]
             continue
         counts[desc or b""] = counts.get(desc or b"", 0) + 1
         # PrintTOCSummary's filter, inlined here so the summary needs one pass only
-        if raw[6] != SECTION_NONE:
-            current = raw[6]
+        if raw[F_SECTION] != SECTION_NONE:
+            current = raw[F_SECTION]
         d = desc_text.get(desc)
         if d is None:
             d = desc_text[desc] = (desc or b"").decode("utf-8", "replace")
-        defn_b = raw[7]
+        defn_b = raw[F_DEFN]
         defn = None if not defn_b else defn_b[:32].decode("utf-8", "replace")
-        tag_b = raw[4]
+        tag_b = raw[F_TAG]
         tag = None if tag_b is None else tag_b[:16].decode("utf-8", "replace")
-        if required(d, tag, defn, bool(raw[1]), current) & 3:
+        if required(d, tag, defn, bool(raw[F_HAD_DUMPER]), current) & 3:
             listed += 1
         if desc == b"BLOB":  # a BLOB in an impossible section
-            add_blobs(raw[14], 1, lambda raw=raw: (blobs_oid(raw),))  # type: ignore[misc]
+            add_blobs(raw[F_OWNER], 1, lambda raw=raw: (blobs_oid(raw),))  # type: ignore[misc]
         elif desc == b"BLOBS":
             cat.blobs.append(blobs.blobs_entry(raw))
         elif desc == b"BLOB METADATA":
-            owner = None if raw[14] is None else raw[14].decode("utf-8", "replace")
-            oids = raw[7] or b""
+            owner = None if raw[F_OWNER] is None else raw[F_OWNER].decode("utf-8", "replace")
+            oids = raw[F_DEFN] or b""
             n = oids.count(b"\n") + (0 if oids.endswith(b"\n") or not oids else 1)
-            cat.metadata[raw[0]] = (owner, oids)
+            cat.metadata[raw[F_DUMP_ID]] = (owner, oids)
             owners[owner or ""] = owners.get(owner or "", 0) + n
             cat.count += n
             cat.groups += 1
-        elif desc in (b"ACL", b"COMMENT", b"SECURITY LABEL") and raw[4] is not None:
-            m = lo_tag(raw[4])
+        elif desc in (b"ACL", b"COMMENT", b"SECURITY LABEL") and raw[F_TAG] is not None:
+            m = lo_tag(raw[F_TAG])
             if m is None:
                 continue
-            defn = None if raw[7] is None else raw[7].decode("utf-8", "replace")
+            defn = None if raw[F_DEFN] is None else raw[F_DEFN].decode("utf-8", "replace")
             if desc == b"SECURITY LABEL":
                 cat.security_labels += 1
             elif desc == b"COMMENT":
                 cat.comment_of[int(m.group(1))] = comment_text(defn or "")
             elif new_style:
-                for dep in raw[15]:
+                per_lo = raw[F_TAG].startswith(b"LARGE OBJECTS")  # as _printTocEntry tells
+                for dep in raw[F_DEPENDENCIES]:
                     if dep in cat.metadata:
                         cat.group_acl[dep] = statements(defn)
+                        if per_lo:
+                            cat.acl_template[dep] = aclmod.per_blob(defn or "")
             else:
                 cat.acl_of[int(m.group(1))] = statements(defn)
     cat.listed = listed
@@ -214,22 +238,29 @@ def _rows(archive: Archive, cat: LoCatalog, with_sizes: bool) -> Iterator[LoRow]
         done: set[int] = set()
         if with_sizes:
             comments = cat.comment_of
-            last_blobs, meta, owner, acl = -1, 0, None, empty
+            last_blobs, meta, owner, stmts = -1, 0, None, empty
+            template: aclmod.Template | None = None
             for oid, size, blobs_id in blobs.flat(coverage.checked(archive, cat)):
                 if blobs_id != last_blobs:  # a new group: its owner and ACL hold for all
                     last_blobs = blobs_id
                     meta = meta_of_blobs.get(blobs_id, 0)
                     done.add(meta)
                     owner = cat.metadata[meta][0] if meta in cat.metadata else None
-                    acl = cat.group_acl.get(meta, empty)
-                yield (oid, owner, acl, comments.get(oid) if comments else None, size, meta)
+                    stmts = cat.group_acl.get(meta, empty)
+                    template = cat.acl_template.get(meta)
+                yield (
+                    oid, owner, stmts if template is None else aclmod.commands(template, oid),
+                    comments.get(oid) if comments else None, size, meta,
+                )  # fmt: skip
         for meta, (owner, oids) in cat.metadata.items():
             if meta in done:
                 continue
+            stmts = cat.group_acl.get(meta, empty)
+            template = cat.acl_template.get(meta)
             for oid in parse_oids(oids, archive.name):
                 yield (
-                    oid, owner, cat.group_acl.get(meta, empty), cat.comment_of.get(oid),
-                    None, meta,
+                    oid, owner, stmts if template is None else aclmod.commands(template, oid),
+                    cat.comment_of.get(oid), None, meta,
                 )  # fmt: skip
         return
     stored = coverage.checked(archive, cat) if with_sizes else iter(())
@@ -258,8 +289,8 @@ def _rows(archive: Archive, cat: LoCatalog, with_sizes: bool) -> Iterator[LoRow]
     for entry in archive.iter_items():
         if isinstance(entry, BlobRun):
             pairs = zip(entry.oids(), entry.dump_ids(), strict=True)
-        elif entry[5] == b"BLOB":
-            pairs = ((blobs_oid(entry), entry[0]),)
+        elif entry[F_DESC] == b"BLOB":
+            pairs = ((blobs_oid(entry), entry[F_DUMP_ID]),)
         else:
             continue
         for oid, dump_id in pairs:

@@ -19,10 +19,11 @@ from typing import IO
 from pgblobdump.errors import CorruptArchive, NotAnArchive, NotFound
 from pgblobdump.toc.blobruns import BlobRun
 from pgblobdump.toc.entry import TocEntry
+from pgblobdump.toc.fields import RawEntry
 from pgblobdump.toc.header import ArchiveHeader, describe, read_header
 from pgblobdump.toc.primitives import Reader
 from pgblobdump.toc.streamend import WINDOW, PRead
-from pgblobdump.toc.tocread import RawEntry, read_items
+from pgblobdump.toc.tocread import read_items
 
 TOC_FILE = "toc.dat"
 
@@ -162,21 +163,21 @@ class Archive:
 
     # -- entries --------------------------------------------------------------------
     def iter_raw(self) -> Iterator[RawEntry]:
-        """Every TOC entry as a tuple of undecoded fields (see tocread.RawEntry)."""
+        """Every TOC entry as a tuple of undecoded fields (see fields.RawEntry)."""
         for item in self.iter_items():
             if isinstance(item, BlobRun):
                 yield from item.entries()
             else:
                 yield item
 
-    def iter_items(self, runs: bool = True) -> Iterator[RawEntry | BlobRun]:
+    def iter_items(self) -> Iterator[RawEntry | BlobRun]:
         """iter_raw with consecutive same-shape BLOB entries grouped into BlobRuns, so
         that a million per-LO entries need no million tuples (fastest)."""
         with self._open_toc() as (f, size):
             f.seek(self.header.toc_offset)
             r = Reader(f, self.name, self.header.int_size, self.header.off_size, size,
                        self.header.toc_offset)  # fmt: skip
-            yield from read_items(r, self.header, self.kind == "custom", runs)
+            yield from read_items(r, self.header, self.kind == "custom")
             self._data_start = r.offset  # a full pass found where the TOC ends
 
     def iter_entries(self) -> Iterator[TocEntry]:

@@ -11,6 +11,15 @@ from collections.abc import Iterator
 
 from pgblobdump.toc.blobruns import BlobRun
 from pgblobdump.toc.entry import SECTION_NONE, SECTION_PRE_DATA, TocEntry, catalog_id
+from pgblobdump.toc.fields import (
+    F_DEFN,
+    F_HAD_DUMPER,
+    F_NAMESPACE,
+    F_OWNER,
+    F_SECTION,
+    F_TABLEOID,
+    F_TAG,
+)
 from pgblobdump.toc.listing import REQ_DATA, REQ_SCHEMA, format_line, required, sanitize
 from pgblobdump.toc.reader import Archive
 
@@ -26,15 +35,17 @@ def lines(archive: Archive, show_all: bool = False) -> Iterator[str]:
     for item in archive.iter_items():
         if isinstance(item, BlobRun):
             t = item.family.template
-            if t[6] != SECTION_NONE:
-                current = t[6]
-            shown = required("BLOB", _text(t[4]), _text(t[7]), bool(t[1]), current)
+            if t[F_SECTION] != SECTION_NONE:
+                current = t[F_SECTION]
+            shown = required(
+                "BLOB", _text(t[F_TAG]), _text(t[F_DEFN]), bool(t[F_HAD_DUMPER]), current
+            )
             if not (show_all or shown & (REQ_SCHEMA | REQ_DATA)):
                 continue
             # Everything but the dump id, the OID and the tag is the template's.
-            tableoid = catalog_id(t[2])
-            namespace = sanitize(_text(t[10]), True)
-            owner = sanitize(_text(t[14]))
+            tableoid = catalog_id(t[F_TABLEOID])
+            namespace = sanitize(_text(t[F_NAMESPACE]), True)
+            owner = sanitize(_text(t[F_OWNER]))
             for dump_id, oid, tag in zip(item.dump_ids(), item.oids(), item.tags(), strict=True):
                 yield f"{dump_id}; {tableoid} {oid} BLOB {namespace} {tag.decode()} {owner}"
             continue

@@ -17,17 +17,9 @@ from collections.abc import Iterator
 
 from pgblobdump.errors import CorruptArchive
 from pgblobdump.toc.blobruns import BlobFamily, BlobRun, Families
+from pgblobdump.toc.fields import RawEntry
 from pgblobdump.toc.header import K_VERS_1_14, K_VERS_1_16, ArchiveHeader
 from pgblobdump.toc.primitives import INT4, OFFSET8, OFFSET_FLAGS, Reader
-
-B = bytes | None
-
-RawEntry = tuple[
-    int, int, B, B, B, B, int, B, B, B, B, B, B, int, B, tuple[int, ...], int | None, int, B
-]
-"""An entry with undecoded strings: dump_id, had_dumper, tableoid, oid, tag, desc, section,
-defn, drop_stmt, copy_stmt, namespace, tablespace, tableam, relkind, owner, dependencies,
-data_state, data_offset, filename (the order of entry.TocEntry)."""
 
 TWO_INTS = struct.Struct("<BIBI")
 """Two consecutive Ints (or an Int and a Str length) decoded in one call."""
@@ -37,20 +29,10 @@ class _Overrun(Exception):
     """The entry continues past the buffered bytes (internal: refill and retry)."""
 
 
-def read_entries(r: Reader, header: ArchiveHeader, with_offset: bool) -> Iterator[RawEntry]:
-    """Yield each TOC entry; ``with_offset`` for custom format, else a data filename."""
-    for item in read_items(r, header, with_offset):
-        if isinstance(item, BlobRun):
-            yield from item.entries()
-        else:
-            yield item
-
-
-def read_items(
-    r: Reader, header: ArchiveHeader, with_offset: bool, runs: bool = True
-) -> Iterator[RawEntry | BlobRun]:
-    """Each TOC entry in order, consecutive same-shape BLOB entries grouped into a BlobRun
-    (matched by blobruns at C speed); ``runs=False`` decodes every entry field by field."""
+def read_items(r: Reader, header: ArchiveHeader, with_offset: bool) -> Iterator[RawEntry | BlobRun]:
+    """Each TOC entry in order (``with_offset`` for custom format, else a data filename),
+    consecutive same-shape BLOB entries grouped into a BlobRun (matched by blobruns at C
+    speed)."""
     if r.int_size != 4 or (with_offset and r.off_size != 8):
         yield from _read_entries_generic(r, header, with_offset)
         return
@@ -224,12 +206,12 @@ def read_items(
                 ) from e
             r.pos = pos
             break
-        raw = (
+        raw = (  # in the order of fields.F_*
             dump_id, had_dumper, tableoid, oid, tag, desc, section, defn, drop, copy, nsp,
             tblspc, tableam, relkind, owner, deps, state, offset, filename,
         )  # fmt: skip
         index += 1
-        if desc == b"BLOB" and runs:
+        if desc == b"BLOB":
             family = families.get(raw)
             fresh = True
         yield raw
@@ -238,7 +220,7 @@ def read_items(
 def _read_entries_generic(
     r: Reader, header: ArchiveHeader, with_offset: bool
 ) -> Iterator[RawEntry]:
-    """The same as read_entries through Reader methods, for unusual Int or Offset widths."""
+    """read_items without runs, through Reader methods, for unusual Int or Offset widths."""
     has_tableam = header.version >= K_VERS_1_14
     has_relkind = header.version >= K_VERS_1_16
     for index in range(header.toc_count):
@@ -268,7 +250,7 @@ def _read_entries_generic(
         else:
             state, offset = None, 0
             filename = r.read_raw_str(what)
-        yield (
+        yield (  # in the order of fields.F_*
             dump_id, had_dumper, tableoid, oid, tag, desc, section, defn, drop, copy, nsp,
             tblspc, tableam, relkind, owner, tuple(deps), state, offset, filename,
         )  # fmt: skip
