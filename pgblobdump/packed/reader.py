@@ -252,6 +252,10 @@ def stream_pieces(f: BinaryIO, where: str = "the stream") -> Iterator[LoPiece]:
             f"{where}: stream format version {STREAM_HEADER.unpack(head)[1]}; this pgblobdump"
             f" reads {FORMAT_VERSION}"
         )
+    return _stream_body(f, where)
+
+
+def _stream_body(f: BinaryIO, where: str) -> Iterator[LoPiece]:
     frames = FrameReader(f, where, STREAM_HEADER.size)
     metas = MetaTable()
     asm = _Assembler(metas, where)

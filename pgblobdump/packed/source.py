@@ -8,7 +8,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from pgblobdump.errors import FileError, NotFound, from_os_error
+from pgblobdump.errors import FileError, NotAnArchive, NotFound, from_os_error
+from pgblobdump.packed.format import STREAM_MAGIC
 from pgblobdump.packed.index import Index, Meta
 from pgblobdump.packed.reader import LoPiece, PackedDirectory, stream_pieces
 from pgblobdump.storage import LocalDirectory
@@ -51,8 +52,11 @@ def directory(path: str) -> PackedDirectory:
     """A directory archive (``ls``, ``cat``, ``verify`` need its index)."""
     p = Path(path)
     if p.is_file():
-        raise FileError(
-            f"{p} is a packed stream; ls, cat and verify read directory archives"
-            " (restore reads streams)"
-        )
+        with contextlib.suppress(OSError), p.open("rb") as f:
+            if f.read(len(STREAM_MAGIC)) == STREAM_MAGIC:
+                raise FileError(
+                    f"{p} is a packed stream; ls, cat and verify read directory archives"
+                    " (restore reads streams)"
+                )
+        raise NotAnArchive(f"{p}: not a packed archive (a directory with a manifest.json)")
     return PackedDirectory(LocalDirectory(p))

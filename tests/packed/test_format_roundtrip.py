@@ -190,3 +190,18 @@ def test_many_distinct_comments_make_several_meta_frames(monkeypatch: pytest.Mon
     out.seek(0)
     assert collect(stream_pieces(out)) == los
     assert out.getvalue().count(b"PBDF\x04") >= 10  # META frames
+
+
+def test_a_file_that_is_no_archive_is_named_before_anything_runs(tmp_path: Path) -> None:
+    from pgblobdump.errors import NotAnArchive
+    from pgblobdump.packed.source import directory, open_source
+
+    junk = tmp_path / "junk.bin"
+    junk.write_bytes(b"junk\n")
+    with (
+        pytest.raises(NotAnArchive, match="not a pgblobdump packed stream"),
+        open_source(str(junk)),
+    ):
+        pass
+    with pytest.raises(NotAnArchive, match="not a packed archive"):
+        directory(str(junk))
