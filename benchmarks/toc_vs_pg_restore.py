@@ -2,7 +2,10 @@
 
 Builds (or reuses, with ``--archive 16=PATH --archive 17=PATH``) archives of 1,000,000
 empty large objects dumped by pg_dump 16 and 17 (custom format), then times each reader
-once under ``/usr/bin/time -f '%e %M'`` and prints wall time, peak RSS and ratios.
+once under ``/usr/bin/time -f '%e %M'`` and prints wall time, peak RSS and ratios. The
+rows: ``toc summary``, ``toc los --json``, ``toc extract`` of the last LO in the data,
+and the one-pass walk ``pack`` reads archives with (``los.iter_data``: every LO with its
+owner, ACL and comment, and every byte of it, decompressed), run as ``--walk PATH``.
 
     .venv/bin/python benchmarks/toc_vs_pg_restore.py --out /var/tmp/pgbd-bench
 """
@@ -62,6 +65,19 @@ def timed(shell: str) -> tuple[float, float]:
     return float(wall), int(rss_kb) / 1024
 
 
+def walk(path: Path) -> None:
+    """Every LO of the archive with its bytes, through los.iter_data (as pack reads)."""
+    from pgblobdump.toc import los
+    from pgblobdump.toc.reader import open_archive
+
+    count = total = 0
+    with open_archive(path) as archive:
+        for _lo, pieces in los.iter_data(archive):
+            count += 1
+            total += sum(map(len, pieces))
+    print(f"{count:,} LOs, {total:,} bytes", file=sys.stderr)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--out", type=Path, default=Path("/var/tmp/pgbd-bench"))
@@ -74,7 +90,11 @@ def main() -> None:
         help="Reuse an archive instead of building it (repeatable).",
     )
     ap.add_argument("--build-only", action="store_true")
+    ap.add_argument("--walk", type=Path, help=argparse.SUPPRESS)  # the walk row, in a child
     args = ap.parse_args()
+    if args.walk:
+        walk(args.walk)
+        return
     given = {int(k): Path(v) for k, v in (a.split("=", 1) for a in args.archive)}
     paths = given if set(given) >= set(MAJORS) else {**build(args.out, args.count), **given}
     if args.build_only:
@@ -90,6 +110,8 @@ def main() -> None:
             ("pg_restore -l (to wc -l)", f"{pg_restore} -l {path} | wc -l"),
             ("toc summary", f"{exe} toc summary {path}"),
             ("toc los --json", f"{exe} toc los {path} --json > /dev/null"),
+            ("toc extract (last LO)", f"{exe} toc extract {path} {args.count} > /dev/null"),
+            ("walk every LO's bytes", f"{sys.executable} {__file__} --walk {path}"),
         ]
         base: tuple[float, float] | None = None
         for label, shell in runs:

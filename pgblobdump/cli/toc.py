@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import itertools
 import json
+import re
 import sys
 from collections.abc import Iterable
 from pathlib import Path
@@ -17,6 +18,7 @@ from pgblobdump.cli.output import Format, emit
 from pgblobdump.errors import UsageError
 from pgblobdump.fileio import write_atomically
 from pgblobdump.report import Column, Table, stream
+from pgblobdump.toc import acl as toc_acl
 from pgblobdump.toc import diff as toc_diff
 from pgblobdump.toc import listing, los, summary
 from pgblobdump.toc import show as toc_show
@@ -152,9 +154,14 @@ def los_cmd(archive: Path, no_sizes: bool, fmt: Format) -> None:
         stream.write_rows(sys.stdout, fmt, ["oid", "owner", "size", "acl", "comment"], records)
 
 
+_ANY_OID = re.compile(r"LARGE OBJECT \d+").sub
+
+
 def _write_los_json(rows: Iterable[los.LoRow]) -> None:
     """The JSON array of `toc los`, encoded by hand: owners, ACLs and comments repeat, so
-    each distinct value is encoded once; rows go out in batches."""
+    each distinct value is encoded once; rows go out in batches. ``grants`` is the ACL
+    the LO's commands give (toc/acl.py), null for default privileges (no commands) or
+    for commands that are not GRANT/REVOKE."""
     enc: dict[Any, str] = {}
 
     def js(value: Any) -> str:
@@ -176,15 +183,26 @@ def _write_los_json(rows: Iterable[los.LoRow]) -> None:
     last_owner: object = object()
     last_acl: object = object()
     owner_js = acl_js = ""
+    grants_js = "null"
+    grants_of: dict[tuple[str, str | None], str] = {}
     dumps = json.dumps
     for oid, owner, acl, comment, size, _group in started:
         if owner is not last_owner:  # rows of one group share these objects
             last_owner, owner_js = owner, js(owner)
         if acl is not last_acl:
             last_acl, acl_js = acl, js(acl)
+            grants_js = "null"
+            if acl:  # the same grants for every LO whose commands differ in the OID only
+                key = (_ANY_OID("LARGE OBJECT 0", "\n".join(acl)), owner)
+                found = grants_of.get(key)
+                if found is None:
+                    found = grants_of[key] = dumps(
+                        toc_acl.grants_json(toc_acl.grants(acl, owner)), ensure_ascii=False
+                    )
+                grants_js = found
         batch.append(
             f'{sep}{{"oid": {oid}, "owner": {owner_js}, "size": {"null" if size is None else size}'
-            f', "acl": {acl_js}, "comment": '
+            f', "acl": {acl_js}, "grants": {grants_js}, "comment": '
             f"{'null' if comment is None else dumps(comment, ensure_ascii=False)}}}"
         )
         sep = ",\n  "

@@ -16,8 +16,9 @@ carries the compression suffix (``.gz``, ``.lz4``, ``.zst``).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from functools import partial
 
 from pgblobdump.errors import ArchiveError, CorruptArchive
 from pgblobdump.toc import streamend
@@ -32,7 +33,7 @@ from pgblobdump.toc.fields import (
     F_OWNER,
     RawEntry,
 )
-from pgblobdump.toc.lodata import Chunk, SizeRun, walk_sizes
+from pgblobdump.toc.lodata import SizeRun, read_chunks, walk_data, walk_sizes
 from pgblobdump.toc.primitives import K_OFFSET_NO_DATA, K_OFFSET_POS_SET, Reader
 from pgblobdump.toc.reader import Archive
 
@@ -55,16 +56,33 @@ class BlobsEntry:
     filename: str | None
 
 
-@dataclass(frozen=True)
-class StoredLo:
-    """One LO's data as stored: ``size`` is the stored (possibly compressed) byte count;
-    ``blobs_id`` the dump id of the BLOBS entry holding it; ``member`` the data file of a
-    directory archive."""
+class LoData:
+    """One LO's data as the walk finds it: ``size`` the stored (possibly compressed) byte
+    count, ``blobs_id`` the BLOBS entry holding it, ``member`` its data file (directory
+    and tar archives). ``pieces()`` gives its bytes, decompressed, as pg_dump read them
+    from the server: once, and before the walk moves on to the next LO."""
 
-    oid: int
-    size: int
-    blobs_id: int
-    member: str | None = None
+    __slots__ = ("_read", "blobs_id", "member", "oid", "size")
+
+    def __init__(
+        self,
+        oid: int,
+        size: int,
+        blobs_id: int,
+        member: str | None,
+        read: Callable[[], Iterator[bytes]],
+    ) -> None:
+        self.oid = oid
+        self.size = size
+        self.blobs_id = blobs_id
+        self.member = member
+        self._read = read
+
+    def pieces(self) -> Iterator[bytes]:
+        return self._read()
+
+    def __repr__(self) -> str:
+        return f"LoData(oid={self.oid}, size={self.size}, blobs_id={self.blobs_id})"
 
 
 def blobs_entry(raw: RawEntry) -> BlobsEntry:
@@ -90,21 +108,6 @@ def blobs_entries(archive: Archive) -> list[BlobsEntry]:
 
 
 # -- custom format -------------------------------------------------------------------
-def _walk_lo_block(
-    r: Reader, blobs_id: int, keep: int | None, limit: int | None
-) -> Iterator[StoredLo | Chunk]:
-    """Read LOs of one BLK_BLOBS block; yield a StoredLo per LO. For the LO whose oid is
-    ``keep`` also yield its raw chunks (Chunk) before its StoredLo."""
-    for item in walk_sizes(r, blobs_id, keep, runs=True, limit=limit):
-        if isinstance(item, Chunk):
-            yield item
-        elif isinstance(item, SizeRun):
-            for oid in item.oids:
-                yield StoredLo(oid, item.size, blobs_id)
-        else:
-            yield StoredLo(item[0], item[1], blobs_id)
-
-
 def _skip_data_block(r: Reader) -> None:
     """_skipData: chunks until a zero length."""
     while True:
@@ -123,20 +126,12 @@ def _block_header(r: Reader) -> tuple[int, int]:
     return kind, dump_id
 
 
-def _walk(
-    r: Reader, blobs_id: int, keep: int | None, tuples: bool, limit: int | None = None
-) -> Iterator[StoredLo | Chunk | tuple[int, int, int] | SizeRun]:
-    if tuples:
-        return walk_sizes(r, blobs_id, runs=True, limit=limit)
-    return _walk_lo_block(r, blobs_id, keep, limit)
-
-
-def _custom_los(
-    archive: Archive,
-    keep: int | None,
-    tuples: bool = False,
-    known: list[BlobsEntry] | None = None,
-) -> Iterator[StoredLo | Chunk | tuple[int, int, int] | SizeRun]:
+def _custom_blocks(
+    archive: Archive, known: list[BlobsEntry] | None
+) -> Iterator[tuple[Reader, int, int | None]]:
+    """(reader, BLOBS dump id, limit) per LO data block, the reader at the block's first
+    LO; the caller walks the block (to its end) before asking for the next one. ``limit``
+    is where the block must end (the next block's start), None when unknown."""
     found = blobs_entries(archive) if known is None else known
     entries = [e for e in found if e.data_state != K_OFFSET_NO_DATA]
     if not entries:
@@ -157,7 +152,7 @@ def _custom_los(
                         f"{archive.name}: found block type {kind} of entry {dump_id} at byte"
                         f" {e.data_offset}, expected the large objects of entry {e.dump_id}"
                     )
-                yield from _walk(r, e.dump_id, keep, tuples, limit)
+                yield r, e.dump_id, limit
             return
         # No positions (written to a pipe): read every block in file order.
         r.seek(archive.data_start())
@@ -166,13 +161,83 @@ def _custom_los(
             kind, dump_id = _block_header(r)
             if kind == BLK_BLOBS:
                 wanted.discard(dump_id)
-                yield from _walk(r, dump_id, keep, tuples)
+                yield r, dump_id, None
             elif kind == BLK_DATA:
                 _skip_data_block(r)
             else:
                 raise CorruptArchive(
                     f"{archive.name}: unrecognized data block type {kind} at byte {r.offset - 6}"
                 )
+
+
+def _custom_size_runs(
+    archive: Archive, known: list[BlobsEntry] | None
+) -> Iterator[tuple[int, int, int] | SizeRun]:
+    for r, blobs_id, limit in _custom_blocks(archive, known):
+        yield from walk_sizes(r, blobs_id, runs=True, limit=limit)
+
+
+def _custom_data(archive: Archive, known: list[BlobsEntry] | None) -> Iterator[LoData]:
+    algorithm = archive.header.compression
+    name = archive.name
+    step = 0  # which LO the walk is at: a LoData reads from the file only while current
+
+    def pieces(r: Reader, oid: int, at: int, mine: int) -> Iterator[bytes]:
+        if step != mine:
+            raise RuntimeError(f"large object {oid}: data asked for after the walk moved on")
+        what = f"large object {oid}"
+        r.seek(at)
+        d = Stream(algorithm, name, oid)
+        for data, offset in read_chunks(r, what):
+            if step != mine:
+                raise RuntimeError(f"large object {oid}: read after the walk moved on")
+            if piece := d.feed(data, offset):
+                yield piece
+        if piece := d.finish():
+            yield piece
+
+    empty = _EmptyStreams(algorithm, name)
+    for r, blobs_id, limit in _custom_blocks(archive, known):
+        for oid, size, stored in walk_data(r, blobs_id, limit):
+            step += 1
+            read: Callable[[], Iterator[bytes]]
+            if stored is None:
+                read = partial(pieces, r, oid, r.offset, step)
+            elif stored in empty:
+                read = _NOTHING
+            else:
+                read = partial(empty.decode, oid, stored, r.offset - len(stored) - 5)
+            yield LoData(oid, size, blobs_id, None, read)
+
+
+def _NOTHING() -> Iterator[bytes]:
+    return iter(())
+
+
+class _EmptyStreams:
+    """The stored forms that decode to no bytes (no chunk at all; gzip's 8-byte empty
+    stream, LZ4's and zstd's empty frames), learnt as they are decoded: a million empty
+    LOs then cost no decompressor each."""
+
+    def __init__(self, algorithm: str, name: str) -> None:
+        self.algorithm = algorithm
+        self.name = name
+        self.known: set[bytes] = {b""}
+
+    def __contains__(self, stored: bytes) -> bool:
+        return stored in self.known
+
+    def decode(self, oid: int, stored: bytes, at: int) -> Iterator[bytes]:
+        """The bytes of one LO stored as the single chunk ``stored`` at byte ``at``."""
+        d = Stream(self.algorithm, self.name, oid)
+        head = d.feed(stored, at)
+        tail = d.finish()
+        if not head and not tail and len(stored) <= 64 and len(self.known) < 16:
+            self.known.add(stored)
+        if head:
+            yield head
+        if tail:
+            yield tail
 
 
 # -- directory format ----------------------------------------------------------------
@@ -209,7 +274,7 @@ def list_oids(archive: Archive, e: BlobsEntry) -> Iterator[tuple[int, str]]:
 
 def _directory_los(
     archive: Archive, known: list[BlobsEntry] | None = None, verify: bool = False
-) -> Iterator[StoredLo]:
+) -> Iterator[LoData]:
     """The LOs of the list files with their data files' sizes. ``verify``: also check
     that each compressed data file holds a whole stream (streamend), which reads it."""
     algorithm = archive.header.compression
@@ -234,6 +299,7 @@ def _directory_los(
                     )
             else:
                 size = archive.member_size(member + suffix)
+            compressed = size is not None
             if size is None:
                 size = archive.member_size(member)  # an uncompressed file: no framing
                 if size is None:
@@ -243,24 +309,46 @@ def _directory_los(
                     )
             else:
                 member += suffix
-            yield StoredLo(oid, size, e.dump_id, member)
+            how = algorithm if compressed else "none"
+            read = partial(_file_pieces, archive, oid, member, how)
+            yield LoData(oid, size, e.dump_id, member, read)
+
+
+def _file_pieces(archive: Archive, oid: int, member: str, algorithm: str) -> Iterator[bytes]:
+    """The bytes of LO ``oid`` from its data file ``member``, decompressed."""
+    where = f"{archive.name}: large object {oid} in {member}"
+    d = Stream(algorithm, archive.name, oid, member)
+    with archive.open_member(member) as f:
+        at = 0
+        while True:
+            try:
+                chunk = f.read(1 << 20)
+            except OSError as e:
+                raise ArchiveError(f"{where}: cannot read: {e.strerror or e}") from e
+            if not chunk:
+                break
+            if piece := d.feed(chunk, at):
+                yield piece
+            at += len(chunk)
+    if piece := d.finish():
+        yield piece
 
 
 # -- public ----------------------------------------------------------------------------
-def iter_stored(archive: Archive) -> Iterator[StoredLo]:
-    """Every LO with data in the archive, in data order, with its stored size."""
+def iter_data(archive: Archive, known: list[BlobsEntry] | None = None) -> Iterator[LoData]:
+    """Every LO with data in the archive, in data order, in one pass: its stored size is
+    known at once, its bytes are read when ``pieces()`` is iterated (at most once, before
+    the next LO is asked for) and skipped otherwise. ``known`` as for iter_sizes."""
     if archive.kind == "custom":
-        for item in _custom_los(archive, None):
-            assert isinstance(item, StoredLo)
-            yield item
+        yield from _custom_data(archive, known)
     else:
-        yield from _directory_los(archive)
+        yield from _directory_los(archive, known)
 
 
 def iter_sizes(
     archive: Archive, known: list[BlobsEntry] | None = None, verify: bool = False
 ) -> Iterator[tuple[int, int, int]]:
-    """The fast form of iter_stored: (oid, stored size, BLOBS dump id) per LO.
+    """iter_data's sizes, flat: (oid, stored size, BLOBS dump id) per LO.
 
     ``known`` are the archive's BLOBS entries when a caller already has them (saves a
     pass over the TOC); ``verify`` as for iter_size_runs."""
@@ -281,55 +369,14 @@ def flat(items: Iterable[tuple[int, int, int] | SizeRun]) -> Iterator[tuple[int,
 def iter_size_runs(
     archive: Archive, known: list[BlobsEntry] | None = None, verify: bool = False
 ) -> Iterator[tuple[int, int, int] | SizeRun]:
-    """iter_sizes with runs of same-size LOs of a custom archive kept as SizeRuns.
+    """The sizes of iter_data, without reading any LO's bytes: (oid, stored size, BLOBS
+    dump id) per LO, or a SizeRun for a run of same-size LOs of a custom archive.
 
     ``verify``: in a directory or tar archive, also check that each compressed data file
     holds a whole stream, which reads every file instead of taking its size (a custom
     archive's walk already checks every chunk length against the file)."""
     if archive.kind == "custom":
-        for item in _custom_los(archive, None, tuples=True, known=known):
-            assert isinstance(item, tuple | SizeRun)
-            yield item
+        yield from _custom_size_runs(archive, known)
     else:
         for lo in _directory_los(archive, known, verify):
             yield (lo.oid, lo.size, lo.blobs_id)
-
-
-def read_lo(archive: Archive, oid: int) -> Iterator[bytes]:
-    """The bytes of LO ``oid``, decompressed, in pieces; empty iterator if absent (the
-    caller checks presence through find_lo)."""
-    algorithm = archive.header.compression
-    if archive.kind == "custom":
-        d = Stream(algorithm, archive.name, oid)
-        for item in _custom_los(archive, oid):
-            if isinstance(item, Chunk):
-                yield d.feed(item.data, item.offset)
-            elif isinstance(item, StoredLo) and item.oid == oid:
-                yield d.finish()
-                return
-        return
-    for lo in _directory_los(archive):
-        if lo.oid != oid:
-            continue
-        assert lo.member is not None
-        whole = lo.member.endswith(SUFFIXES.get(algorithm) or "\0")
-        where = f"{archive.name}: large object {oid} in {lo.member}"
-        d = Stream(algorithm if whole else "none", archive.name, oid, lo.member)
-        with archive.open_member(lo.member) as f:
-            at = 0
-            while True:
-                try:
-                    chunk = f.read(1 << 20)
-                except OSError as e:
-                    raise ArchiveError(f"{where}: cannot read: {e.strerror or e}") from e
-                if not chunk:
-                    break
-                yield d.feed(chunk, at)
-                at += len(chunk)
-        yield d.finish()
-        return
-
-
-def find_lo(archive: Archive, oid: int) -> StoredLo | None:
-    """Where LO ``oid`` is stored, or None."""
-    return next((lo for lo in iter_stored(archive) if lo.oid == oid), None)

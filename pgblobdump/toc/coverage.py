@@ -18,10 +18,10 @@ difference, a second pass names the first LO involved and the list (or block) at
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from operator import mul
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar, cast
 
 from pgblobdump.errors import CorruptArchive, NotFound, PgBlobDumpError
 from pgblobdump.toc import blobs
@@ -54,7 +54,7 @@ class Tally:
 
 
 def _with_data(archive: Archive, cat: LoCatalog) -> list[blobs.BlobsEntry]:
-    """The BLOBS entries whose data the walk reads (blobs._custom_los, _directory_los)."""
+    """The BLOBS entries whose data the walk reads (blobs._custom_blocks, _directory_los)."""
     if archive.kind == "custom":
         return [e for e in cat.blobs if e.data_state != K_OFFSET_NO_DATA]
     return [e for e in cat.blobs if e.filename]
@@ -97,12 +97,16 @@ def _expected(archive: Archive, cat: LoCatalog, summing: bool) -> dict[int, Tall
     return out
 
 
+Item = TypeVar("Item", tuple[int, int, int] | SizeRun, blobs.LoData)
+
+
 def checked(
-    archive: Archive, cat: LoCatalog
-) -> Iterator[tuple[int, int, int] | SizeRun]:  # fmt: skip
-    """blobs.iter_size_runs(archive, cat.blobs, verify=True), checked: when the walk
-    ends, CorruptArchive naming an LO and its list file if the data does not hold exactly
-    the LOs the entries create (an LO with an entry and no data, or the reverse)."""
+    archive: Archive, cat: LoCatalog, items: Iterable[Item] | None = None
+) -> Iterator[Item]:
+    """``items`` (default: blobs.iter_size_runs(archive, cat.blobs, verify=True); or
+    blobs.iter_data's LoData), checked: when the walk ends, CorruptArchive naming an LO
+    and its list file if the data does not hold exactly the LOs the entries create (an LO
+    with an entry and no data, or the reverse)."""
     summing = archive.kind != "custom"
     found: dict[int, Tally] = {}
     key, n, total, squares = ALL, 0, 0, 0
@@ -113,16 +117,13 @@ def checked(
         tally.total += total
         tally.squares += squares
 
-    for item in blobs.iter_size_runs(archive, cat.blobs, verify=True):
+    if items is None:
+        items = cast(Iterable[Item], blobs.iter_size_runs(archive, cat.blobs, verify=True))
+    for item in items:
         if type(item) is tuple:
             oid, _size, blobs_id = item
-            if blobs_id != key:
-                flush()
-                key, n, total, squares = blobs_id, 0, 0, 0
-            n += 1
-            if summing:
-                total += oid
-                squares += oid * oid
+        elif isinstance(item, blobs.LoData):
+            oid, blobs_id = item.oid, item.blobs_id
         else:
             assert isinstance(item, SizeRun)
             if item.blobs_id != key:
@@ -132,6 +133,15 @@ def checked(
             if summing:
                 total += sum(item.oids)
                 squares += sum(map(mul, item.oids, item.oids))
+            yield item
+            continue
+        if blobs_id != key:
+            flush()
+            key, n, total, squares = blobs_id, 0, 0, 0
+        n += 1
+        if summing:
+            total += oid
+            squares += oid * oid
         yield item
     flush()
     entries = _with_data(archive, cat)

@@ -13,6 +13,7 @@ of the block), where the Int by Int loop takes over again.
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from array import array
@@ -85,14 +86,6 @@ def _match(buf: bytes, pos: int, n: int, blobs_id: int) -> tuple[SizeRun, int] |
     return SizeRun(oids, n, blobs_id), end
 
 
-@dataclass(frozen=True, slots=True)
-class Chunk:
-    """One stored chunk of the LO being read, and the file offset where its bytes start."""
-
-    data: bytes
-    offset: int
-
-
 MAX_LO_CHUNK = 1 << 24
 """pg_dump writes LO data in pieces of one lo_read buffer (LOBBUFSIZE, 16 kB) or of one
 compressor output buffer (at most a few hundred kB): a longer chunk length is damage."""
@@ -144,13 +137,11 @@ class _Bounds:
 def walk_sizes(
     r: Reader,
     blobs_id: int,
-    keep: int | None = None,
     runs: bool = False,
     limit: int | None = None,
-) -> Iterator[tuple[int, int, int] | Chunk | SizeRun]:
+) -> Iterator[tuple[int, int, int] | SizeRun]:
     """(oid, stored size, blobs_id) per LO of the block at ``r`` (or, with ``runs``, a
-    SizeRun for a run of same-size LOs). For the LO whose oid is ``keep`` also yield
-    its raw chunks (Chunk) before its tuple; ``keep`` turns runs off. ``limit`` is the
+    SizeRun for a run of same-size LOs), without reading the data. ``limit`` is the
     file offset the block cannot pass (the next block's start; default the file's end):
     data that would pass it is damaged, and said to be.
 
@@ -160,7 +151,6 @@ def walk_sizes(
     one = INT4.unpack_from
     what = f"the large objects of entry {blobs_id}"
     bounds = _Bounds(r, blobs_id, limit)
-    runs = runs and keep is None
     cool = misses = 0  # LOs to let pass after a miss (sizes that vary), and the backoff
     last: int | None = None  # the previous LO's oid, for messages
     buf, pos, end = r.buf, r.pos, len(r.buf)
@@ -202,13 +192,7 @@ def walk_sizes(
                 raise bounds.chunk(oid, r.base + pos - 5, n)
             size += n
             chunks += 1
-            if oid == keep:
-                r.pos = pos
-                at = r.offset
-                yield Chunk(r.read_bytes(n, what), at)
-                buf, pos, end = r.buf, r.pos, len(r.buf)
-                lim = bounds.limit - r.base
-            elif pos + n <= end:
+            if pos + n <= end:
                 pos += n
             else:
                 r.pos = pos
@@ -233,3 +217,94 @@ def walk_sizes(
         else:
             misses = min(misses + 1, 6)
             cool = (1 << misses) - 1
+
+
+def walk_data(
+    r: Reader, blobs_id: int, limit: int | None = None
+) -> Iterator[tuple[int, int, bytes | None]]:
+    """(oid, stored size, stored bytes) per LO of the block at ``r``. An LO stored as at
+    most one chunk that is in the reader's buffer comes with its bytes (``b""`` for no
+    chunk); for any other the bytes are None and ``r`` is at its first chunk length:
+    between two steps the caller may read its chunks (read_chunks), or not; the walk goes
+    on from where the LO ends. Every chunk length is checked (``limit`` as for walk_sizes)
+    before the LO is yielded, so its size is known before its bytes."""
+    what = f"the large objects of entry {blobs_id}"
+    bounds = _Bounds(r, blobs_id, limit)
+    one = INT4.unpack_from
+    last: int | None = None
+    while True:
+        if r.offset + 5 > bounds.limit:
+            raise bounds.block(last, r.offset)
+        if r.pos + 15 > len(r.buf):
+            r.fill(5, what)
+        buf, pos = r.buf, r.pos
+        s, oid = one(buf, pos)
+        if s:
+            oid = -oid & OID_MASK
+        if oid == 0:
+            r.pos = pos + 5
+            return
+        pos += 5
+        # the common case at C speed: one chunk (or none) whose bytes are all buffered
+        s, n = one(buf, pos) if pos + 5 <= len(buf) else (1, 0)
+        if not s and pos + 10 + n <= len(buf) and r.base + pos + 10 + n <= bounds.limit:
+            if n == 0:
+                r.pos = pos + 5
+                yield oid, 0, b""
+                last = oid
+                continue
+            if one(buf, pos + 5 + n) == (0, 0):
+                r.pos = pos + 10 + n
+                yield oid, n, buf[pos + 5 : pos + 5 + n]
+                last = oid
+                continue
+        r.pos = pos
+        start = r.offset
+        size, count = _scan(r, oid, bounds)
+        yield oid, size, None
+        r.seek(start + 5 * count + size + 5)  # past the zero length that ends the LO
+        last = oid
+
+
+def _scan(r: Reader, oid: int, bounds: _Bounds) -> tuple[int, int]:
+    """The stored size and chunk count of the LO whose first chunk length is at
+    ``r.offset``, from its chunk lengths alone: those in the buffer are decoded in place,
+    the others read with pread (5 bytes each), so a large LO's data is not read twice.
+    The reader does not move."""
+    buf, base, at = r.buf, r.base, r.offset
+    lim = bounds.limit
+    size = count = 0
+    fd: int | None = None
+    while True:
+        if at + 5 > lim:
+            raise bounds.block(oid, at)
+        i = at - base
+        if i + 5 <= len(buf):
+            s, n = INT4.unpack_from(buf, i)
+        else:
+            if fd is None:
+                fd = r.f.fileno()
+            head = os.pread(fd, 5, at)
+            if len(head) < 5:
+                raise bounds.block(oid, at)
+            s, n = INT4.unpack(head)
+        if s:
+            raise CorruptArchive(
+                f"{r.name}: damaged data of large object {oid} at byte {at}:"
+                " a negative chunk length"
+            )
+        if n == 0:
+            return size, count
+        if at + 5 + n > lim:
+            raise bounds.chunk(oid, at, n)
+        size += n
+        count += 1
+        at += 5 + n
+
+
+def read_chunks(r: Reader, what: str) -> Iterator[tuple[bytes, int]]:
+    """The chunks of the LO whose first chunk length is at ``r.offset`` (as walk_data left
+    it), each with the file offset of its first byte; lengths already checked by _scan."""
+    while n := r.read_int(what):
+        at = r.offset
+        yield r.read_bytes(n, what), at

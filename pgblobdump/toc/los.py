@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from pgblobdump.pg.acl import AclItem
 from pgblobdump.toc import acl as aclmod
@@ -53,8 +54,7 @@ def statements(defn: str | None) -> tuple[str, ...]:
     return tuple(line for line in (defn or "").splitlines() if line.strip())
 
 
-@dataclass(frozen=True)
-class LargeObject:
+class LargeObject(NamedTuple):
     """One LO of an archive.
 
     ``owner`` is the owner pg_dump recorded (the entry owner); ``acl`` the GRANT/REVOKE
@@ -63,7 +63,8 @@ class LargeObject:
     for default privileges; ``comment`` the
     comment text or None; ``size`` the stored (compressed, if the archive is) byte count,
     None when the archive has no data for it (``--schema-only``); ``group`` the dump id of
-    the entry that created it (BLOB up to 1.15, BLOB METADATA from 1.16).
+    the entry that created it (BLOB up to 1.15, BLOB METADATA from 1.16). A NamedTuple:
+    a million of them are made in a walk.
     """
 
     oid: int
@@ -226,83 +227,128 @@ def iter_rows(archive: Archive, with_sizes: bool = True) -> Iterator[LoRow]:
     yield from _rows(archive, cat, with_sizes)
 
 
-def _rows(archive: Archive, cat: LoCatalog, with_sizes: bool) -> Iterator[LoRow]:
-    new_style = archive.header.version >= K_VERS_1_16
-    empty: tuple[str, ...] = ()
-    if new_style:
-        meta_of_blobs: dict[int, int] = {}
+def iter_data(archive: Archive) -> Iterator[tuple[LargeObject, Iterator[bytes]]]:
+    """Every LO in the archive with its bytes, in one pass over the TOC and one over the
+    data, in constant memory: ``(lo, pieces)`` in data order (then LOs without data, with
+    no pieces). ``pieces`` gives the LO's bytes decompressed, as pg_dump read them from
+    the server; iterate it before taking the next LO, or leave it and the bytes are
+    skipped unread. The walk is checked against the entries as ``toc los`` checks it."""
+    cat = catalog(archive)
+    describe = _Describer(archive, cat)
+    any_data = False
+    for lo in coverage.checked(archive, cat, blobs.iter_data(archive, cat.blobs)):
+        any_data = True
+        yield LargeObject(*describe.row(lo.oid, lo.size, lo.blobs_id)), lo.pieces()
+    for row in describe.without_data(any_data):
+        yield LargeObject(*row), iter(())
+
+
+Group = tuple[int, "str | None", tuple[str, ...], "aclmod.Template | None"]
+"""A 1.16 group's (metadata dump id, owner, ACL commands, per-LO ACL template)."""
+
+
+class _Describer:
+    """Each LO's owner, ACL commands, comment and group from the catalog, for the walk's
+    (oid, stored size, BLOBS dump id); then the LOs the walk did not meet."""
+
+    def __init__(self, archive: Archive, cat: LoCatalog) -> None:
+        self.archive = archive
+        self.cat = cat
+        self.new_style = archive.header.version >= K_VERS_1_16
+        self.meta_of_blobs: dict[int, int] = {}
         for e in cat.blobs:
             for dep in e.dependencies:
                 if dep in cat.metadata:
-                    meta_of_blobs[e.dump_id] = dep
-        done: set[int] = set()
-        if with_sizes:
-            comments = cat.comment_of
-            last_blobs, meta, owner, stmts = -1, 0, None, empty
-            template: aclmod.Template | None = None
-            for oid, size, blobs_id in blobs.flat(coverage.checked(archive, cat)):
-                if blobs_id != last_blobs:  # a new group: its owner and ACL hold for all
-                    last_blobs = blobs_id
-                    meta = meta_of_blobs.get(blobs_id, 0)
-                    done.add(meta)
-                    owner = cat.metadata[meta][0] if meta in cat.metadata else None
-                    stmts = cat.group_acl.get(meta, empty)
-                    template = cat.acl_template.get(meta)
-                yield (
-                    oid, owner, stmts if template is None else aclmod.commands(template, oid),
-                    comments.get(oid) if comments else None, size, meta,
-                )  # fmt: skip
-        for meta, (owner, oids) in cat.metadata.items():
-            if meta in done:
+                    self.meta_of_blobs[e.dump_id] = dep
+        self.done: set[int] = set()  # the metadata groups met by the walk
+        self._blobs = -1
+        self._group: Group = (0, None, (), None)
+
+    def group(self, blobs_id: int) -> Group:
+        """(metadata dump id, owner, ACL commands, per-LO ACL template) of the LOs in BLOBS
+        entry ``blobs_id`` (archive 1.16: a group's owner and ACL hold for all its LOs)."""
+        if blobs_id != self._blobs:
+            cat = self.cat
+            self._blobs = blobs_id
+            meta = self.meta_of_blobs.get(blobs_id, 0)
+            self.done.add(meta)
+            owner = cat.metadata[meta][0] if meta in cat.metadata else None
+            self._group = (meta, owner, cat.group_acl.get(meta, ()), cat.acl_template.get(meta))
+        return self._group
+
+    def row(self, oid: int, size: int | None, blobs_id: int) -> LoRow:
+        cat = self.cat
+        if self.new_style:
+            meta, owner, stmts, template = self.group(blobs_id)
+            acl = stmts if template is None else aclmod.commands(template, oid)
+            return (oid, owner, acl, cat.comment_of.get(oid), size, meta)
+        return (
+            oid, cat.owner_of.get(oid, cat.default_owner), cat.acl_of.get(oid, ()),
+            cat.comment_of.get(oid), size, blobs_id,
+        )  # fmt: skip
+
+    def without_data(self, any_data: bool) -> Iterator[LoRow]:
+        """The LOs the walk did not meet: from 1.16 the metadata groups with no data;
+        up to 1.15 every BLOB entry when the archive has no LO data at all."""
+        cat, archive = self.cat, self.archive
+        if self.new_style:
+            for meta, (owner, oids) in cat.metadata.items():
+                if meta in self.done:
+                    continue
+                stmts = cat.group_acl.get(meta, ())
+                template = cat.acl_template.get(meta)
+                for oid in parse_oids(oids, archive.name):
+                    acl = stmts if template is None else aclmod.commands(template, oid)
+                    yield (oid, owner, acl, cat.comment_of.get(oid), None, meta)
+            return
+        if any_data:
+            return
+        for entry in archive.iter_items():
+            if isinstance(entry, BlobRun):
+                pairs: Iterable[tuple[int, int]] = zip(entry.oids(), entry.dump_ids(), strict=True)
+            elif entry[F_DESC] == b"BLOB":
+                pairs = ((blobs_oid(entry), entry[F_DUMP_ID]),)
+            else:
                 continue
-            stmts = cat.group_acl.get(meta, empty)
-            template = cat.acl_template.get(meta)
-            for oid in parse_oids(oids, archive.name):
+            for oid, dump_id in pairs:
                 yield (
-                    oid, owner, stmts if template is None else aclmod.commands(template, oid),
-                    cat.comment_of.get(oid), None, meta,
+                    oid, cat.owner_of.get(oid, cat.default_owner), cat.acl_of.get(oid, ()),
+                    cat.comment_of.get(oid), None, dump_id,
                 )  # fmt: skip
-        return
-    stored = coverage.checked(archive, cat) if with_sizes else iter(())
+
+
+def _rows(archive: Archive, cat: LoCatalog, with_sizes: bool) -> Iterator[LoRow]:
+    describe = _Describer(archive, cat)
     any_data = False
-    plain = not (cat.owner_of or cat.acl_of or cat.comment_of)  # no LO is an exception
-    default = cat.default_owner
-    for item in stored:
-        any_data = True
-        if isinstance(item, SizeRun):
-            size, blobs_id = item.size, item.blobs_id
-            if plain:
-                for oid in item.oids:
-                    yield (oid, default, empty, None, size, blobs_id)
+    if with_sizes:
+        row = describe.row
+        # no LO is an exception: the rows of a run differ in their OIDs only
+        plain = not (cat.owner_of or cat.acl_of or cat.comment_of or cat.acl_template)
+        for item in coverage.checked(archive, cat):
+            any_data = True
+            if type(item) is tuple:
+                yield row(*item)
                 continue
-            pairs: Iterable[tuple[int, int]] = ((oid, size) for oid in item.oids)
-        else:
-            oid, size, blobs_id = item
-            pairs = ((oid, size),)
-        for oid, size in pairs:
-            yield (
-                oid, cat.owner_of.get(oid, default), cat.acl_of.get(oid, empty),
-                cat.comment_of.get(oid), size, blobs_id,
-            )  # fmt: skip
-    if any_data:
-        return
-    for entry in archive.iter_items():
-        if isinstance(entry, BlobRun):
-            pairs = zip(entry.oids(), entry.dump_ids(), strict=True)
-        elif entry[F_DESC] == b"BLOB":
-            pairs = ((blobs_oid(entry), entry[F_DUMP_ID]),)
-        else:
-            continue
-        for oid, dump_id in pairs:
-            yield (
-                oid, cat.owner_of.get(oid, cat.default_owner), cat.acl_of.get(oid, empty),
-                cat.comment_of.get(oid), None, dump_id,
-            )  # fmt: skip
+            assert isinstance(item, SizeRun)
+            size, blobs_id = item.size, item.blobs_id
+            if not plain:
+                for oid in item.oids:
+                    yield row(oid, size, blobs_id)
+                continue
+            if describe.new_style:
+                meta, owner, stmts, _ = describe.group(blobs_id)
+            else:
+                meta, owner, stmts = blobs_id, cat.default_owner, ()
+            for oid in item.oids:
+                yield (oid, owner, stmts, None, size, meta)
+    yield from describe.without_data(any_data)
 
 
 def extract(archive: Archive, oid: int) -> Iterator[bytes]:
-    """LO ``oid``'s bytes as pg_dump read them from the server. NotFound if no entry
-    creates it; CorruptArchive if one does but the archive's LO data lost it."""
-    if blobs.find_lo(archive, oid) is None:
-        raise coverage.absent(archive, catalog(archive), oid)
-    return blobs.read_lo(archive, oid)
+    """LO ``oid``'s bytes as pg_dump read them from the server, found in one pass over the
+    data. NotFound if no entry creates it; CorruptArchive if one does but the archive's
+    LO data lost it (raised before any byte is given)."""
+    for lo in blobs.iter_data(archive):
+        if lo.oid == oid:
+            return lo.pieces()
+    raise coverage.absent(archive, catalog(archive), oid)

@@ -11,6 +11,7 @@ import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import psycopg
 
@@ -158,3 +159,25 @@ def dump(
     else:
         subprocess.run([*args, "-f", str(path)], check=True)
     return Built(major, fmt, compression, path, piped, tc.bin_dir)
+
+
+class Chunk(NamedTuple):
+    """One stored chunk of an LO in a custom archive, and the file offset of its bytes."""
+
+    data: bytes
+    offset: int
+
+
+def stored_chunks(path: Path, oid: int) -> list[Chunk]:
+    """Where LO ``oid``'s stored chunks are in the custom archive at ``path``."""
+    from pgblobdump.toc import blobs, lodata
+    from pgblobdump.toc.reader import open_archive
+
+    with open_archive(path) as a:
+        for r, blobs_id, limit in blobs._custom_blocks(a, None):
+            for found, size, stored in lodata.walk_data(r, blobs_id, limit):
+                if found == oid:
+                    if stored is not None:  # one buffered chunk: 4 + 1 bytes before it
+                        return [Chunk(stored, r.offset - size - 5)] if size else []
+                    return [Chunk(*c) for c in lodata.read_chunks(r, "test")]
+    raise AssertionError(f"no large object {oid} in {path}")

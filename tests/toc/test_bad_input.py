@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from pgblobdump.cli import cli
 from pgblobdump.errors import ArchiveError, NotFound
-from pgblobdump.toc import blobs, los, summary
+from pgblobdump.toc import los, summary
 from pgblobdump.toc.reader import open_archive
 from tests.toc.conftest import Corpus
 
@@ -92,8 +92,8 @@ def _exercise(path: Path) -> None:
             rows = list(los.iter_los(a))
             for lo in rows[:3]:
                 b"".join(los.extract(a, lo.oid))
-            for _ in blobs.iter_stored(a):
-                pass
+            for _, pieces in los.iter_data(a):
+                b"".join(pieces)
     except (ArchiveError, NotFound):
         pass
 

@@ -97,7 +97,7 @@ def _views(path: Path) -> dict[str, Any]:
             "summary": dataclasses.asdict(summary.summarize(a)),
             "rows": list(los.iter_rows(a)),
             "rows_no_sizes": list(los.iter_rows(a, with_sizes=False)),
-            "stored": list(blobs.iter_stored(a)),
+            "stored": list(blobs.iter_sizes(a)),
             "data_start": a.data_start() if a.kind == "custom" else None,
             "show": list(show.lines(a)),
             "show_all": list(show.lines(a, show_all=True)),

@@ -18,10 +18,9 @@ from click.testing import CliRunner, Result
 from pgblobdump.cli import cli
 from pgblobdump.errors import CorruptArchive
 from pgblobdump.report import stream
-from pgblobdump.toc import blobs
 from pgblobdump.toc.compression import decompressor
-from pgblobdump.toc.lodata import Chunk
 from pgblobdump.toc.reader import open_archive
+from tests.toc.build import Chunk, stored_chunks
 from tests.toc.conftest import Corpus
 
 
@@ -38,8 +37,7 @@ def _one_line_error(result: Result) -> str:
 
 def _chunks(path: Path, oid: int) -> list[Chunk]:
     """Where LO ``oid``'s stored chunks are in a custom archive."""
-    with open_archive(path) as a:
-        return [c for c in blobs._custom_los(a, oid) if isinstance(c, Chunk)]
+    return stored_chunks(path, oid)
 
 
 # -- 6: damaged LO data is damaged data of that LO, not a truncated file -------------------

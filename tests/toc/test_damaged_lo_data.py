@@ -15,10 +15,9 @@ from click.testing import CliRunner, Result
 
 from pgblobdump.cli import cli
 from pgblobdump.errors import CorruptArchive
-from pgblobdump.toc import blobs, streamend
+from pgblobdump.toc import streamend
 from pgblobdump.toc.compression import SUFFIXES, Stream
-from pgblobdump.toc.lodata import Chunk
-from pgblobdump.toc.reader import open_archive
+from tests.toc.build import stored_chunks
 from tests.toc.conftest import Corpus
 
 COMPRESSED_DIRS = [
@@ -203,8 +202,7 @@ def test_lo_cut_out_of_custom_block(corpus: Corpus, name: str, tmp_path: Path) -
     # positions: cutting LO 1002's record (oid, its chunks, the 0 length) out leaves a
     # well-formed archive; los listed the other LOs and exited 0 before.
     src = corpus.archives[name].path
-    with open_archive(src) as a:
-        chunks = [c for c in blobs._custom_los(a, 1002) if isinstance(c, Chunk)]
+    chunks = stored_chunks(src, 1002)
     start = chunks[0].offset - 10  # Int oid, Int length
     end = chunks[-1].offset + len(chunks[-1].data) + 5  # the ending 0 length
     raw = src.read_bytes()

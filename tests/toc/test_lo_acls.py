@@ -3,6 +3,7 @@ as pg_restore's IssueACLPerBlob issues them, and the grants they make equal loma
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from collections import Counter
@@ -12,7 +13,9 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from click.testing import CliRunner
 
+from pgblobdump.cli import cli
 from pgblobdump.pg import acl as pg_acl
 from pgblobdump.pg.cluster import EmbeddedCluster
 from pgblobdump.toc import acl, los
@@ -153,6 +156,27 @@ def test_grants_equal_lomacl(acl_corpus: AclCorpus, name: str) -> None:
         assert lo.grants is not None, lo.acl
         assert set(lo.grants) == set(_lomacl_items(owner, text)), (lo.oid, lo.acl, text)
         assert len(lo.grants) == len(_lomacl_items(owner, text))
+
+
+@pytest.mark.parametrize("name", _NAMES)
+def test_los_json_grants_equal_lomacl(acl_corpus: AclCorpus, name: str) -> None:
+    """`toc los --json` carries each LO's grants, null for default privileges."""
+    result = CliRunner().invoke(cli, ["toc", "los", "--json", str(acl_corpus.archives[name].path)])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)
+    assert {r["oid"] for r in rows} == set(acl_corpus.lomacl)
+    for row in rows:
+        owner, text = acl_corpus.lomacl[row["oid"]]
+        want = _lomacl_items(owner, text)
+        if not row["acl"]:
+            assert row["grants"] is None and not want, row
+            continue
+        got = {
+            pg_acl.AclItem(g["grantee"], tuple(g["privileges"]), tuple(g["with_grant_option"]),
+                           g["grantor"])
+            for g in row["grants"]
+        }  # fmt: skip
+        assert got == set(want), row
 
 
 @pytest.mark.parametrize("name", _NAMES)
