@@ -180,7 +180,7 @@ def restore(archive: str, target: ConnectionTarget, no_owner: bool, no_acl: bool
     req = RestoreRequest(no_owner, no_acl, no_comments, OnConflict(on_conflict), resume)
     conninfo = target.conninfo()
     with open_source(archive) as src, reporter("restoring LOs", 0) as rep:
-        result = run_restore(conninfo, src.pieces, req, rep, src.index, src.metas)
+        result = run_restore(conninfo, src.items, req, rep, src.index, src.metas)
     record = dataclasses.asdict(result)
     record["seconds"] = round(result.seconds, 3)
     emit(_result_table("restored", record), fmt, record)

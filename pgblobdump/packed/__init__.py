@@ -4,21 +4,31 @@ thin layers over this package; tests use it directly."""
 
 from pgblobdump.packed.dump import DumpRequest, DumpResult, dump
 from pgblobdump.packed.index import Meta
-from pgblobdump.packed.reader import LoPiece, PackedDirectory, stream_pieces
+from pgblobdump.packed.reader import (
+    Item,
+    LoPiece,
+    PackedDirectory,
+    WholeLos,
+    stream_items,
+    stream_pieces,
+)
 from pgblobdump.packed.restore import OnConflict, RestoreRequest, RestoreResult, restore
 from pgblobdump.packed.source import open_source
 
 __all__ = [
     "DumpRequest",
     "DumpResult",
+    "Item",
     "LoPiece",
     "Meta",
     "OnConflict",
     "PackedDirectory",
     "RestoreRequest",
     "RestoreResult",
+    "WholeLos",
     "dump",
     "open_source",
     "restore",
+    "stream_items",
     "stream_pieces",
 ]

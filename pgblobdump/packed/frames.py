@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import BinaryIO, NamedTuple
 
 import xxhash
 import zstandard
@@ -20,9 +20,9 @@ from pgblobdump.packed.format import (
 )
 
 
-@dataclass(frozen=True)
-class Piece:
-    """One LO, or one piece of a large LO, in a DATA frame (see PIECE_RECORD)."""
+class Piece(NamedTuple):
+    """One LO, or one piece of a large LO, in a DATA frame (see PIECE_RECORD). A
+    NamedTuple: a frame's directory is decoded into thousands at C speed."""
 
     oid: int
     meta: int
@@ -133,9 +133,7 @@ class FrameReader:
         raw = self._decode(codec, payload, ulen, start)
         if records * PIECE_RECORD.size != dir_len:
             raise CorruptArchive(f"{self.name}: the frame at byte {start:,} has a bad directory")
-        pieces = tuple(
-            Piece(*PIECE_RECORD.unpack_from(raw, i * PIECE_RECORD.size)) for i in range(records)
-        )
+        pieces = tuple(map(Piece._make, PIECE_RECORD.iter_unpack(memoryview(raw)[:dir_len])))
         if kind == FrameKind.DATA and sum(p.length for p in pieces) != ulen - dir_len:
             raise CorruptArchive(f"{self.name}: the frame at byte {start:,} has a bad directory")
         return Frame(FrameKind(kind), start, self.offset, pieces, raw[dir_len:])

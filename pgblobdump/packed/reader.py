@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
@@ -44,6 +44,34 @@ class LoPiece:
     checksum: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class WholeLos:
+    """Consecutive whole LOs of one DATA frame, checked, as parallel lists: how restore
+    takes the many small LOs of an archive without an object per LO."""
+
+    oids: list[int]
+    metas: list[Meta]
+    datas: list[bytes | memoryview]
+
+    def pieces(self) -> Iterator[LoPiece]:
+        """The same LOs one by one."""
+        for oid, meta, data in zip(self.oids, self.metas, self.datas, strict=True):
+            yield LoPiece(oid, meta, len(data), 0, data, True)
+
+
+Item = LoPiece | WholeLos
+"""What restore takes from an archive: whole small LOs in runs, large LOs piece by piece."""
+
+
+def each_piece(items: Iterable[Item]) -> Iterator[LoPiece]:
+    """``items`` one LoPiece at a time."""
+    for item in items:
+        if isinstance(item, WholeLos):
+            yield from item.pieces()
+        else:
+            yield item
+
+
 def parse_manifest(body: bytes, where: str) -> dict[str, Any]:
     try:
         manifest = json.loads(body)
@@ -60,6 +88,9 @@ def parse_manifest(body: bytes, where: str) -> dict[str, Any]:
         if key not in manifest:
             raise CorruptArchive(f"{where}: the manifest has no {key!r}")
     return manifest
+
+
+_EMPTY = xxhash.xxh3_64_intdigest(b"")
 
 
 class _Assembler:
@@ -80,9 +111,44 @@ class _Assembler:
         except IndexError:
             raise CorruptArchive(f"{self.where}: metadata id {meta_id} out of range") from None
 
+    def items(self, frame: Frame, name: str) -> Iterator[Item]:
+        """The frame's LOs: runs of whole ones (checked here, in one loop), and the pieces
+        of large ones (checked as they complete)."""
+        where = f"{name} frame at byte {frame.offset:,}"
+        view = memoryview(frame.data)
+        values = self.metas.values if self.metas is not None else None
+        digest = xxhash.xxh3_64_intdigest
+        oids: list[int] = []
+        metas: list[Meta] = []
+        datas: list[bytes | memoryview] = []
+        at = total = whole = 0
+        for p in frame.pieces:
+            oid, meta_id, size, offset, length, checksum = p
+            data = view[at : at + length]
+            at += length
+            if offset or length != size:  # a piece of a large LO
+                if oids:
+                    yield WholeLos(oids, metas, datas)
+                    oids, metas, datas = [], [], []
+                yield self._piece(p, data, where)
+                continue
+            if self._open is not None:
+                raise CorruptArchive(f"{where}: LO {self._open[0]} is cut short")
+            if checksum != _EMPTY if not length else digest(data) != checksum:
+                raise CorruptArchive(f"{where}: LO {oid} is damaged (checksum)")
+            whole += 1
+            oids.append(oid)
+            metas.append(self.meta(meta_id) if values is None or meta_id >= len(values)
+                         else values[meta_id])  # fmt: skip
+            datas.append(data)
+            total += length
+        if oids:
+            yield WholeLos(oids, metas, datas)
+        self.los += whole
+        self.bytes += total
+
     def pieces(self, frame: Frame, name: str) -> Iterator[LoPiece]:
-        for p, data in frame.piece_bytes():
-            yield self._piece(p, data, f"{name} frame at byte {frame.offset:,}")
+        return each_piece(self.items(frame, name))
 
     def _piece(self, p: Piece, data: memoryview, where: str) -> LoPiece:
         whole = p.offset == 0 and p.length == p.size
@@ -184,7 +250,11 @@ class PackedDirectory:
             yield FrameReader(f, where, start)
 
     def pieces(self) -> Iterator[LoPiece]:
-        """Every LO's bytes, volume by volume, checked, for restore and verify."""
+        """Every LO's bytes, volume by volume, checked, one LoPiece at a time (verify)."""
+        return each_piece(self.items())
+
+    def items(self) -> Iterator[Item]:
+        """Every LO's bytes, volume by volume, checked, whole LOs in runs (restore)."""
         asm = _Assembler(self.index.metas, self.where)
         for name in self.volumes():
             with self._frames(name) as frames:
@@ -193,7 +263,7 @@ class PackedDirectory:
                         raise CorruptArchive(
                             f"{frames.name}: a {frame.kind.name} frame in a volume"
                         )
-                    yield from asm.pieces(frame, frames.name)
+                    yield from asm.items(frame, frames.name)
         asm.end()
         if self.manifest is not None and (asm.los, asm.bytes) != (
             self.manifest["los"],
@@ -241,7 +311,7 @@ class PackedDirectory:
                 raise CorruptArchive(f"{self.where}: LO {oid} is cut short (missing volume)")
 
 
-def stream_pieces(f: BinaryIO, where: str = "the stream") -> Iterator[LoPiece]:
+def stream_items(f: BinaryIO, where: str = "the stream") -> Iterator[Item]:
     """Every LO of a single-stream archive, front to back, checked; raises CorruptArchive
     if the stream ends before its manifest (an interrupted dump) or disagrees with it."""
     head = f.read(STREAM_HEADER.size)
@@ -255,13 +325,18 @@ def stream_pieces(f: BinaryIO, where: str = "the stream") -> Iterator[LoPiece]:
     return _stream_body(f, where)
 
 
-def _stream_body(f: BinaryIO, where: str) -> Iterator[LoPiece]:
+def stream_pieces(f: BinaryIO, where: str = "the stream") -> Iterator[LoPiece]:
+    """stream_items one LoPiece at a time (the header is read at once, all the same)."""
+    return each_piece(stream_items(f, where))
+
+
+def _stream_body(f: BinaryIO, where: str) -> Iterator[Item]:
     frames = FrameReader(f, where, STREAM_HEADER.size)
     metas = MetaTable()
     asm = _Assembler(metas, where)
     for frame in frames:
         if frame.kind == FrameKind.DATA:
-            yield from asm.pieces(frame, where)
+            yield from asm.items(frame, where)
         elif frame.kind == FrameKind.META:
             _add_metas(metas, frame, where)
         elif frame.kind == FrameKind.MANIFEST:

@@ -14,19 +14,21 @@ import enum
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from concurrent import futures
+from dataclasses import dataclass, field
 
 import psycopg
 import psycopg.errors
 from psycopg import sql
 
+from pgblobdump import signals
 from pgblobdump.errors import DatabaseError, PgBlobDumpError
 from pgblobdump.packed.index import Index, Meta
-from pgblobdump.packed.reader import LoPiece
+from pgblobdump.packed.reader import Item, LoPiece, WholeLos
 from pgblobdump.pg import acl as aclmod
 from pgblobdump.pg.connect import connect
 from pgblobdump.pg.failure import failed
-from pgblobdump.pg.ledger import Ledger
+from pgblobdump.pg.ledger import Ledger, to_ranges
 from pgblobdump.pg.lo import Batch, Grant, LoWriter
 from pgblobdump.report.reporter import QUIET, Reporter
 
@@ -34,6 +36,10 @@ BATCH_BYTES = 8 << 20
 """LO bytes per batch: one round trip carries them (a binary bytea[] parameter)."""
 BATCH_LOS = 50_000
 """LOs per batch at most when nothing but creation takes locks (empty LOs, no comments)."""
+
+
+STOP_WAIT = 30.0
+"""Seconds a failed restore waits for the batch being written before it cleans up."""
 
 
 class OnConflict(enum.StrEnum):
@@ -62,6 +68,26 @@ class RestoreResult:
     seconds: float
 
 
+GrantKey = tuple[str, "str | None", tuple[str, ...], bool]
+"""(grantor, grantee, privileges, with grant option) of one GRANT statement."""
+
+
+@dataclass
+class _Plan:
+    """One batch's statements, planned in the main thread, run by the writer thread:
+    creations per owner (empty OIDs; OIDs with contents), ACLs, comments."""
+
+    ranges: list[tuple[int, int]]
+    creates: list[tuple[str | None, list[int], list[int], list[bytes | memoryview]]] = field(
+        default_factory=list
+    )
+    acls: tuple[list[int], list[str]] | None = None
+    grants: dict[GrantKey, list[int]] = field(default_factory=dict)
+    comments: list[tuple[int, str]] = field(default_factory=list)
+    los: int = 0
+    bytes: int = 0
+
+
 class _Restorer:
     def __init__(self, conn: psycopg.Connection, ledger: Ledger, req: RestoreRequest) -> None:
         self.conn = conn
@@ -70,16 +96,22 @@ class _Restorer:
         row = conn.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user").fetchone()
         self.superuser = bool(row and row[0])
         self.known_roles: set[str] = set()
-        self.batch: list[tuple[int, Meta, bytes | memoryview]] = []
+        # the batch of whole LOs, as parallel lists
+        self.oids: list[int] = []
+        self.metas: list[Meta] = []
+        self.datas: list[bytes | memoryview] = []
         self.batch_bytes = 0
         # Creating LOs and one GRANT (or ACL update) for many takes no lock per LO; a
         # comment does, until commit: a batch holds at most the lock budget of them.
         self.batch_comments = 0
         self.comments_max = self.writer.budget.per_transaction
         self._checked: set[Meta] = set()
+        self.all_checked = False  # every Meta of the archive was checked up front
         self.los = self.bytes = self.skipped = 0
         self._large: contextlib.ExitStack | None = None
         self._large_batch: Batch | None = None
+        self._writer = futures.ThreadPoolExecutor(1, thread_name_prefix="pgblobdump-restore")
+        self._job: futures.Future[None] | None = None
 
     # -- roles ------------------------------------------------------------------------
     def check_roles(self, metas: Iterable[Meta]) -> None:
@@ -107,26 +139,54 @@ class _Restorer:
             )
         self.known_roles |= have
 
-    # -- pieces -----------------------------------------------------------------------
-    def take(self, p: LoPiece) -> None:
-        if p.offset == 0 and p.meta not in self._checked:
-            self.check_roles((p.meta,))
-            self._checked.add(p.meta)
-        if p.offset == 0 and p.last:
-            self.batch.append((p.oid, p.meta, p.data))
-            self.batch_bytes += p.size
-            if p.meta.comment is not None and not self.req.no_comments:
-                self.batch_comments += 1
-            if (
-                len(self.batch) >= BATCH_LOS
-                or self.batch_bytes >= BATCH_BYTES
-                or self.batch_comments >= self.comments_max
-            ):
-                self.flush()
+    def _check(self, metas: Iterable[Meta]) -> None:
+        """check_roles for the metadata not seen yet (a stream's come as it goes)."""
+        if self.all_checked:
             return
-        # A large LO: a transaction of its own, filled piece by piece.
+        new = [m for m in {id(m): m for m in metas}.values() if m not in self._checked]
+        if new:
+            self.wait()
+            self.check_roles(new)
+            self._checked.update(new)
+
+    # -- LOs --------------------------------------------------------------------------
+    def take(self, item: Item) -> None:
+        if isinstance(item, WholeLos):
+            self._take_whole(item)
+        elif item.offset == 0 and item.last:
+            self._take_whole(WholeLos([item.oid], [item.meta], [item.data]))
+        else:
+            self._take_piece(item)
+
+    def _take_whole(self, run: WholeLos) -> None:
+        self._check(run.metas)
+        comments = 0
+        if not self.req.no_comments:
+            comments = sum(m.comment is not None for m in run.metas)
+            if comments and self.batch_comments + comments > self.comments_max:
+                if len(run.oids) > 1:  # split it where the lock budget says
+                    for one in run.pieces():
+                        self._take_whole(WholeLos([one.oid], [one.meta], [one.data]))
+                    return
+                self.flush()
+        self.oids += run.oids
+        self.metas += run.metas
+        self.datas += run.datas
+        self.batch_bytes += sum(map(len, run.datas))
+        self.batch_comments += comments
+        if (
+            len(self.oids) >= BATCH_LOS
+            or self.batch_bytes >= BATCH_BYTES
+            or self.batch_comments >= self.comments_max
+        ):
+            self.flush()
+
+    def _take_piece(self, p: LoPiece) -> None:
+        """A piece of a large LO: the LO is a transaction of its own, filled piece by piece."""
         if p.offset == 0:
             self.flush()
+            self.wait()
+            self._check((p.meta,))
             if self.req.skipping and self._existing([p.oid]):
                 self.skipped += 1
                 self._large = contextlib.ExitStack()  # swallow its pieces
@@ -142,7 +202,8 @@ class _Restorer:
             stack, b = self._large, self._large_batch
             self._large = self._large_batch = None
             if b is not None:
-                self._decorate(b, [(p.oid, p.meta)])
+                plan = self._plan([p.oid], [p.meta], [b""], True)
+                self._decorate(b, plan)
                 self.los += 1
                 self.bytes += p.size
             stack.close()
@@ -158,46 +219,116 @@ class _Restorer:
         return {int(r[0]) for r in rows}
 
     def flush(self) -> None:
-        if not self.batch:
+        """Hand the batch to the writer thread, once it has written the one before: the
+        server creates one batch while the next is decoded and planned here (the writer
+        does little but wait for the server, so the two hardly contend for the GIL)."""
+        if not self.oids:
             return
-        batch, self.batch, self.batch_bytes, self.batch_comments = self.batch, [], 0, 0
-        if self.req.skipping:
-            there = self._existing([o for o, _m, _d in batch])
+        oids, metas, datas = self.oids, self.metas, self.datas
+        empty = not self.batch_bytes
+        self.oids, self.metas, self.datas = [], [], []
+        self.batch_bytes = self.batch_comments = 0
+        plan = None if self.req.skipping else self._plan(oids, metas, datas, empty)
+        self.wait()
+        self._job = self._writer.submit(self._write, oids, metas, datas, plan)
+
+    def wait(self) -> None:
+        """Wait for the batch being written (its error is raised here): before the
+        connection is used for anything else."""
+        job, self._job = self._job, None
+        if job is not None:
+            job.result()
+
+    def stop(self) -> None:
+        """After a failure: the batch being written is cancelled (or let finish), and the
+        writer thread ends, before the clean-up uses the ledger and the connection."""
+        job, self._job = self._job, None
+        if job is not None and not job.done():
+            with contextlib.suppress(Exception):
+                self.conn.cancel_safe(timeout=5)
+        if job is not None:
+            futures.wait([job], timeout=STOP_WAIT)  # a hung server: clean up all the same
+        self._writer.shutdown(wait=False)
+
+    def _plan(
+        self, oids: list[int], metas: list[Meta], datas: list[bytes | memoryview], empty: bool
+    ) -> _Plan:
+        """What one batch's statements need, gathered from its parallel lists."""
+        plan = _Plan(to_ranges(oids))
+        owners = {None} if self.req.no_owner else {m.owner for m in metas}
+        for owner in owners:
+            if len(owners) == 1:
+                mine: Iterable[int] = range(len(oids))
+                if empty:
+                    plan.creates.append((owner, oids, [], []))
+                    continue
+            else:
+                mine = [i for i, m in enumerate(metas) if m.owner == owner]
+            plan.creates.append((
+                owner,
+                [oids[i] for i in mine if not len(datas[i])],
+                [oids[i] for i in mine if len(datas[i])],
+                [datas[i] for i in mine if len(datas[i])],
+            ))  # fmt: skip
+        if not self.req.no_acl:
+            with_acl = [(o, m) for o, m in zip(oids, metas, strict=True) if m.acl is not None]
+            if with_acl and self.superuser:
+                plan.acls = ([o for o, _ in with_acl],
+                             [aclmod.array_literal(m.acl or ()) for _, m in with_acl])  # fmt: skip
+            elif with_acl:
+                plan.grants = self._grants(with_acl)
+        if not self.req.no_comments:
+            plan.comments = [
+                (o, m.comment) for o, m in zip(oids, metas, strict=True) if m.comment is not None
+            ]
+        plan.los = len(oids)
+        plan.bytes = 0 if empty else sum(map(len, datas))
+        return plan
+
+    def _write(
+        self,
+        oids: list[int],
+        metas: list[Meta],
+        datas: list[bytes | memoryview],
+        plan: _Plan | None,
+    ) -> None:
+        """One batch: one transaction through the ledger (runs in the writer thread)."""
+        if plan is None:  # skipping: what exists is known only now
+            there = self._existing(oids)
             if there:
                 self.skipped += len(there)
-                batch = [x for x in batch if x[0] not in there]
-                if not batch:
+                keep = [i for i, o in enumerate(oids) if o not in there]
+                if not keep:
                     return
-        by_owner: dict[str | None, list[tuple[int, bytes | memoryview]]] = defaultdict(list)
-        for oid, meta, data in batch:
-            by_owner[self._owner(meta)].append((oid, data))
-        with self.writer.batch_of([o for o, _m, _d in batch]) as b:
-            for owner, items in by_owner.items():
-                empty = [o for o, d in items if not len(d)]
-                full = [(o, d) for o, d in items if len(d)]
+                oids = [oids[i] for i in keep]
+                metas = [metas[i] for i in keep]
+                datas = [datas[i] for i in keep]
+            plan = self._plan(oids, metas, datas, not any(map(len, datas)))
+        with self.writer.batch_of_ranges(plan.ranges) as b:
+            for owner, empty, full, contents in plan.creates:
                 if empty:
                     b.create_many_empty(empty, owner)
                 if full:
-                    b.create([o for o, _ in full], [bytes(d) for _, d in full], owner)
-            self._decorate(b, [(o, m) for o, m, _d in batch])
-        self.los += len(batch)
-        self.bytes += sum(len(d) for _o, _m, d in batch)
+                    b.create(full, contents, owner)
+            self._decorate(b, plan)
+        self.los += plan.los
+        self.bytes += plan.bytes
 
-    def _decorate(self, b: Batch, items: list[tuple[int, Meta]]) -> None:
-        if not self.req.no_acl:
-            with_acl = [(o, m) for o, m in items if m.acl is not None]
-            if with_acl and self.superuser:
-                b.set_acls([o for o, _ in with_acl],
-                           [aclmod.array_literal(m.acl or ()) for _, m in with_acl])  # fmt: skip
-            elif with_acl:
-                self._grant(b, with_acl)
-        if not self.req.no_comments:
-            b.comment([(o, m.comment) for o, m in items if m.comment is not None])
+    def _decorate(self, b: Batch, plan: _Plan) -> None:
+        if plan.acls is not None:
+            b.set_acls(*plan.acls)
+        for (grantor, grantee, privileges, option), oids in plan.grants.items():
+            self.conn.execute(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(grantor)))
+            b.grant(Grant(grantee, privileges, option), oids)
+            self.conn.execute("RESET ROLE")
+        b.comment(plan.comments)
 
-    def _grant(self, b: Batch, items: list[tuple[int, Meta]]) -> None:
-        """ACLs as GRANTs (for a role that may not update the catalog): each grantor's
-        grants made as that grantor, so the server records the same grantor."""
-        groups: dict[tuple[str, str | None, tuple[str, ...], bool], list[int]] = defaultdict(list)
+    @staticmethod
+    def _grants(items: list[tuple[int, Meta]]) -> dict[GrantKey, list[int]]:
+        """ACLs as GRANTs (for a role that may not update the catalog), by (grantor,
+        grantee, privileges, with grant option): each grantor's grants are made as that
+        grantor, so the server records the same grantor."""
+        groups: dict[GrantKey, list[int]] = defaultdict(list)
         for oid, meta in items:
             for text in meta.acl or ():
                 a = aclmod.parse(text)
@@ -208,13 +339,12 @@ class _Restorer:
                     groups[(a.grantor, a.grantee, plain, False)].append(oid)
                 if a.grantable:
                     groups[(a.grantor, a.grantee, a.grantable, True)].append(oid)
-        for (grantor, grantee, privileges, option), oids in groups.items():
-            self.conn.execute(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(grantor)))
-            b.grant(Grant(grantee, privileges, option), oids)
-            self.conn.execute("RESET ROLE")
+        return groups
 
     def finish(self) -> None:
         self.flush()
+        self.wait()
+        self._writer.shutdown()
 
 
 def precheck(conn: psycopg.Connection, index: Index) -> None:
@@ -251,33 +381,37 @@ def precheck(conn: psycopg.Connection, index: Index) -> None:
 
 def restore(
     conninfo: str,
-    pieces: Iterator[LoPiece],
+    items: Iterator[Item],
     req: RestoreRequest,
     reporter: Reporter = QUIET,
     index: Index | None = None,
     metas: Iterable[Meta] | None = None,
 ) -> RestoreResult:
-    """Restore ``pieces`` into the database at ``conninfo``. With an archive's ``index``
-    and ``metas``, conflicts and missing roles are found before anything is
-    written; from a stream they are found as they come (and what was made is removed)."""
+    """Restore ``items`` (Source.items) into the database at ``conninfo``. With an
+    archive's ``index`` and ``metas``, conflicts and missing roles are found before
+    anything is written; from a stream they are found as they come (and what was made is
+    removed)."""
     t0 = time.perf_counter()
     ledger = Ledger(conninfo)
     with connect(conninfo, autocommit=True, doing="restore") as conn:
         r = _Restorer(conn, ledger, req)
         if metas is not None:
             r.check_roles(metas)
+            r.all_checked = True
         if index is not None and not req.skipping:
             precheck(conn, index)
         try:
             last = time.monotonic()
-            for piece in pieces:
-                r.take(piece)
+            for item in items:
+                r.take(item)
                 now = time.monotonic()
                 if now - last > 0.1:
                     last = now
                     reporter.progress(r.los + r.skipped, r.bytes)
             r.finish()
         except (PgBlobDumpError, psycopg.Error, KeyboardInterrupt) as e:
+            with signals.held():
+                r.stop()
             resume = "; run the restore again with --resume to finish it"
             raise failed(e, "restore", ledger, conn, _taken, if_left=resume) from e
     reporter.progress(r.los + r.skipped, r.bytes)

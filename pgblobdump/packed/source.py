@@ -11,16 +11,17 @@ from pathlib import Path
 from pgblobdump.errors import FileError, NotAnArchive, NotFound, from_os_error
 from pgblobdump.packed.format import STREAM_MAGIC
 from pgblobdump.packed.index import Index, Meta
-from pgblobdump.packed.reader import LoPiece, PackedDirectory, stream_pieces
+from pgblobdump.packed.reader import Item, PackedDirectory, stream_items
 from pgblobdump.storage import LocalDirectory
 
 
 @dataclass
 class Source:
-    """LOs to restore; ``oids`` and ``metas`` known up front for a directory (so conflicts
-    and missing roles are found before anything is written), None for a stream."""
+    """LOs to restore (``items``: runs of whole LOs and pieces of large ones); ``index``
+    and ``metas`` known up front for a directory (so conflicts and missing roles are
+    found before anything is written), None for a stream."""
 
-    pieces: Iterator[LoPiece]
+    items: Iterator[Item]
     index: Index | None
     metas: Iterable[Meta] | None
     directory: PackedDirectory | None
@@ -29,12 +30,12 @@ class Source:
 @contextlib.contextmanager
 def open_source(path: str) -> Iterator[Source]:
     if path == "-":
-        yield Source(stream_pieces(sys.stdin.buffer, "standard input"), None, None, None)
+        yield Source(stream_items(sys.stdin.buffer, "standard input"), None, None, None)
         return
     p = Path(path)
     if p.is_dir():
         archive = PackedDirectory(LocalDirectory(p))
-        yield Source(archive.pieces(), archive.index, archive.index.metas.values, archive)
+        yield Source(archive.items(), archive.index, archive.index.metas.values, archive)
         return
     if not p.exists():
         raise NotFound(f"{p}: no such archive")
@@ -45,7 +46,7 @@ def open_source(path: str) -> Iterator[Source]:
     except OSError as e:
         raise from_os_error(e, "read") from e
     with f:
-        yield Source(stream_pieces(f, str(p)), None, None, None)
+        yield Source(stream_items(f, str(p)), None, None, None)
 
 
 def directory(path: str) -> PackedDirectory:

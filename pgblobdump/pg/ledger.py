@@ -35,6 +35,10 @@ SETTLE_SECONDS = 30.0
 
 def to_ranges(oids: Sequence[int]) -> list[tuple[int, int]]:
     """Sorted OIDs as inclusive ranges of consecutive ones: [1, 2, 3, 7] -> [(1, 3), (7, 7)]."""
+    if len(oids) > 1:  # n distinct OIDs between lo and hi = lo + n - 1: all of them (C speed)
+        lo, hi = min(oids), max(oids)
+        if hi - lo + 1 == len(oids) and len(set(oids)) == len(oids):
+            return [(lo, hi)]
     ranges: list[tuple[int, int]] = []
     for o in oids:
         if ranges and ranges[-1][1] + 1 == o:

@@ -3,8 +3,8 @@
 Writing (generate today; restore, unpack, migrate ``--to lo`` next):
 - one transaction per batch, opened through the run's ``Ledger``, so clean-up removes
   exactly the OIDs made;
-- contents go to ``lo_from_bytea`` over ``unnest`` of two binary arrays: one statement and
-  one round trip per batch, no staging table;
+- contents go to ``lo_from_bytea`` over ``unnest`` of two binary arrays (built at C speed,
+  pg/arrays.py): one statement and one round trip per batch, no staging table;
 - owners through ``SET LOCAL ROLE`` around the create (a new LO belongs to the current
   role), never a per-LO ``ALTER LARGE OBJECT ... OWNER``, which takes a lock per LO;
 - ACLs as one ``GRANT ... ON LARGE OBJECT o1, o2, ...`` per distinct grant;
@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import psycopg
 from psycopg import sql
 
+from pgblobdump.pg.arrays import bytea_array, oid_array
 from pgblobdump.pg.ledger import Ledger, to_ranges
 from pgblobdump.pg.locks import LockBudget
 
@@ -54,14 +55,16 @@ class Batch:
         self.conn = conn
         self.locks_left = locks
 
-    def create(self, oids: Sequence[int], datas: Sequence[bytes], owner: str | None = None) -> None:
+    def create(
+        self, oids: Sequence[int], datas: Sequence[bytes | memoryview], owner: str | None = None
+    ) -> None:
         """Create LOs ``oids`` with contents ``datas`` (each at most BYTEA_MAX bytes),
         owned by ``owner`` (None: the connected role). All or nothing: an OID that exists
         fails the statement, and with it the batch."""
         with self._as(owner):
             self.conn.execute(
-                "SELECT count(lo_from_bytea(o, d)) FROM unnest(%b::oid[], %b::bytea[]) AS u(o, d)",
-                (list(oids), list(datas)),
+                "SELECT count(lo_from_bytea(o, d)) FROM unnest(%s::oid[], %s::bytea[]) AS u(o, d)",
+                (oid_array(oids), bytea_array(datas)),
             )
 
     def create_empty(self, first: int, last: int, owner: str | None = None) -> None:
@@ -76,7 +79,7 @@ class Batch:
         """Create empty LOs with these OIDs (any OIDs) in one statement."""
         with self._as(owner):
             self.conn.execute(
-                "SELECT count(lo_create(o)) FROM unnest(%b::oid[]) AS o", (list(oids),)
+                "SELECT count(lo_create(o)) FROM unnest(%s::oid[]) AS o", (oid_array(oids),)
             )
 
     def create_large(self, oid: int, chunks: Iterable[bytes], owner: str | None = None) -> int:
@@ -170,10 +173,14 @@ class LoWriter:
         with self.ledger.transaction(self.conn, los=(first, last)):
             yield Batch(self.conn, self.budget.per_transaction)
 
-    @contextlib.contextmanager
-    def batch_of(self, oids: Sequence[int]) -> Iterator[Batch]:
+    def batch_of(self, oids: Sequence[int]) -> contextlib.AbstractContextManager[Batch]:
         """One transaction creating exactly the LOs ``oids`` (ascending), and nothing else."""
-        with self.ledger.transaction(self.conn, los=to_ranges(oids)):
+        return self.batch_of_ranges(to_ranges(oids))
+
+    @contextlib.contextmanager
+    def batch_of_ranges(self, ranges: Sequence[tuple[int, int]]) -> Iterator[Batch]:
+        """One transaction creating exactly the LOs of ``ranges`` (inclusive, ascending)."""
+        with self.ledger.transaction(self.conn, los=ranges):
             yield Batch(self.conn, self.budget.per_transaction)
 
 

@@ -57,7 +57,7 @@ def test_round_trip_16_to_16_17_18(
         for cluster in (pg16, pg17, pg18):
             dst = new_db(cluster)
             with open_source(str(path)) as s:
-                r = restore(dst, s.pieces, RestoreRequest(), index=s.index, metas=s.metas)
+                r = restore(dst, s.items, RestoreRequest(), index=s.index, metas=s.metas)
             assert r.los == len(expected)
             assert state(dst) == expected
 
@@ -91,10 +91,10 @@ def test_an_existing_oid_is_refused_before_anything_is_written(
     with psycopg.connect(dst, autocommit=True) as conn:
         conn.execute("SELECT lo_from_bytea(30050, 'theirs')")
     with open_source(str(path)) as s, pytest.raises(DatabaseError, match="LO 30050 already"):
-        restore(dst, s.pieces, RestoreRequest(), index=s.index, metas=s.metas)
+        restore(dst, s.items, RestoreRequest(), index=s.index, metas=s.metas)
     assert state(dst) == {30050: (b"theirs", "postgres", None, None)}
     with open_source(str(path)) as s:
-        r = restore(dst, s.pieces, RestoreRequest(on_conflict=OnConflict.SKIP), index=s.index)
+        r = restore(dst, s.items, RestoreRequest(on_conflict=OnConflict.SKIP), index=s.index)
     assert (r.los, r.skipped) == (99, 1)
     assert state(dst)[30050][0] == b"theirs"
 
@@ -113,9 +113,9 @@ def test_a_missing_role_is_named(pg16: EmbeddedCluster, pg18: EmbeddedCluster, n
         open_source(str(path)) as s,
         pytest.raises(DatabaseError, match="missing on the target: pgbd_t_only16"),
     ):
-        restore(dst, s.pieces, RestoreRequest(), index=s.index, metas=s.metas)
+        restore(dst, s.items, RestoreRequest(), index=s.index, metas=s.metas)
     with open_source(str(path)) as s:
-        restore(dst, s.pieces, RestoreRequest(no_owner=True), index=s.index, metas=s.metas)
+        restore(dst, s.items, RestoreRequest(no_owner=True), index=s.index, metas=s.metas)
     assert state(dst)[40000][1] == "postgres"
 
 
@@ -242,6 +242,6 @@ def test_awkward_names_and_comments(pg17: EmbeddedCluster, new_db: NewDb, tmp_pa
         conn.execute("COMMENT ON LARGE OBJECT 80000 IS %s" % psycopg.sql.quote("t\tn\nb\\q'\"ü"))  # noqa: UP031
     path = _archive(src, tmp_path)
     with open_source(str(path)) as s:
-        restore(dst, s.pieces, RestoreRequest(), index=s.index, metas=s.metas)
+        restore(dst, s.items, RestoreRequest(), index=s.index, metas=s.metas)
     assert state(dst) == state(src)
     assert state(dst)[80000][3] == "t\tn\nb\\q'\"ü"
