@@ -165,9 +165,15 @@ def dump(target: ConnectionTarget, output: str, oids: str | None, referenced_by:
 @click.option(
     "--resume", is_flag=True, help="Finish an interrupted restore: skip the LOs that exist."
 )
+@click.option(
+    "--skip-damaged",
+    is_flag=True,
+    help="Restore what is intact of a damaged directory archive; name the LOs skipped.",
+)
 @output_options
 def restore(archive: str, target: ConnectionTarget, no_owner: bool, no_acl: bool,
-            no_comments: bool, on_conflict: str, resume: bool, fmt: Format) -> None:  # fmt: skip
+            no_comments: bool, on_conflict: str, resume: bool, skip_damaged: bool,
+            fmt: Format) -> None:  # fmt: skip
     """Restore a packed archive's LOs: same OIDs, owners, ACLs and comments.
 
     ARCHIVE is a directory, a stream file, or - for standard input. Batches are sized
@@ -177,9 +183,11 @@ def restore(archive: str, target: ConnectionTarget, no_owner: bool, no_acl: bool
 
     Example: pgblobdump dump -d src -o - | pgblobdump restore - -d dst
     """
-    req = RestoreRequest(no_owner, no_acl, no_comments, OnConflict(on_conflict), resume)
+    req = RestoreRequest(
+        no_owner, no_acl, no_comments, OnConflict(on_conflict), resume, skip_damaged
+    )
     conninfo = target.conninfo()
-    with open_source(archive) as src, reporter("restoring LOs", 0) as rep:
+    with open_source(archive, skip_damaged) as src, reporter("restoring LOs", 0) as rep:
         result = run_restore(conninfo, src.items, req, rep, src.index, src.metas)
     record = dataclasses.asdict(result)
     record["seconds"] = round(result.seconds, 3)

@@ -102,6 +102,11 @@ class FrameReader:
         self.offset = offset
         self._dctx = zstandard.ZstdDecompressor()
 
+    def seek(self, offset: int) -> None:
+        """Go on reading at ``offset`` (the next frame after a damaged one)."""
+        self.f.seek(offset)
+        self.offset = offset
+
     def _read(self, n: int, what: str) -> bytes:
         data = self.f.read(n)
         if len(data) != n:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
@@ -59,8 +60,19 @@ class WholeLos:
             yield LoPiece(oid, meta, len(data), 0, data, True)
 
 
-Item = LoPiece | WholeLos
-"""What restore takes from an archive: whole small LOs in runs, large LOs piece by piece."""
+@dataclass(frozen=True)
+class Damaged:
+    """LOs lost to damage, skipped on request (restore --skip-damaged): ``oids`` (from
+    the index), ``where`` and ``reason`` as the error would have said them."""
+
+    oids: list[int]
+    where: str
+    reason: str
+
+
+Item = LoPiece | WholeLos | Damaged
+"""What restore takes from an archive: whole small LOs in runs, large LOs piece by piece
+(and, when asked to skip them, the LOs of damaged frames)."""
 
 
 def each_piece(items: Iterable[Item]) -> Iterator[LoPiece]:
@@ -68,7 +80,7 @@ def each_piece(items: Iterable[Item]) -> Iterator[LoPiece]:
     for item in items:
         if isinstance(item, WholeLos):
             yield from item.pieces()
-        else:
+        elif isinstance(item, LoPiece):
             yield item
 
 
@@ -111,9 +123,10 @@ class _Assembler:
         except IndexError:
             raise CorruptArchive(f"{self.where}: metadata id {meta_id} out of range") from None
 
-    def items(self, frame: Frame, name: str) -> Iterator[Item]:
-        """The frame's LOs: runs of whole ones (checked here, in one loop), and the pieces
-        of large ones (checked as they complete)."""
+    def items(self, frame: Frame, name: str) -> list[Item]:
+        """The frame's LOs, all checked before any is given: runs of whole ones, and the
+        pieces of large ones (a large LO's checksum is checked with its last piece)."""
+        out: list[Item] = []
         where = f"{name} frame at byte {frame.offset:,}"
         view = memoryview(frame.data)
         values = self.metas.values if self.metas is not None else None
@@ -128,9 +141,9 @@ class _Assembler:
             at += length
             if offset or length != size:  # a piece of a large LO
                 if oids:
-                    yield WholeLos(oids, metas, datas)
+                    out.append(WholeLos(oids, metas, datas))
                     oids, metas, datas = [], [], []
-                yield self._piece(p, data, where)
+                out.append(self._piece(p, data, where))
                 continue
             if self._open is not None:
                 raise CorruptArchive(f"{where}: LO {self._open[0]} is cut short")
@@ -143,12 +156,19 @@ class _Assembler:
             datas.append(data)
             total += length
         if oids:
-            yield WholeLos(oids, metas, datas)
+            out.append(WholeLos(oids, metas, datas))
         self.los += whole
         self.bytes += total
+        return out
 
     def pieces(self, frame: Frame, name: str) -> Iterator[LoPiece]:
         return each_piece(self.items(frame, name))
+
+    def drop_open(self) -> int | None:
+        """Forget the large LO being assembled (damage cut it); its OID, if any."""
+        oid = self._open[0] if self._open is not None else None
+        self._open = None
+        return oid
 
     def _piece(self, p: Piece, data: memoryview, where: str) -> LoPiece:
         whole = p.offset == 0 and p.length == p.size
@@ -200,6 +220,7 @@ class PackedDirectory:
                 )
             raise NotAnArchive(f"{self.where}: not a packed archive (no {MANIFEST_NAME})")
         self._index: Index | None = None
+        self._frame_starts: dict[str, list[tuple[int, list[int]]]] | None = None
 
     @property
     def index(self) -> Index:
@@ -233,6 +254,8 @@ class PackedDirectory:
     @contextlib.contextmanager
     def _frames(self, name: str, offset: int | None = None) -> Iterator[FrameReader]:
         where = f"{self.where}/{name}"
+        if not self.storage.exists(name):
+            raise CorruptArchive(f"{where}: missing (the manifest lists it)")
         with self.storage.open(name) as f:
             head = f.read(VOLUME_HEADER.size)
             if len(head) < VOLUME_HEADER.size or head[:8] != VOLUME_MAGIC:
@@ -253,17 +276,19 @@ class PackedDirectory:
         """Every LO's bytes, volume by volume, checked, one LoPiece at a time (verify)."""
         return each_piece(self.items())
 
-    def items(self) -> Iterator[Item]:
-        """Every LO's bytes, volume by volume, checked, whole LOs in runs (restore)."""
+    def items(self, skip_damaged: bool = False) -> Iterator[Item]:
+        """Every LO's bytes, volume by volume, checked, whole LOs in runs (restore).
+        ``skip_damaged``: the LOs of a damaged frame (or volume) are given as a Damaged
+        item, named from the index, and reading goes on at the next frame the index
+        knows; otherwise the damage raises its CorruptArchive."""
         asm = _Assembler(self.index.metas, self.where)
+        damaged = False
         for name in self.volumes():
-            with self._frames(name) as frames:
-                for frame in frames:
-                    if frame.kind != FrameKind.DATA:
-                        raise CorruptArchive(
-                            f"{frames.name}: a {frame.kind.name} frame in a volume"
-                        )
-                    yield from asm.items(frame, frames.name)
+            for item in self._volume_items(name, asm, skip_damaged):
+                damaged = damaged or isinstance(item, Damaged)
+                yield item
+        if damaged:
+            return  # the counts cannot match the manifest's: the damage was reported
         asm.end()
         if self.manifest is not None and (asm.los, asm.bytes) != (
             self.manifest["los"],
@@ -273,6 +298,75 @@ class PackedDirectory:
                 f"{self.where}: volumes hold {asm.los:,} LOs and {asm.bytes:,} bytes;"
                 f" the manifest says {self.manifest['los']:,} and {self.manifest['bytes']:,}"
             )
+
+    def _volume_items(self, name: str, asm: _Assembler, skip: bool) -> Iterator[Item]:
+        try:
+            with self._frames(name) as frames:
+                yield from self._frame_items(frames, name, asm, skip)
+        except CorruptArchive as e:  # the volume itself: missing, or no volume header
+            if not skip:
+                raise
+            cut = asm.drop_open()
+            lost = self._lost_after(name, 0)
+            yield Damaged(lost if cut is None else [cut, *lost], f"{self.where}/{name}", str(e))
+
+    def _frame_items(
+        self, frames: FrameReader, name: str, asm: _Assembler, skip: bool
+    ) -> Iterator[Item]:
+        while True:
+            start = frames.offset
+            try:
+                frame = frames.next()
+                if frame is None:
+                    break
+                if frame.kind != FrameKind.DATA:
+                    raise CorruptArchive(f"{frames.name}: a {frame.kind.name} frame in a volume")
+                out = asm.items(frame, frames.name)
+            except CorruptArchive as e:
+                if not skip:
+                    raise
+                cut = asm.drop_open()
+                lost, resume = self._lost(name, start)
+                if cut is not None:
+                    lost.insert(0, cut)
+                if lost:  # (a frame holding only the rest of a large LO already lost: none)
+                    yield Damaged(lost, f"{frames.name} at byte {start:,}", str(e))
+                if resume is None:
+                    return
+                frames.seek(resume)
+                continue
+            yield from out
+        if skip:  # frames the index knows past the end: a volume cut at a frame boundary
+            lost = self._lost_after(name, frames.offset)
+            if lost:
+                reason = f"{frames.name}: ends at byte {frames.offset:,} (truncated)"
+                yield Damaged(lost, frames.name, reason)
+
+    def _frame_table(self) -> dict[str, list[tuple[int, list[int]]]]:
+        """Per volume, the frames the index knows (those where an LO starts) in file order,
+        with the OIDs whose first piece each holds: read once, only when damage is met."""
+        if self._frame_starts is None:
+            starts: dict[str, dict[int, list[int]]] = defaultdict(lambda: defaultdict(list))
+            for r in self.index:
+                starts[volume_name(*volume_of(r.volume))][r.offset].append(r.oid)
+            self._frame_starts = {n: sorted(by.items()) for n, by in starts.items()}
+        return self._frame_starts
+
+    def _lost(self, name: str, start: int) -> tuple[list[int], int | None]:
+        """The LOs whose first piece is in volume ``name``'s damaged frame at ``start``
+        (those the index places from ``start`` up to the next frame it knows), and that
+        next frame's offset, None when none follows."""
+        lost: list[int] = []
+        for offset, oids in self._frame_table().get(name, []):
+            if offset > start:
+                return lost, offset
+            if offset == start:
+                lost += oids
+        return lost, None
+
+    def _lost_after(self, name: str, end: int) -> list[int]:
+        """The LOs the index places in frames of volume ``name`` at or after ``end``."""
+        return [o for off, oids in self._frame_table().get(name, []) if off >= end for o in oids]
 
     def find(self, oid: int) -> IndexRecord:
         r = self.index.find(oid)

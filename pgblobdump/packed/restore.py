@@ -24,7 +24,7 @@ from psycopg import sql
 from pgblobdump import signals
 from pgblobdump.errors import DatabaseError, PgBlobDumpError
 from pgblobdump.packed.index import Index, Meta
-from pgblobdump.packed.reader import Item, LoPiece, WholeLos
+from pgblobdump.packed.reader import Damaged, Item, LoPiece, WholeLos
 from pgblobdump.pg import acl as aclmod
 from pgblobdump.pg.connect import connect
 from pgblobdump.pg.failure import failed
@@ -54,6 +54,7 @@ class RestoreRequest:
     no_comments: bool = False
     on_conflict: OnConflict = OnConflict.ERROR
     resume: bool = False
+    skip_damaged: bool = False
 
     @property
     def skipping(self) -> bool:
@@ -62,10 +63,16 @@ class RestoreRequest:
 
 @dataclass(frozen=True)
 class RestoreResult:
+    """``skipped``: LOs that existed (--on-conflict skip, --resume); ``damaged``: LOs lost
+    to a damaged archive and skipped (--skip-damaged), their OIDs as ranges in
+    ``damaged_oids`` (``1..5, 9``)."""
+
     los: int
     bytes: int
     skipped: int
     seconds: float
+    damaged: int = 0
+    damaged_oids: str = ""
 
 
 GrantKey = tuple[str, "str | None", tuple[str, ...], bool]
@@ -88,8 +95,14 @@ class _Plan:
     bytes: int = 0
 
 
+class _Abandoned(Exception):
+    """Rolls back the transaction of a large LO that damage cut short."""
+
+
 class _Restorer:
-    def __init__(self, conn: psycopg.Connection, ledger: Ledger, req: RestoreRequest) -> None:
+    def __init__(
+        self, conn: psycopg.Connection, ledger: Ledger, req: RestoreRequest, reporter: Reporter
+    ) -> None:
         self.conn = conn
         self.req = req
         self.writer = LoWriter(conn, ledger)
@@ -107,7 +120,9 @@ class _Restorer:
         self.comments_max = self.writer.budget.per_transaction
         self._checked: set[Meta] = set()
         self.all_checked = False  # every Meta of the archive was checked up front
-        self.los = self.bytes = self.skipped = 0
+        self.los = self.bytes = self.skipped = self.damaged = 0
+        self.damaged_oids: list[int] = []
+        self.reporter = reporter
         self._large: contextlib.ExitStack | None = None
         self._large_batch: Batch | None = None
         self._writer = futures.ThreadPoolExecutor(1, thread_name_prefix="pgblobdump-restore")
@@ -153,6 +168,8 @@ class _Restorer:
     def take(self, item: Item) -> None:
         if isinstance(item, WholeLos):
             self._take_whole(item)
+        elif isinstance(item, Damaged):
+            self._skip_damaged(item)
         elif item.offset == 0 and item.last:
             self._take_whole(WholeLos([item.oid], [item.meta], [item.data]))
         else:
@@ -180,6 +197,17 @@ class _Restorer:
             or self.batch_comments >= self.comments_max
         ):
             self.flush()
+
+    def _skip_damaged(self, d: Damaged) -> None:
+        """LOs lost to damage (restore --skip-damaged): a large LO cut by it is rolled
+        back; the others are counted and named in the report."""
+        if self._large is not None:
+            stack, self._large, self._large_batch = self._large, None, None
+            with contextlib.suppress(_Abandoned):
+                stack.__exit__(_Abandoned, _Abandoned(), None)  # the transaction rolls back
+        self.damaged += len(d.oids)
+        self.damaged_oids.extend(d.oids)
+        self.reporter.note(f"skipped {len(d.oids):,} LOs of a damaged part, {d.where}: {d.reason}")
 
     def _take_piece(self, p: LoPiece) -> None:
         """A piece of a large LO: the LO is a transaction of its own, filled piece by piece."""
@@ -394,7 +422,7 @@ def restore(
     t0 = time.perf_counter()
     ledger = Ledger(conninfo)
     with connect(conninfo, autocommit=True, doing="restore") as conn:
-        r = _Restorer(conn, ledger, req)
+        r = _Restorer(conn, ledger, req, reporter)
         if metas is not None:
             r.check_roles(metas)
             r.all_checked = True
@@ -415,7 +443,11 @@ def restore(
             resume = "; run the restore again with --resume to finish it"
             raise failed(e, "restore", ledger, conn, _taken, if_left=resume) from e
     reporter.progress(r.los + r.skipped, r.bytes)
-    return RestoreResult(r.los, r.bytes, r.skipped, time.perf_counter() - t0)
+    lost = to_ranges(sorted(r.damaged_oids))
+    return RestoreResult(
+        r.los, r.bytes, r.skipped, time.perf_counter() - t0, r.damaged,
+        ", ".join(f"{lo}..{hi}" if hi > lo else str(lo) for lo, hi in lost),
+    )  # fmt: skip
 
 
 def _taken(oid: str) -> str:

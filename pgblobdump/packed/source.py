@@ -8,7 +8,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from pgblobdump.errors import FileError, NotAnArchive, NotFound, from_os_error
+from pgblobdump.errors import FileError, NotAnArchive, NotFound, UsageError, from_os_error
 from pgblobdump.packed.format import STREAM_MAGIC
 from pgblobdump.packed.index import Index, Meta
 from pgblobdump.packed.reader import Item, PackedDirectory, stream_items
@@ -28,14 +28,22 @@ class Source:
 
 
 @contextlib.contextmanager
-def open_source(path: str) -> Iterator[Source]:
+def open_source(path: str, skip_damaged: bool = False) -> Iterator[Source]:
+    """``skip_damaged``: a directory archive's damaged frames become Damaged items (only
+    a directory has the index that names what a damaged frame held)."""
+    if skip_damaged and not Path(path).is_dir():
+        raise UsageError(
+            "--skip-damaged needs a directory archive: only its index can name the LOs a"
+            " damaged part held (a stream has none)"
+        )
     if path == "-":
         yield Source(stream_items(sys.stdin.buffer, "standard input"), None, None, None)
         return
     p = Path(path)
     if p.is_dir():
         archive = PackedDirectory(LocalDirectory(p))
-        yield Source(archive.items(), archive.index, archive.index.metas.values, archive)
+        items = archive.items(skip_damaged)
+        yield Source(items, archive.index, archive.index.metas.values, archive)
         return
     if not p.exists():
         raise NotFound(f"{p}: no such archive")

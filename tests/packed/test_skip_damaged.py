@@ -1,0 +1,134 @@
+"""A damaged packed archive: restore refuses it and leaves nothing; with --skip-damaged
+it restores every intact LO, names the ones it skipped, and rolls back a large LO cut."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+import pytest
+from click.testing import CliRunner, Result
+
+from pgblobdump.cli import cli
+from pgblobdump.packed import DumpRequest, PackedDirectory, dump
+from pgblobdump.packed.format import volume_name, volume_of
+from pgblobdump.pg.cluster import EmbeddedCluster
+from pgblobdump.storage import LocalDirectory
+from tests.conftest import NewDb
+from tests.losets import State, state
+
+LARGE = 900  # a 3 MiB LO: three 1 MiB pieces, a frame each
+
+
+@dataclass
+class Damageable:
+    src: State
+    path: Path
+    frames: dict[str, list[tuple[int, list[int]]]]  # volume -> [(offset, OIDs starting there)]
+
+
+@pytest.fixture(scope="module")
+def archive(pg17: EmbeddedCluster, tmp_path_factory: pytest.TempPathFactory) -> Damageable:
+    with psycopg.connect(pg17.conninfo(), autocommit=True) as conn:
+        conn.execute("DROP DATABASE IF EXISTS damaged_src")
+        conn.execute("CREATE DATABASE damaged_src")
+    db = pg17.conninfo("damaged_src")
+    with psycopg.connect(db, autocommit=True) as conn:
+        # 6,000 LOs of 548 bytes (a 1 MiB frame holds about 1,900 of them), some empty
+        conn.execute("SELECT count(lo_from_bytea(o, CASE WHEN o % 100 = 0 THEN ''::bytea ELSE"
+                     " decode(repeat(md5(o::text), 32), 'hex') || gen_random_uuid()::text::bytea"
+                     " END)) FROM generate_series(1000, 6999) o")  # fmt: skip
+        conn.execute("SELECT lo_from_bytea(%s, %s)", (LARGE, os.urandom(3 << 20)))
+    path = tmp_path_factory.mktemp("damaged") / "archive"
+    dump(db, DumpRequest(level=0), storage=LocalDirectory(path, create=True))
+    frames: dict[str, dict[int, list[int]]] = defaultdict(lambda: defaultdict(list))
+    for r in PackedDirectory(LocalDirectory(path)).index:
+        frames[volume_name(*volume_of(r.volume))][r.offset].append(r.oid)
+    return Damageable(state(db), path, {v: sorted(f.items()) for v, f in frames.items()})
+
+
+def _copy(a: Damageable, tmp: Path) -> Path:
+    out = tmp / "copy"
+    shutil.copytree(a.path, out)
+    return out
+
+
+def _restore(path: Path, db: str, *extra: str) -> Result:
+    return CliRunner().invoke(cli, ["restore", str(path), "-d", db, "--json", *extra])
+
+
+def _flip(path: Path, at: int) -> None:
+    with path.open("r+b") as f:
+        f.seek(at)
+        byte = f.read(1)
+        f.seek(at)
+        f.write(bytes([byte[0] ^ 0xFF]))
+
+
+def test_a_damaged_frame(archive: Damageable, pg17: EmbeddedCluster, new_db: NewDb,
+                         tmp_path: Path) -> None:  # fmt: skip
+    path = _copy(archive, tmp_path)
+    ((volume, frames),) = archive.frames.items()
+    assert len(frames) >= 4, frames  # several frames of small LOs, and the large LO's
+    offset, lost = next((o, oids) for o, oids in frames[1:] if LARGE not in oids)
+    _flip(path / volume, offset + 200)
+
+    dst = new_db(pg17)
+    refused = _restore(path, dst)
+    assert refused.exit_code == 7, refused.output
+    assert f"frame at byte {offset:,} is damaged" in refused.stderr
+    assert state(dst) == {}  # what was restored before the damage was met is removed
+
+    done = _restore(path, dst, "--skip-damaged")
+    assert done.exit_code == 0, done.output
+    report = json.loads(done.stdout)
+    assert report["damaged"] == len(lost) > 100
+    assert f"skipped {len(lost):,} LOs of a damaged part" in done.stderr
+    assert str(min(lost)) in report["damaged_oids"]
+    want = {oid: v for oid, v in archive.src.items() if oid not in set(lost)}
+    assert state(dst) == want
+
+
+def test_a_large_lo_cut_by_damage_is_rolled_back(
+    archive: Damageable, pg17: EmbeddedCluster, new_db: NewDb, tmp_path: Path
+) -> None:
+    path = _copy(archive, tmp_path)
+    ((volume, frames),) = archive.frames.items()
+    first = next(o for o, oids in frames if LARGE in oids)
+    # the large LO's second frame follows its first: no index entry points at it
+    _flip(path / volume, first + (1 << 20) + 4096)
+    dst = new_db(pg17)
+    done = _restore(path, dst, "--skip-damaged")
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.stdout)["damaged"] == 1
+    assert state(dst) == {oid: v for oid, v in archive.src.items() if oid != LARGE}
+
+
+def test_a_truncated_volume(archive: Damageable, pg17: EmbeddedCluster, new_db: NewDb,
+                            tmp_path: Path) -> None:  # fmt: skip
+    path = _copy(archive, tmp_path)
+    ((volume, frames),) = archive.frames.items()
+    cut, _ = frames[-1]  # at a frame boundary: the volume reads as complete but short
+    with (path / volume).open("r+b") as f:
+        f.truncate(cut)
+    lost = frames[-1][1]
+    dst = new_db(pg17)
+    assert _restore(path, dst).exit_code == 7
+    assert state(dst) == {}
+    done = _restore(path, dst, "--skip-damaged")
+    assert done.exit_code == 0, done.output
+    assert "(truncated)" in done.stderr
+    assert state(dst) == {oid: v for oid, v in archive.src.items() if oid not in set(lost)}
+
+
+def test_a_stream_cannot_skip(tmp_path: Path) -> None:
+    stream = tmp_path / "a.stream"
+    stream.write_bytes(b"PGBDSTRM" + bytes(8))
+    result = _restore(stream, "dbname=x", "--skip-damaged")
+    assert result.exit_code == 2
+    assert "--skip-damaged needs a directory archive" in result.stderr
