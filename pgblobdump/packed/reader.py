@@ -53,11 +53,14 @@ class WholeLos:
     oids: list[int]
     metas: list[Meta]
     datas: list[bytes | memoryview]
+    checksums: list[int]
 
     def pieces(self) -> Iterator[LoPiece]:
         """The same LOs one by one."""
-        for oid, meta, data in zip(self.oids, self.metas, self.datas, strict=True):
-            yield LoPiece(oid, meta, len(data), 0, data, True)
+        for oid, meta, data, checksum in zip(
+            self.oids, self.metas, self.datas, self.checksums, strict=True
+        ):
+            yield LoPiece(oid, meta, len(data), 0, data, True, checksum)
 
 
 @dataclass(frozen=True)
@@ -134,6 +137,7 @@ class _Assembler:
         oids: list[int] = []
         metas: list[Meta] = []
         datas: list[bytes | memoryview] = []
+        sums: list[int] = []
         at = total = whole = 0
         for p in frame.pieces:
             oid, meta_id, size, offset, length, checksum = p
@@ -141,8 +145,8 @@ class _Assembler:
             at += length
             if offset or length != size:  # a piece of a large LO
                 if oids:
-                    out.append(WholeLos(oids, metas, datas))
-                    oids, metas, datas = [], [], []
+                    out.append(WholeLos(oids, metas, datas, sums))
+                    oids, metas, datas, sums = [], [], [], []
                 out.append(self._piece(p, data, where))
                 continue
             if self._open is not None:
@@ -154,9 +158,10 @@ class _Assembler:
             metas.append(self.meta(meta_id) if values is None or meta_id >= len(values)
                          else values[meta_id])  # fmt: skip
             datas.append(data)
+            sums.append(checksum)
             total += length
         if oids:
-            out.append(WholeLos(oids, metas, datas))
+            out.append(WholeLos(oids, metas, datas, sums))
         self.los += whole
         self.bytes += total
         return out

@@ -171,7 +171,7 @@ class _Restorer:
         elif isinstance(item, Damaged):
             self._skip_damaged(item)
         elif item.offset == 0 and item.last:
-            self._take_whole(WholeLos([item.oid], [item.meta], [item.data]))
+            self._take_whole(WholeLos([item.oid], [item.meta], [item.data], [item.checksum]))
         else:
             self._take_piece(item)
 
@@ -183,7 +183,9 @@ class _Restorer:
             if comments and self.batch_comments + comments > self.comments_max:
                 if len(run.oids) > 1:  # split it where the lock budget says
                     for one in run.pieces():
-                        self._take_whole(WholeLos([one.oid], [one.meta], [one.data]))
+                        self._take_whole(
+                            WholeLos([one.oid], [one.meta], [one.data], [one.checksum])
+                        )
                     return
                 self.flush()
         self.oids += run.oids

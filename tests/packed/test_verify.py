@@ -1,0 +1,96 @@
+"""`pgblobdump verify`: a sound archive passes; damage is named; against a database,
+LOs missing, extra and differing (bytes, owner, comment) are listed by OID, exit 1."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import psycopg
+import pytest
+from click.testing import CliRunner, Result
+
+from pgblobdump.cli import cli
+from pgblobdump.packed import DumpRequest, dump
+from pgblobdump.pg.cluster import EmbeddedCluster
+from pgblobdump.storage import LocalDirectory
+from tests.conftest import NewDb
+from tests.losets import fill, roles
+
+
+def _verify(*args: str) -> Result:
+    return CliRunner().invoke(cli, ["verify", *args])
+
+
+@pytest.fixture
+def dumped(pg16: EmbeddedCluster, new_db: NewDb, tmp_path: Path) -> tuple[str, Path]:
+    roles(pg16)
+    db = new_db(pg16)
+    # small LOs in runs, an empty one, a 2.5 MiB one (three pieces), owners, ACLs, comments
+    fill(db, {oid: (oid % 3000, oid % 3, oid % 3, oid % 5 == 0) for oid in range(70_000, 70_400)})
+    fill(db, {80_000: (0, 0, 0, False), 80_001: (5 << 19, 1, 2, True)})
+    path = tmp_path / "a"
+    dump(db, DumpRequest(), storage=LocalDirectory(path, create=True))
+    return db, path
+
+
+def test_a_sound_archive_and_an_equal_database(dumped: tuple[str, Path]) -> None:
+    db, path = dumped
+    alone = _verify(str(path), "--json")
+    assert alone.exit_code == 0, alone.output
+    assert json.loads(alone.stdout)["los"] == 402
+    against = _verify(str(path), "-d", db)
+    assert against.exit_code == 0, against.output
+    assert "the database holds the archive's 402 LOs, equal" in against.stderr
+
+
+def test_differences_by_oid(dumped: tuple[str, Path]) -> None:
+    db, path = dumped
+    with psycopg.connect(db, autocommit=True) as conn:
+        conn.execute("SELECT lo_unlink(70001)")
+        conn.execute("SELECT lo_put(70002, 0, 'x')")  # same size, other bytes
+        conn.execute("SELECT lo_put(80001, 5 << 19, 'more')")  # the large one grows
+        conn.execute("ALTER LARGE OBJECT 70003 OWNER TO pgbd_t_owner")
+        conn.execute("COMMENT ON LARGE OBJECT 70004 IS 'changed'")
+        conn.execute("SELECT lo_create(90000)")
+    result = _verify(str(path), "-d", db, "--json")
+    assert result.exit_code == 1, result.output
+    rows = {r["oid"]: (r["what"], r["detail"]) for r in json.loads(result.stdout)}
+    owner = rows.pop(70003)  # ALTER ... OWNER rewrites the owner's ACL entry too
+    assert owner[0] == "differs" and owner[1].startswith("owner pgbd_t_owner vs pgbd_t_reader, ACL")
+    assert rows == {
+        70001: ("missing", "in the archive, not in the database"),
+        70002: ("differs", "same size, other bytes"),
+        70004: ("differs", "comment"),
+        80001: ("differs", f"{(5 << 19) + 4:,} bytes vs {5 << 19:,} in the archive"),
+        90000: ("extra", "in the database, not in the archive"),
+    }
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate", "no manifest", "no index"])
+def test_damage_is_named(dumped: tuple[str, Path], tmp_path: Path, damage: str) -> None:
+    _db, src = dumped
+    path = tmp_path / "copy"
+    shutil.copytree(src, path)
+    volume = next(path.glob("data-*.pbd"))
+    if damage == "flip":
+        raw = bytearray(volume.read_bytes())
+        raw[len(raw) // 2] ^= 0xFF
+        volume.write_bytes(bytes(raw))
+        want = f"{volume.name}: damaged"
+    elif damage == "truncate":
+        with volume.open("r+b") as f:
+            f.truncate(volume.stat().st_size - 100)
+        want = volume.name
+    elif damage == "no manifest":
+        (path / "manifest.json").unlink()
+        want = "no manifest.json: an interrupted dump"
+    else:
+        (path / "index.pbi").unlink()
+        want = "index.pbi"
+    result = _verify(str(path))
+    assert result.exit_code == 7, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: "), result.stderr
+    assert want in lines[0]
