@@ -29,6 +29,7 @@ from pgblobdump.packed import (
 )
 from pgblobdump.packed import source as packed_source
 from pgblobdump.packed.format import DEFAULT_VOLUME_SIZE, ZSTD_LEVEL
+from pgblobdump.packed.full import restore_full
 from pgblobdump.packed.verify import check_archive, compare_database
 from pgblobdump.pg.lostream import Selection
 from pgblobdump.pg.target import ConnectionTarget
@@ -106,9 +107,21 @@ def _result_table(title: str, record: dict[str, Any]) -> Table:
     show_default=True,
     help="zstd level, 0 to store uncompressed.",
 )
+@click.option(
+    "--full",
+    is_flag=True,
+    help="Also the rest of the database: pg_dump under the same snapshot, kept in the archive.",
+)
+@click.option(
+    "--pg-dump-major",
+    type=int,
+    metavar="MAJOR",
+    help="With --full: the pg_dump to use (default: the server's major).",
+)
 @output_options
 def dump(target: ConnectionTarget, output: str, oids: str | None, referenced_by: tuple[str, ...],
-         jobs: int, volume_size: str, level: int, fmt: Format) -> None:  # fmt: skip
+         jobs: int, volume_size: str, level: int, full: bool, pg_dump_major: int | None,
+         fmt: Format) -> None:  # fmt: skip
     """Dump large objects into a packed archive: a few files whatever the count.
 
     Owners, ACLs and comments come along; every worker reads under one snapshot, with
@@ -118,8 +131,13 @@ def dump(target: ConnectionTarget, output: str, oids: str | None, referenced_by:
     Example: pgblobdump dump -d mydb -o lobs.pbd --jobs 2
     """
     first, last = parse_oids(oids)
+    if full and output == "-":
+        raise UsageError("--full writes a directory archive (pg_dump's archive is a file in it)")
+    if pg_dump_major is not None and not full:
+        raise UsageError("--pg-dump-major goes with --full")
     req = DumpRequest(Selection(first, last, parse_references(referenced_by)), jobs,
-                      parse_size(volume_size, "--volume-size"), level)  # fmt: skip
+                      parse_size(volume_size, "--volume-size"), level, full,
+                      pg_dump_major)  # fmt: skip
     conninfo = target.conninfo()
     if output == "-":
         if sys.stdout.isatty():
@@ -170,10 +188,23 @@ def dump(target: ConnectionTarget, output: str, oids: str | None, referenced_by:
     is_flag=True,
     help="Restore what is intact of a damaged directory archive; name the LOs skipped.",
 )
+@click.option(
+    "--full",
+    is_flag=True,
+    help="A --full archive: pg_restore's pre-data and data, the LOs, then post-data.",
+)
+@click.option(
+    "-j",
+    "--jobs",
+    type=int,
+    default=1,
+    show_default=True,
+    help="With --full: pg_restore's jobs for data and post-data.",
+)
 @output_options
 def restore(archive: str, target: ConnectionTarget, no_owner: bool, no_acl: bool,
             no_comments: bool, on_conflict: str, resume: bool, skip_damaged: bool,
-            fmt: Format) -> None:  # fmt: skip
+            full: bool, jobs: int, fmt: Format) -> None:  # fmt: skip
     """Restore a packed archive's LOs: same OIDs, owners, ACLs and comments.
 
     ARCHIVE is a directory, a stream file, or - for standard input. Batches are sized
@@ -186,9 +217,18 @@ def restore(archive: str, target: ConnectionTarget, no_owner: bool, no_acl: bool
     req = RestoreRequest(
         no_owner, no_acl, no_comments, OnConflict(on_conflict), resume, skip_damaged
     )
+    if not 1 <= jobs <= 64:
+        raise UsageError(f"--jobs must be between 1 and 64 (got {jobs})")
+    if jobs > 1 and not full:
+        raise UsageError("--jobs goes with --full (LOs are restored by one connection)")
     conninfo = target.conninfo()
-    with open_source(archive, skip_damaged) as src, reporter("restoring LOs", 0) as rep:
-        result = run_restore(conninfo, src.items, req, rep, src.index, src.metas)
+    if full:
+        directory = packed_source.directory(archive)
+        with reporter("restoring LOs", 0) as rep:
+            result = restore_full(conninfo, directory, req, jobs, rep)
+    else:
+        with open_source(archive, skip_damaged) as src, reporter("restoring LOs", 0) as rep:
+            result = run_restore(conninfo, src.items, req, rep, src.index, src.metas)
     record = dataclasses.asdict(result)
     record["seconds"] = round(result.seconds, 3)
     emit(_result_table("restored", record), fmt, record)

@@ -6,8 +6,7 @@ packed format) is one more branch here and nothing else in the runner changes.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from pgblobdump.compare.matrix import FORMATS, PG_DUMP, Contender, RestoreMode
@@ -22,17 +21,6 @@ PG_NEEDS = ("pg_dump", "pg_restore")
 def find_toolchains(majors: Sequence[int], explicit: Sequence[Path] = ()) -> dict[int, Toolchain]:
     """The client tools of each major; ToolchainError names the install command if missing."""
     return {m: toolchain.find(m, PG_NEEDS, explicit) for m in majors}
-
-
-def child_connection(conninfo: str) -> tuple[str, Mapping[str, str] | None]:
-    """What a child (pg_dump, pg_restore) gets to connect: ``conninfo`` without its
-    password for the command line, and an environment carrying the password in
-    PGPASSWORD (None when there is none: the child inherits ours). Command lines are
-    visible in ``ps`` and saved in commands.txt and results.json; the environment is not."""
-    bare, password = split_password(conninfo)
-    if password is None:
-        return bare, None
-    return bare, {**os.environ, "PGPASSWORD": password}
 
 
 def _bare(conninfo: str) -> str:

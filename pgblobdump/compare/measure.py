@@ -115,7 +115,7 @@ def parse_gnu_time(text: str) -> tuple[float, int, float, float, int]:
     )
 
 
-def _stop_group(proc: subprocess.Popen[bytes]) -> None:
+def stop_group(proc: subprocess.Popen[bytes]) -> None:
     """SIGTERM the child's process group, SIGKILL it if it lingers, and reap the child."""
     for sig, grace in ((signal.SIGTERM, STOP_GRACE_SECONDS), (signal.SIGKILL, 30.0)):
         with contextlib.suppress(ProcessLookupError):
@@ -127,9 +127,18 @@ def _stop_group(proc: subprocess.Popen[bytes]) -> None:
             continue
 
 
-def _tail(path: Path, lines: int = 3) -> str:
-    text = path.read_text(errors="replace").strip()
-    return " / ".join(text.splitlines()[-lines:]) if text else "no message"
+def what_it_said(text: str, lines: int = 3) -> str:
+    """What a failed child said on stderr: its first ``error:`` line (pg_dump and
+    pg_restore put the statement that failed after it), else its last ``lines`` lines."""
+    said = text.strip().splitlines()
+    first = next((line for line in said if "error:" in line.lower()), None)
+    if first is not None:
+        return first.strip()
+    return " / ".join(said[-lines:]) if said else "no message"
+
+
+def _tail(path: Path) -> str:
+    return what_it_said(path.read_text(errors="replace"))
 
 
 def run_measured(
@@ -175,7 +184,7 @@ def run_measured(
                 except KeyboardInterrupt as e:
                     signum = signals.signum_of(e)
                     with signals.held():  # a second signal must not orphan the group
-                        _stop_group(proc)
+                        stop_group(proc)
                     raise Interrupted(
                         f"interrupted by {signals.name(signum)} during {label};"
                         " its processes were stopped",

@@ -25,6 +25,7 @@ from pgblobdump.compare.source import (
     lo_count,
     lo_data_bytes,
 )
+from pgblobdump.pg.target import child_connection
 from pgblobdump.pg.toolchain import Toolchain
 from pgblobdump.report.reporter import QUIET, Reporter
 from pgblobdump.signals import uninterrupted
@@ -110,7 +111,7 @@ class Runner:
         keep = False
         try:
             self.notify(f"{where}: dumping")
-            conninfo, env = commands.child_connection(self.source.conninfo)
+            conninfo, env = child_connection(self.source.conninfo)
             argv = commands.dump_argv(contender, tc, conninfo, out)
             stats = run_measured(
                 argv, gnu_time=self.options.gnu_time, env=env, what=contender.label
@@ -151,7 +152,7 @@ class Runner:
     ) -> None:  # fmt: skip
         self.notify(f"{where}: pg_restore {mode.label}")
         with fresh_database(self.restore_conninfo) as target:
-            conninfo, env = commands.child_connection(target)
+            conninfo, env = child_connection(target)
             argv = commands.restore_argv(contender, tc, archive, conninfo, mode)
             stats = run_measured(
                 argv, gnu_time=self.options.gnu_time, env=env, what=f"pg_restore {contender.major}"

@@ -18,6 +18,7 @@ import psycopg
 from psycopg import sql
 
 from pgblobdump.errors import UsageError
+from pgblobdump.packed import full
 from pgblobdump.packed.format import DEFAULT_VOLUME_SIZE, PIECE_MAX, ZSTD_LEVEL
 from pgblobdump.packed.index import Meta
 from pgblobdump.packed.writer import ArchiveWriter, LoPacker
@@ -36,6 +37,8 @@ class DumpRequest:
     jobs: int = 1
     volume_size: int = DEFAULT_VOLUME_SIZE
     level: int = ZSTD_LEVEL
+    full: bool = False  # also pg_dump of everything else, under the same snapshot
+    pg_dump_major: int | None = None  # default: the server's
 
     def __post_init__(self) -> None:
         if not 1 <= self.jobs <= 64:
@@ -165,9 +168,20 @@ def dump(
         source = _source(leader, conninfo, snapshot)
         ranges = _ranges(leader, req.selection, req.jobs)
         progress = _Progress(reporter)
-        with ArchiveWriter(storage, stream, req.volume_size, req.level) as writer:
+        with contextlib.ExitStack() as stack:
+            writer = stack.enter_context(ArchiveWriter(storage, stream, req.volume_size, req.level))
+            pg_dump = None
+            if req.full:
+                if storage is None:
+                    raise UsageError("--full writes a directory archive, not a stream")
+                tc = full.pg_dump_for(full.server_major(leader), req.pg_dump_major)
+                pg_dump = stack.enter_context(full.PgDump(tc, conninfo, snapshot, storage))
             packers = [writer.worker() for _ in ranges]
             _run_workers(conninfo, leader, snapshot, ranges, packers, progress)
+            if pg_dump is not None:
+                reporter.note(f"waiting for pg_dump {pg_dump.tc.version}")
+                writer.files.append(pg_dump.finish())
+                source["pg_dump"] = {"version": pg_dump.tc.version, "file": full.DATABASE_FILE}
             manifest = writer.finish(source)
             files = list(writer.files)
         leader.execute("COMMIT")

@@ -9,6 +9,7 @@ start without loading libpq.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from pgblobdump.errors import UsageError, register_secret, scrub
@@ -78,3 +79,14 @@ def split_password(conninfo: str) -> tuple[str, str | None]:
         return conninfo, None
     register_secret(str(password))
     return pgconninfo.make_conninfo("", **params), str(password)
+
+
+def child_connection(conninfo: str) -> tuple[str, Mapping[str, str] | None]:
+    """What a child (pg_dump, pg_restore) gets to connect: ``conninfo`` without its
+    password for the command line, and an environment carrying the password in
+    PGPASSWORD (None when there is none: the child inherits ours). Command lines are
+    visible in ``ps`` and saved in commands.txt and results.json; the environment is not."""
+    bare, password = split_password(conninfo)
+    if password is None:
+        return bare, None
+    return bare, {**os.environ, "PGPASSWORD": password}
