@@ -63,6 +63,20 @@ def directory_of(pieces: Sequence[Piece]) -> bytes:
     )
 
 
+SAMPLE = 64 << 10
+"""Bytes of a frame's data tried at zstd level 1 before the whole is compressed."""
+
+
+def _incompressible(data: bytes) -> bool:
+    """Whether a frame's data looks incompressible (random, JPEG, already compressed): its
+    first SAMPLE bytes do not shrink by 3% at level 1. Compressing such a frame at the
+    dump's level costs more time than reading it from the server, for nothing."""
+    if len(data) < 2 * SAMPLE:
+        return False
+    sample = data[:SAMPLE]
+    return len(zstandard.ZstdCompressor(level=1).compress(sample)) > 0.97 * SAMPLE
+
+
 def encode(
     kind: FrameKind,
     data: bytes,
@@ -74,7 +88,7 @@ def encode(
     when a compressor is given and it helps)."""
     raw = directory + data
     codec, stored = Codec.STORED, raw
-    if compressor is not None and raw:
+    if compressor is not None and raw and not _incompressible(data):
         packed = compressor.compress(raw)
         if len(packed) < len(raw):
             codec, stored = Codec.ZSTD, packed
