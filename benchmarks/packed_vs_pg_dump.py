@@ -20,7 +20,11 @@ start-up (Python imports for pgblobdump). Anchors run in this process (no start-
 Every packed restore is checked: LO count, and ``pgblobdump verify DIR -d DSN`` for the
 4 KiB case. All connections go over TCP loopback, as in targets.md.
 
-Usage: .venv/bin/python benchmarks/packed_vs_pg_dump.py [--quick] [--keep DIR]
+``--slow`` runs instead, packed only: empty LOs at 1M and 10M (time per LO within 20%,
+the same peak memory), and a mix of sizes (1% of 1-64 MiB among 4 KiB ones) with one LO
+over 1 GiB (MB/s and peak memory of dump, restore and verify).
+
+Usage: .venv/bin/python benchmarks/packed_vs_pg_dump.py [--quick] [--keep DIR] [--slow]
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import argparse
 import datetime
 import json
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -380,6 +385,84 @@ class Bench:
         self.drop_db(f"src_{tag}")
         return w
 
+    # -- slow cases: scale and a mix of sizes (``--slow``) ---------------------------
+    def scale(self, counts: tuple[int, ...]) -> list[str]:
+        """Empty LOs at growing counts: packed dump and restore time per LO and peak RSS."""
+        per: dict[int, tuple[float, float, float, float]] = {}
+        for n in counts:
+            case = f"{n:,} empty (scale)"
+            tag = f"s{n}"
+            src = self.fresh_db(f"src_{tag}")
+            with psycopg.connect(src, autocommit=True) as conn:
+                t = time.perf_counter()
+                conn.execute(f"SELECT count(lo_create(g)) FROM generate_series(1, {n}) g")
+                say(f"{case}: created in {time.perf_counter() - t:.1f} s")
+            out = self.work / f"{tag}.pbd"
+            row, _st = self.packed_dump(case, src, out, 1)
+            self.drop_db(f"src_{tag}")
+            prow, _dsn = self.packed_restore(case, out, f"dst_{tag}", n)
+            self.drop_db(f"dst_{tag}")
+            shutil.rmtree(out)
+            per[n] = (row.wall / n * 1e6, prow.wall / n * 1e6, row.rss_mb or 0, prow.rss_mb or 0)
+            row.ratio = f"{per[n][0]:.2f} µs per LO"
+            prow.ratio = f"{per[n][1]:.2f} µs per LO"
+            self.rows += [row, prow]
+        lo, hi = min(counts), max(counts)
+        d_lo, r_lo, dm_lo, rm_lo = per[lo]
+        d_hi, r_hi, dm_hi, rm_hi = per[hi]
+        ok_t = d_hi <= d_lo * 1.2 and r_hi <= r_lo * 1.2
+        ok_m = dm_hi <= dm_lo * 1.25 + 5 and rm_hi <= rm_lo * 1.25 + 5
+        return [
+            f"- **{'met' if ok_t else 'MISSED'}**: time per LO at {hi:,} within 20% of"
+            f" {lo:,}: dump {d_lo:.2f} -> {d_hi:.2f} µs, restore {r_lo:.2f} -> {r_hi:.2f} µs",
+            f"- **{'met' if ok_m else 'MISSED'}**: the same peak memory: dump {dm_lo:.0f} ->"
+            f" {dm_hi:.0f} MB, restore {rm_lo:.0f} -> {rm_hi:.0f} MB",
+        ]
+
+    def mix(self, small: int, big: int, huge: int) -> list[str]:
+        """``big`` LOs of 1-64 MiB among ``small`` of 4 KiB, and one LO of ``huge`` bytes
+        (over 1 GiB: no bytea can carry it), all random: MB/s and peak RSS."""
+        case = f"mix: {small:,} x 4 KiB, {big} x 1-64 MiB, 1 x {huge / 2**30:.2f} GiB"
+        src = self.fresh_db("src_mix")
+        rng = random.Random(7)
+        total = 0
+        with psycopg.connect(src, autocommit=True) as conn:
+            t = time.perf_counter()
+            block = os.urandom(64 << 20)
+            oids = rng.sample(range(100_000, 10_000_000), small + big)
+            for k, oid in enumerate(oids):
+                size = BLOCK if k >= big else rng.randint(1 << 20, 64 << 20)
+                start = rng.randrange(0, len(block) - size + 1)
+                conn.execute("SELECT lo_from_bytea(%s, %s)", (oid, block[start : start + size]))
+                total += size
+            conn.execute("SELECT lo_create(50000)")
+            with conn.transaction():
+                for at in range(0, huge, 64 << 20):
+                    piece = block[: min(64 << 20, huge - at)]
+                    conn.execute("SELECT lo_put(50000, %s, %s)", (at, piece))
+            total += huge
+            del block
+            say(f"{case}: created {total / 1e6:,.0f} MB in {time.perf_counter() - t:.1f} s")
+        out = self.work / "mix.pbd"
+        row, _st = self.packed_dump(case, src, out, 1)
+        prow, dsn = self.packed_restore(case, out, "dst_mix", small + big + 1)
+        vst = self.measure([PGBLOBDUMP, "verify", out, "-d", dsn], f"{case}: verify -d")
+        mb = total / 1e6
+        row.ratio = f"{mb / row.wall:.0f} MB/s"
+        prow.ratio = f"{mb / prow.wall:.0f} MB/s"
+        vrow = Row(case, "pgblobdump verify DIR -d DSN (equal)", vst.wall_s,
+                   vst.max_rss_kb / 1024, ratio=f"{mb / vst.wall_s:.0f} MB/s")  # fmt: skip
+        self.rows += [row, prow, vrow]
+        self.drop_db("dst_mix")
+        self.drop_db("src_mix")
+        shutil.rmtree(out)
+        peak = max(row.rss_mb or 0, prow.rss_mb or 0, vst.max_rss_kb / 1024)
+        return [
+            f"- mix of sizes ({mb:,.0f} MB): dump {mb / row.wall:.0f} MB/s, restore"
+            f" {mb / prow.wall:.0f} MB/s, verify -d {mb / vst.wall_s:.0f} MB/s; peak RSS"
+            f" {peak:.0f} MB ({'under' if peak < 100 else 'OVER'} 100 MB)",
+        ]
+
 
 def verdicts(small: dict[str, float], big: dict[str, float], k4: dict[str, float],
              n_small: int, n_big: int, n4: int) -> list[str]:  # fmt: skip
@@ -436,11 +519,46 @@ def verdicts(small: dict[str, float], big: dict[str, float], k4: dict[str, float
     return out
 
 
+def slow(keep: Path | None, k: int) -> None:
+    work = keep or Path(tempfile.mkdtemp(prefix="pgbd-packed-slow-", dir="/var/tmp"))
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        with EmbeddedCluster(MAJOR) as c:
+            b = Bench(c, work)
+            head = (
+                f"PostgreSQL {c.tc.version} ({c.tc.source}), {os.cpu_count()} cores,"
+                f" {datetime.date.today().isoformat()}; {code_version()}"
+            )
+            say(head)
+            lines = b.scale((1_000_000 // k, 10_000_000 // k))
+            lines += b.mix(2_000 // k, 20 // k or 1, (1 << 30) + (5 << 20))
+    finally:
+        if keep is None:
+            shutil.rmtree(work, ignore_errors=True)
+    print(head)
+    print()
+    print("| case | step | wall s | peak RSS MB | files | archive MB | ratio |")
+    print("|---|---|---:|---:|---:|---:|---|")
+    for r in b.rows:
+        print("| " + " | ".join(r.cells()) + " |")
+    print()
+    print("\n".join(lines))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="a tenth of every count")
     ap.add_argument("--keep", type=Path, help="keep the archives in this directory")
+    ap.add_argument(
+        "--slow",
+        action="store_true",
+        help="instead: packed only, empty LOs at 1M and 10M (time per LO, memory), and a"
+        " mix of sizes with one LO over 1 GiB (MB/s, memory)",
+    )
     a = ap.parse_args()
+    if a.slow:
+        slow(a.keep, 10 if a.quick else 1)
+        return
     k = 10 if a.quick else 1
     n_small, n_big, n4 = 100_000 // k, 1_000_000 // k, 100_000 // k
     work = a.keep or Path(tempfile.mkdtemp(prefix="pgbd-packed-bench-", dir="/var/tmp"))

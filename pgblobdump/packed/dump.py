@@ -136,6 +136,7 @@ def _pack(conn: psycopg.Connection, sel: Selection, packer: LoPacker, stop: thre
         meta = Meta(row.owner, row.acl, row.comment)
         if row.size <= PIECE_MAX:
             chunks = row.chunks
+            assert isinstance(chunks, list)  # only LOs over SPILL are spooled
             packer.add(row.oid, meta, chunks[0] if len(chunks) == 1 else b"".join(chunks))
         else:
             packer.add_chunks(row.oid, meta, row.size, row.chunks)
