@@ -59,7 +59,7 @@ def _one_line(err: str) -> str:
 
 def test_backends_terminated_mid_dump(pg16: EmbeddedCluster, new_db: NewDb, tmp_path: Path) -> None:
     db = new_db(pg16)
-    _fill(db, 300_000)
+    _fill(db, 200_000)
     out = tmp_path / "a"
     with _start("dump", "-d", db, "-o", str(out), "--jobs", "2") as proc:
         deadline = time.monotonic() + 30
@@ -83,13 +83,13 @@ def test_backend_terminated_mid_restore_then_resume(
     pg16: EmbeddedCluster, new_db: NewDb, tmp_path: Path
 ) -> None:
     src = new_db(pg16)
-    _fill(src, 150_000)
+    _fill(src, 100_000)
     path = tmp_path / "a"
     dump(src, DumpRequest(), storage=LocalDirectory(path, create=True))
     dst = new_db(pg16)
     with _start("restore", str(path), "-d", dst) as proc:
         deadline = time.monotonic() + 60
-        while _count(dst) < 20_000:
+        while _count(dst) < 10_000:
             assert proc.poll() is None, proc.communicate()
             assert time.monotonic() < deadline
             time.sleep(0.02)
@@ -107,6 +107,7 @@ def test_backend_terminated_mid_restore_then_resume(
     assert state(dst) == state(src)
 
 
+@pytest.mark.slow  # a cluster of its own: 10 s
 def test_server_stopped_mid_restore_then_resume(tmp_path: Path) -> None:
     with EmbeddedCluster(17, settings={"synchronous_commit": "on"}) as cluster:
         db = cluster.conninfo()
