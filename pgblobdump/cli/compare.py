@@ -82,6 +82,13 @@ def _plots(res: results.Results, folder: Path) -> None:
     help="Archive formats: custom, directory.",
 )
 @click.option(
+    "--contenders",
+    default="pg_dump",
+    show_default=True,
+    help="What dumps and restores: pg_dump (every --majors x --formats), packed"
+    " (pgblobdump's archive), or both: pg_dump,packed.",
+)
+@click.option(
     "--repeat",
     type=int,
     default=1,
@@ -163,7 +170,8 @@ def _plots(res: results.Results, folder: Path) -> None:
 @pg_bin_option
 @output_options
 def compare(
-    target: ConnectionTarget, los: tuple[str, ...], majors: str, formats: str, repeat: int,
+    target: ConnectionTarget, los: tuple[str, ...], majors: str, formats: str,
+    contenders: str, repeat: int,
     restore: bool, jobs: int, transaction_size: int, verify_sample: int, keep: bool,
     workdir: Path | None, results_dir: Path | None, render_dir: Path | None,
     against_dir: Path | None, plots: bool | None, embedded_major: int,
@@ -197,6 +205,7 @@ def compare(
         counts=session.parse_los(los or [DEFAULT_LOS]),
         majors=session.parse_majors(majors),
         formats=session.parse_formats(formats),
+        contenders=tuple(c.strip() for c in contenders.split(",") if c.strip()),
         repeat=repeat,
         restore=restore,
         jobs=jobs,

@@ -1,15 +1,17 @@
 """The exact command lines each contender runs: dump, restore, list.
 
-One function per step, dispatching on the contender's tool, so a new contender (the
-packed format) is one more branch here and nothing else in the runner changes.
+Each contender tool is a small strategy object (``Commands``): pg_dump/pg_restore of a
+major, or pgblobdump's packed archive; the runner asks ``commands_for(contender)``.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Protocol
 
-from pgblobdump.compare.matrix import FORMATS, PG_DUMP, Contender, RestoreMode
+from pgblobdump.compare.matrix import FORMATS, PACKED, PG_DUMP, Contender, RestoreMode
 from pgblobdump.errors import UsageError
 from pgblobdump.pg import toolchain
 from pgblobdump.pg.target import split_password
@@ -33,34 +35,88 @@ def archive_name(contender: Contender, count: int, repeat: int) -> str:
     return f"{contender.key}-{count}-r{repeat}{suffix}"
 
 
-def dump_argv(contender: Contender, tc: Toolchain, conninfo: str, out: Path) -> list[str]:
-    """The dump command: as the seed ran it, default compression, output to ``out``."""
-    if contender.tool == PG_DUMP:
+class Commands(Protocol):
+    """One contender tool's command lines (a strategy: the runner never branches on it)."""
+
+    def dump(self, contender: Contender, tc: Toolchain, conninfo: str, out: Path) -> list[str]:
+        """Dump the source at ``conninfo`` into ``out``, default settings."""
+        ...
+
+    def restore(self, contender: Contender, tc: Toolchain, archive: Path, conninfo: str,
+                mode: RestoreMode) -> list[str]:  # fmt: skip
+        """Restore ``archive`` into the existing empty database at ``conninfo``."""
+        ...
+
+    def listing(self, contender: Contender, tc: Toolchain, archive: Path) -> list[str] | None:
+        """The command listing the archive's TOC entries, None when it has none."""
+        ...
+
+
+class PgDumpCommands:
+    """pg_dump -Fc/-Fd as the seed ran it; pg_restore with the mode's -j/--transaction-size."""
+
+    def dump(self, contender: Contender, tc: Toolchain, conninfo: str, out: Path) -> list[str]:
         return [
             str(tc.tool("pg_dump")),
             f"-F{FORMATS[contender.format]}",
             "-f", str(out),
             "-d", _bare(conninfo),
         ]  # fmt: skip
-    raise UsageError(f"no dump command for contender tool {contender.tool!r}")
 
-
-def restore_argv(
-    contender: Contender, tc: Toolchain, archive: Path, conninfo: str, mode: RestoreMode
-) -> list[str]:
-    """The restore command into an existing empty database at ``conninfo``."""
-    if contender.tool == PG_DUMP:
+    def restore(self, contender: Contender, tc: Toolchain, archive: Path, conninfo: str,
+                mode: RestoreMode) -> list[str]:  # fmt: skip
         argv = [str(tc.tool("pg_restore")), "-d", _bare(conninfo), "--exit-on-error"]
         if mode.jobs > 1:
             argv += ["-j", str(mode.jobs)]
         if mode.transaction_size:
             argv += ["--transaction-size", str(mode.transaction_size)]
         return [*argv, str(archive)]
-    raise UsageError(f"no restore command for contender tool {contender.tool!r}")
 
-
-def list_argv(contender: Contender, tc: Toolchain, archive: Path) -> list[str]:
-    """``pg_restore -l`` of the same major (an older one may not read the archive)."""
-    if contender.tool == PG_DUMP:
+    def listing(self, contender: Contender, tc: Toolchain, archive: Path) -> list[str] | None:
+        """``pg_restore -l`` of the same major (an older one may not read the archive)."""
         return [str(tc.tool("pg_restore")), "-l", str(archive)]
-    raise UsageError(f"no listing command for contender tool {contender.tool!r}")
+
+
+class PackedCommands:
+    """``pgblobdump dump`` / ``restore`` of this very installation (the same Python)."""
+
+    def dump(self, contender: Contender, tc: Toolchain, conninfo: str, out: Path) -> list[str]:
+        return [*_self(), "dump", "-d", _bare(conninfo), "-o", str(out), "--json"]
+
+    def restore(self, contender: Contender, tc: Toolchain, archive: Path, conninfo: str,
+                mode: RestoreMode) -> list[str]:  # fmt: skip
+        return [*_self(), "restore", str(archive), "-d", _bare(conninfo), "--json"]
+
+    def listing(self, contender: Contender, tc: Toolchain, archive: Path) -> list[str] | None:
+        return None  # no TOC: a manifest, an index and volumes
+
+
+COMMANDS: dict[str, Commands] = {PG_DUMP: PgDumpCommands(), PACKED: PackedCommands()}
+
+
+def _self() -> list[str]:
+    return [sys.executable, "-m", "pgblobdump"]
+
+
+def commands_for(contender: Contender) -> Commands:
+    try:
+        return COMMANDS[contender.tool]
+    except KeyError:
+        raise UsageError(f"no commands for contender tool {contender.tool!r}") from None
+
+
+def dump_argv(contender: Contender, tc: Toolchain, conninfo: str, out: Path) -> list[str]:
+    """The dump command: default settings, output to ``out``."""
+    return commands_for(contender).dump(contender, tc, conninfo, out)
+
+
+def restore_argv(
+    contender: Contender, tc: Toolchain, archive: Path, conninfo: str, mode: RestoreMode
+) -> list[str]:
+    """The restore command into an existing empty database at ``conninfo``."""
+    return commands_for(contender).restore(contender, tc, archive, conninfo, mode)
+
+
+def list_argv(contender: Contender, tc: Toolchain, archive: Path) -> list[str] | None:
+    """The TOC listing command, None for an archive without a TOC (packed)."""
+    return commands_for(contender).listing(contender, tc, archive)

@@ -17,6 +17,8 @@ from pgblobdump.toc import listing, open_archive, summarize
 
 NATIVE = "native"
 PG_RESTORE_L = "pg_restore -l"
+NO_TOC = "none"
+"""How the entries of an archive without a TOC (packed) were counted: they were not."""
 NOT_LISTED = frozenset({"ENCODING", "STDSTRINGS", "SEARCHPATH", "DATABASE"})
 """Entries every archive has that ``pg_restore -l`` never prints (settings applied on
 connect; DATABASE only with -C): the native count is higher by these, one each."""

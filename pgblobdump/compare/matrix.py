@@ -1,8 +1,9 @@
 """The plan of a compare run: contenders x LO counts x repeats, and the restore modes.
 
-A contender is one way of dumping: a tool, its major version and an archive format.
-Today every contender is ``pg_dump``; the packed format will join as another ``tool``
-with its own dump and restore commands (see ``commands.py``), measured the same way.
+A contender is one way of dumping: a tool, its major version and an archive format:
+``pg_dump`` of a major in custom or directory format, or pgblobdump's ``packed`` archive
+(its major is the toolchain the run pairs it with: the newest asked for). Each tool's
+dump, restore and listing commands are a small strategy object in ``commands.py``.
 """
 
 from __future__ import annotations
@@ -14,12 +15,14 @@ from pgblobdump.errors import UsageError
 
 PG_DUMP = "pg_dump"
 """The tool name of stock pg_dump/pg_restore contenders."""
+PACKED = "packed"
+"""The tool name of pgblobdump's packed archive (pgblobdump dump / restore)."""
 
 FORMATS = {"custom": "c", "directory": "d"}
 """pg_dump formats compare runs, and their ``-F`` letters."""
 
-TOOLS = (PG_DUMP,)
-"""Contender tools compare knows; adding one means a branch in commands.py."""
+TOOLS = (PG_DUMP, PACKED)
+"""Contender tools compare knows; each has its commands in commands.py."""
 
 DEFAULT_MAJORS = (16, 17)
 DEFAULT_FORMATS = ("custom", "directory")
@@ -38,22 +41,34 @@ class Contender:
     def __post_init__(self) -> None:
         if self.tool not in TOOLS:
             raise UsageError(f"unknown contender tool {self.tool!r} (known: {', '.join(TOOLS)})")
-        if self.format not in FORMATS:
+        if self.tool == PACKED:
+            if self.format != PACKED:
+                raise UsageError(
+                    f"the packed contender writes format 'packed', not {self.format!r}"
+                )
+        elif self.format not in FORMATS:
             raise UsageError(f"unknown format {self.format!r}; choose from {', '.join(FORMATS)}")
 
     @property
     def key(self) -> str:
-        """A stable identifier for files and JSON: ``pg_dump-17-custom``."""
+        """A stable identifier for files and JSON: ``pg_dump-17-custom``, ``packed-17-packed``."""
         return f"{self.tool}-{self.major}-{self.format}"
 
     @property
     def label(self) -> str:
-        """How people read it, like the seed: ``pg_dump 17 -Fc``."""
+        """How people read it, like the seed: ``pg_dump 17 -Fc``; ``pgblobdump packed``."""
+        if self.tool == PACKED:
+            return "pgblobdump packed"
         return f"{self.tool} {self.major} -F{FORMATS[self.format]}"
 
     @property
     def is_directory(self) -> bool:
-        return self.format == "directory"
+        return self.format in ("directory", PACKED)
+
+    @property
+    def file_per_lo(self) -> bool:
+        """Whether the archive holds a file per LO (pg_dump -Fd): free inodes matter."""
+        return self.tool == PG_DUMP and self.format == "directory"
 
 
 @dataclass(frozen=True)
@@ -71,7 +86,10 @@ class RestoreMode:
         return " ".join(parts)
 
     def applies_to(self, contender: Contender) -> bool:
-        """Whether this contender's restore tool has what the mode asks for."""
+        """Whether this contender's restore tool has what the mode asks for (a packed
+        restore has one mode: its batches are sized from the server's lock table)."""
+        if contender.tool == PACKED:
+            return self.jobs == 1 and not self.transaction_size
         return not self.transaction_size or contender.major >= TRANSACTION_SIZE_SINCE
 
 
@@ -124,6 +142,24 @@ def pg_dump_contenders(majors: Iterable[int], formats: Iterable[str]) -> tuple[C
     formats = tuple(formats)
     majors = tuple(majors)
     return tuple(Contender(PG_DUMP, m, f) for f in formats for m in majors)
+
+
+def contenders(tools: Iterable[str], majors: Iterable[int],
+               formats: Iterable[str]) -> tuple[Contender, ...]:  # fmt: skip
+    """pg_dump of every major in every format (when ``pg_dump`` is among ``tools``), then
+    the packed archive (when ``packed`` is), paired with the newest major."""
+    tools, majors = tuple(tools), tuple(majors)
+    unknown = [t for t in tools if t not in TOOLS]
+    if unknown or not tools:
+        raise UsageError(
+            f"unknown contender {', '.join(unknown) or '(none)'}; choose from {', '.join(TOOLS)}"
+        )
+    out: list[Contender] = []
+    if PG_DUMP in tools:
+        out += pg_dump_contenders(majors, formats)
+    if PACKED in tools:
+        out.append(Contender(PACKED, max(majors), PACKED))
+    return tuple(out)
 
 
 def restore_modes(jobs: int, transaction_size: int | None) -> tuple[RestoreMode, ...]:

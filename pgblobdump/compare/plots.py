@@ -16,7 +16,8 @@ from pgblobdump.compare.results import Results
 
 PLOT_NAME = "compare"
 _COLOURS = {16: "#d62728", 17: "#1f77b4", 18: "#2ca02c"}
-_STYLES = {"custom": ("-", "o"), "directory": ("--", "s")}
+_STYLES = {"custom": ("-", "o"), "directory": ("--", "s"), "packed": ("-.", "D")}
+_PACKED_COLOUR = "black"
 
 Panel = tuple[str, str, Callable[[DumpSummary], float | None], bool]
 PANELS: tuple[Panel, ...] = (
@@ -89,7 +90,7 @@ def _lines(ax: Any, panel: Panel, by_contender: dict[Contender, list[DumpSummary
     for contender, rows in sorted(by_contender.items()):
         rows = sorted(rows, key=lambda r: r.count)
         style, marker = _STYLES.get(contender.format, ("-", "^"))
-        colour = _COLOURS.get(contender.major)
+        colour = _PACKED_COLOUR if contender.tool == "packed" else _COLOURS.get(contender.major)
         xs = [r.count for r in rows]
         ax.plot(xs, [get(r) for r in rows], linestyle=style, marker=marker, color=colour,
                 label=contender.label)  # fmt: skip
@@ -107,7 +108,8 @@ def _bars(ax: Any, panel: Panel, by_contender: dict[Contender, list[DumpSummary]
     title, unit, get, _log_y = panel
     items = sorted(by_contender.items())
     labels = [c.label.replace("pg_dump ", "") for c, _ in items]
-    colours = [_COLOURS.get(c.major, "grey") for c, _ in items]
+    colours = [_PACKED_COLOUR if c.tool == "packed" else _COLOURS.get(c.major, "grey")
+               for c, _ in items]  # fmt: skip
     values = [get(rows[0]) or 0.0 for _, rows in items]
     bars = ax.bar(labels, values, color=colours, alpha=0.85)
     ax.bar_label(bars, labels=[_short(v, unit) for v in values], fontsize="small")

@@ -13,7 +13,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from pgblobdump.compare.matrix import Contender
+from pgblobdump.compare.matrix import PACKED, Contender
 from pgblobdump.compare.measure import ProcessStats
 from pgblobdump.compare.records import DumpRecord, RestoreRecord
 
@@ -189,6 +189,53 @@ def major_ratios(summaries: Iterable[DumpSummary]) -> list[Ratio]:
                     continue
                 out.append(Ratio(count, fmt, base, other, figure, a / b,
                                  _seed_for(count, figure, fmt, base, other)))  # fmt: skip
+    return out
+
+
+@dataclass(frozen=True)
+class PackedRatio:
+    """pg_dump's (or pg_restore's) figure over the packed archive's at one count: how
+    many times better packed is (higher is better for packed). ``against`` names the
+    pg_dump contender, with the restore mode for restores."""
+
+    count: int
+    against: str
+    figure: str
+    value: float
+
+
+PACKED_FIGURES: dict[str, Callable[[DumpSummary], float | None]] = {
+    "wall": lambda s: s.wall_s.median,
+    "peak_rss": lambda s: s.max_rss_kb.median,
+    "archive_bytes": lambda s: s.apparent_bytes.median,
+    "allocated_bytes": lambda s: s.allocated_bytes.median,
+    "files": lambda s: float(s.files),
+}
+
+
+def packed_ratios(
+    dumps: Iterable[DumpSummary], restores: Iterable[RestoreSummary] = ()
+) -> list[PackedRatio]:
+    """Every pg_dump contender against the packed one at the same count, figure by
+    figure; and every pg_restore mode against the packed restore."""
+    dumps, restores = list(dumps), list(restores)
+    out: list[PackedRatio] = []
+    packed = {s.count: s for s in dumps if s.contender.tool == PACKED}
+    for s in dumps:
+        p = packed.get(s.count)
+        if p is None or s.contender.tool == PACKED:
+            continue
+        for figure, get in PACKED_FIGURES.items():
+            a, b = get(s), get(p)
+            if a is not None and b:
+                out.append(PackedRatio(s.count, s.contender.label, figure, a / b))
+    packed_r = {r.count: r for r in restores if r.contender.tool == PACKED}
+    for r in restores:
+        p2 = packed_r.get(r.count)
+        if p2 is None or r.contender.tool == PACKED or not p2.wall_s.median:
+            continue
+        label = f"pg_restore {r.contender.major} {r.mode_label} of {r.contender.label}"
+        out.append(PackedRatio(r.count, label, "restore wall", r.wall_s.median / p2.wall_s.median))
     return out
 
 

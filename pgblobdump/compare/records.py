@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pgblobdump.compare.archive_stats import ArchiveStats
-from pgblobdump.compare.matrix import FORMATS, TOOLS, Contender, RestoreMode
+from pgblobdump.compare.matrix import FORMATS, PACKED, TOOLS, Contender, RestoreMode
 from pgblobdump.compare.measure import ProcessStats
 from pgblobdump.errors import ResultsUnreadable
 
@@ -181,8 +181,9 @@ def _contender(f: _Fields) -> Contender:
     tool, fmt = f.req_text("tool"), f.req_text("format")
     if tool not in TOOLS:
         raise f.bad(f"{f.path}.tool", f"is {_show(tool)}, not one of {', '.join(TOOLS)}")
-    if fmt not in FORMATS:
-        raise f.bad(f"{f.path}.format", f"is {_show(fmt)}, not one of {', '.join(FORMATS)}")
+    formats = (PACKED,) if tool == PACKED else tuple(FORMATS)
+    if fmt not in formats:
+        raise f.bad(f"{f.path}.format", f"is {_show(fmt)}, not one of {', '.join(formats)}")
     return Contender(tool, f.req_integer("major"), fmt)
 
 

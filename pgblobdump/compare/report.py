@@ -4,15 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from pgblobdump.compare.entries import NO_TOC
 from pgblobdump.compare.ratios import (
     SEED_TOLERANCE,
     DumpSummary,
+    PackedRatio,
     Ratio,
     RestoreSummary,
     Spread,
     agreement,
     harness_overhead,
     major_ratios,
+    packed_ratios,
     summarize_dumps,
     summarize_restores,
 )
@@ -56,7 +59,7 @@ def dump_table(summaries: list[DumpSummary]) -> Table:
             "allocated": _spread_text(s.allocated_bytes, format_bytes),
             "toc_dat": _spread_text(s.toc_bytes, format_bytes),
             "files": s.files,
-            "entries": _entries_text(s.entries),
+            "entries": "-" if s.entries_via == NO_TOC else _entries_text(s.entries),
             "runs": s.wall_s.n,
         }
         for s in summaries
@@ -92,7 +95,7 @@ def restore_table(summaries: list[RestoreSummary]) -> Table:
         Column("restored", "LOs back", numeric=True),
         Column("checked", "checksummed", numeric=True), Column("ok", "all back"),
     ]  # fmt: skip
-    return Table(cols, rows, title="pg_restore into a fresh database, then checked")
+    return Table(cols, rows, title="restores into a fresh database, then checked")
 
 
 def ratio_table(ratios: list[Ratio]) -> Table:
@@ -114,6 +117,17 @@ def ratio_table(ratios: list[Ratio]) -> Table:
         Column("off", "vs seed", numeric=True),
     ]  # fmt: skip
     return Table(cols, rows, title="ratios between majors (medians; higher = older is worse)")
+
+
+def packed_table(ratios: list[PackedRatio]) -> Table:
+    rows = [
+        {"los": r.count, "against": r.against, "figure": r.figure, "ratio": f"{r.value:.2f}x"}
+        for r in ratios
+    ]
+    cols = [Column("los", "LOs", numeric=True), Column("against"), Column("figure"),
+            Column("ratio", numeric=True)]  # fmt: skip
+    return Table(cols, rows, title="pg_dump / pg_restore over packed (medians; higher = packed"
+                 " is better)")  # fmt: skip
 
 
 def notes(results: Results) -> list[str]:
@@ -162,6 +176,9 @@ def tables(results: Results) -> list[Table]:
     ratios = major_ratios(dumps)
     if ratios:
         out.append(ratio_table(ratios))
+    against = packed_ratios(dumps, restores)
+    if against:
+        out.append(packed_table(against))
     return out
 
 
@@ -175,6 +192,7 @@ def json_document(results: Results) -> dict[str, Any]:
             {**jsonable(r), "off": r.off, "within_tolerance": r.within_tolerance}
             for r in major_ratios(dumps)
         ],
+        "packed_ratios": jsonable(packed_ratios(dumps, summarize_restores(results.restores))),
         "agreement": jsonable(agreement(results.dumps, results.restores)),
         "harness_overhead": harness_overhead(results.dumps),
         "via": results.via,

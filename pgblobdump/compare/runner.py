@@ -118,8 +118,11 @@ class Runner:
             )
             self.result.commands.append(stats.shell_command)
             astats = archive_stats(out)
-            by_type, via = entries.entries_by_type(
-                out, commands.list_argv(contender, tc, out), self.options.prefer_native_toc
+            listing = commands.list_argv(contender, tc, out)
+            by_type, via = (
+                entries.entries_by_type(out, listing, self.options.prefer_native_toc)
+                if listing is not None
+                else ({}, entries.NO_TOC)
             )
             self.result.dumps.append(
                 DumpRecord(
@@ -155,7 +158,7 @@ class Runner:
             conninfo, env = child_connection(target)
             argv = commands.restore_argv(contender, tc, archive, conninfo, mode)
             stats = run_measured(
-                argv, gnu_time=self.options.gnu_time, env=env, what=f"pg_restore {contender.major}"
+                argv, gnu_time=self.options.gnu_time, env=env, what=f"{contender.label} restore"
             )
             self.result.commands.append(stats.shell_command)
             got = lo_checksum(target, self.options.verify_sample)

@@ -34,7 +34,7 @@ class Need:
 
 def estimate(contender: Contender, count: int, data_bytes: int, block: int) -> Need:
     """An upper estimate of an archive of ``count`` LOs holding ``data_bytes`` of LO data."""
-    if contender.is_directory:
+    if contender.file_per_lo:
         files = count + count // 1000 + EXTRA_FILES
         # Every file takes whole blocks; data is counted uncompressed (gzip only shrinks it).
         per_file = max(block, 4096)
@@ -57,7 +57,7 @@ def check_space(workdir: Path, contender: Contender, count: int, data_bytes: int
         )
     # Some file systems (btrfs) report no inode limit at all: f_files == 0.
     if st.f_files and need.inodes > st.f_favail:
-        per_lo = " (one file per LO)" if contender.is_directory else ""
+        per_lo = " (one file per LO)" if contender.file_per_lo else ""
         raise InsufficientResources(
             f"{what} needs about {need.inodes:,} inodes{per_lo} but only"
             f" {st.f_favail:,} are free; {_remedy(contender)}"
@@ -68,7 +68,7 @@ def check_space(workdir: Path, contender: Contender, count: int, data_bytes: int
 def _remedy(contender: Contender) -> str:
     """What to change: a directory archive can become a custom one (one file, far
     smaller); a custom archive is already the small one, so only the place or the count."""
-    if contender.is_directory:
+    if contender.file_per_lo:
         return "choose another --workdir, fewer --los, or --formats custom (one file per dump)"
     return "choose another --workdir or fewer --los"
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from pgblobdump.compare import results, safety
 from pgblobdump.compare.commands import find_toolchains
-from pgblobdump.compare.matrix import FORMATS, Plan, pg_dump_contenders, restore_modes
+from pgblobdump.compare.matrix import FORMATS, PG_DUMP, Plan, contenders, restore_modes
 from pgblobdump.compare.runner import Runner, RunOptions, RunResult
 from pgblobdump.compare.source import (
     Source,
@@ -89,6 +89,7 @@ class CompareRequest:
     may_generate: bool = False
     embedded_major: int = 16
     pg_bin: tuple[Path, ...] = ()
+    contenders: tuple[str, ...] = (PG_DUMP,)
 
 
 MAX_LOS = OID_MAX - FIRST_OID
@@ -116,7 +117,8 @@ def plan_for(req: CompareRequest) -> Plan:
             also=f", or --embedded {min(req.majors)}",
         )
     modes = restore_modes(req.jobs, req.transaction_size) if req.restore else ()
-    return Plan(pg_dump_contenders(req.majors, req.formats), req.counts, req.repeat, modes)
+    return Plan(contenders(req.contenders, req.majors, req.formats), req.counts, req.repeat,
+                modes)  # fmt: skip
 
 
 def check_can_dump(majors: Sequence[int], server_major: int, server: str, also: str = "") -> None:

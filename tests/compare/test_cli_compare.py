@@ -25,12 +25,14 @@ def _run(*args: str) -> Result:
 
 @pytest.fixture(scope="module")
 def small_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Result, Path, Path]:
-    """One run shared by the tests below: 16 and 17, both formats, with restores."""
+    """One run shared by the tests below: 16 and 17, both formats, and the packed archive,
+    with restores."""
     base = tmp_path_factory.mktemp("compare")
     folder, work = base / "results", base / "work"
     result = _run(
         "--los", str(LOS), "--majors", "16,17", "--formats", "custom,directory",
-        "--restore", "--keep", "--workdir", str(work), "--results", str(folder), "--json",
+        "--contenders", "pg_dump,packed", "--restore", "--keep", "--workdir", str(work),
+        "--results", str(folder), "--json",
     )  # fmt: skip
     return result, folder, work
 
@@ -44,7 +46,8 @@ def _doc(small_run: tuple[Result, Path, Path]) -> dict[str, Any]:
 
 def test_dumps(small_run: tuple[Result, Path, Path]) -> None:
     doc = _doc(small_run)
-    summary = {(s["contender"]["major"], s["contender"]["format"]): s for s in doc["summary"]}
+    summary = {(s["contender"]["major"], s["contender"]["format"]): s for s in doc["summary"]
+               if s["contender"]["tool"] == "pg_dump"}  # fmt: skip
     assert set(summary) == {(16, "custom"), (17, "custom"), (16, "directory"), (17, "directory")}
     for (major, fmt), s in summary.items():
         assert s["count"] == LOS
@@ -74,6 +77,21 @@ def test_dumps(small_run: tuple[Result, Path, Path]) -> None:
     assert doc["via"] in ("gnu-time", "wait4")
 
 
+def test_packed_contender(small_run: tuple[Result, Path, Path]) -> None:
+    """The packed archive measured like pg_dump, paired with the newest major, one
+    restore mode (its batches are sized from the lock table), and ratios against it."""
+    doc = _doc(small_run)
+    packed = [s for s in doc["summary"] if s["contender"]["tool"] == "packed"]
+    assert [s["contender"] for s in packed] == [{"tool": "packed", "major": 17, "format": "packed"}]
+    assert packed[0]["files"] == 3 and packed[0]["entries_via"] == "none"
+    restores = [r for r in doc["restores"] if r["contender"]["tool"] == "packed"]
+    assert [r["mode_label"] for r in restores] == ["1 job"] and restores[0]["all_ok"] is True
+    ratios = {(r["against"], r["figure"]): r["value"] for r in doc["packed_ratios"]}
+    assert ratios[("pg_dump 17 -Fd", "files")] == (LOS + 2) / 3
+    assert ("pg_restore 16 1 job of pg_dump 16 -Fc", "restore wall") in ratios
+    assert "pgblobdump packed" in _run("--render", str(small_run[1])).stdout
+
+
 def test_restores_bring_every_lo_back(small_run: tuple[Result, Path, Path]) -> None:
     doc = _doc(small_run)
     modes = {(r["contender"]["major"], r["contender"]["format"], r["mode_label"])
@@ -81,7 +99,7 @@ def test_restores_bring_every_lo_back(small_run: tuple[Result, Path, Path]) -> N
     # --transaction-size only where pg_restore has it (17+).
     assert (17, "custom", "-j 2 --transaction-size 1000") in modes
     assert (16, "custom", "-j 2 --transaction-size 1000") not in modes
-    assert len(modes) == 2 * 2 + 2 * 3
+    assert len(modes) == 2 * 2 + 2 * 3 + 1
     for r in doc["restores"]:
         assert r["restored_los"] == LOS
         assert r["checked_los"] == LOS
@@ -93,12 +111,14 @@ def test_results_folder_round_trips(small_run: tuple[Result, Path, Path]) -> Non
     _doc(small_run)
     folder = small_run[1]
     loaded = results.load(folder)
-    assert len(loaded.dumps) == 4 and len(loaded.restores) == 10
+    assert len(loaded.dumps) == 5 and len(loaded.restores) == 11
     assert loaded.meta["complete"] is True
     assert loaded.meta["source"]["server_version"].startswith("16.")
     assert set(loaded.meta["toolchains"]) == {"16", "17"}
-    assert len(loaded.commands) == 14
-    assert all("pg_dump" in c or "pg_restore" in c for c in loaded.commands)
+    assert len(loaded.commands) == 16
+    assert all(
+        any(w in c for w in ("pg_dump", "pg_restore", "pgblobdump")) for c in loaded.commands
+    )
     png = (folder / "plots" / "compare.png").read_bytes()
     assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 10_000
     svg = (folder / "plots" / "compare.svg").read_text()
@@ -108,11 +128,11 @@ def test_results_folder_round_trips(small_run: tuple[Result, Path, Path]) -> Non
     assert csv.exit_code == 0, csv.stderr
     lines = csv.stdout.splitlines()
     assert lines[0].startswith("phase,los,contender")
-    assert len(lines) == 1 + 4 + 10
+    assert len(lines) == 1 + 5 + 11
     same = _run("--render", str(folder), "--against", str(folder), "--csv")
     assert same.exit_code == 0, same.stderr
     rows = same.stdout.splitlines()[1:]
-    assert len(rows) == 4 and all(",1.00x,1.00x,1.00x," in r for r in rows)
+    assert len(rows) == 5 and all(",1.00x,1.00x,1.00x," in r for r in rows)
     md = _run("--render", str(folder), "--markdown")
     assert "| pg_dump 17 -Fd |" in md.stdout and "all back" in md.stdout
 
