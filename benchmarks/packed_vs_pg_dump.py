@@ -519,6 +519,16 @@ def verdicts(small: dict[str, float], big: dict[str, float], k4: dict[str, float
     return out
 
 
+def print_table(head: str, rows: list[Row]) -> None:
+    print(head)
+    print()
+    print("| case | step | wall s | peak RSS MB | files | archive MB | ratio |")
+    print("|---|---|---:|---:|---:|---:|---|")
+    for r in rows:
+        print("| " + " | ".join(r.cells()) + " |")
+    print()
+
+
 def slow(keep: Path | None, k: int) -> None:
     work = keep or Path(tempfile.mkdtemp(prefix="pgbd-packed-slow-", dir="/var/tmp"))
     work.mkdir(parents=True, exist_ok=True)
@@ -535,13 +545,7 @@ def slow(keep: Path | None, k: int) -> None:
     finally:
         if keep is None:
             shutil.rmtree(work, ignore_errors=True)
-    print(head)
-    print()
-    print("| case | step | wall s | peak RSS MB | files | archive MB | ratio |")
-    print("|---|---|---:|---:|---:|---:|---|")
-    for r in b.rows:
-        print("| " + " | ".join(r.cells()) + " |")
-    print()
+    print_table(head, b.rows)
     print("\n".join(lines))
 
 
@@ -578,13 +582,7 @@ def main() -> None:
     finally:
         if a.keep is None:
             shutil.rmtree(work, ignore_errors=True)
-    print(head)
-    print()
-    print("| case | step | wall s | peak RSS MB | files | archive MB | ratio |")
-    print("|---|---|---:|---:|---:|---:|---|")
-    for r in b.rows:
-        print("| " + " | ".join(r.cells()) + " |")
-    print()
+    print_table(head, b.rows)
     for v in verdicts(small, big, k4, n_small, n_big, n4):
         print(v)
     print()
