@@ -60,6 +60,8 @@ SUBCOMMANDS = {
     "verify": "pgblobdump.cli.packed:verify",
     "ls": "pgblobdump.cli.packed:ls_cmd",
     "cat": "pgblobdump.cli.packed:cat_cmd",
+    "pack": "pgblobdump.cli.packed:pack_cmd",
+    "unpack": "pgblobdump.cli.packed:unpack_cmd",
 }
 """Each command's module, imported only when that command runs (or help lists them all),
 so ``toc`` never loads libpq or matplotlib."""

@@ -3,12 +3,14 @@ table, and a footer to find a block without reading the others.
 
 Writers add records in OID order (each worker covers one OID range, so the workers'
 blocks concatenate in range order); blocks are spilled to a temporary file as they fill,
-so memory stays one block whatever the LO count.
+so memory stays one block whatever the LO count. ``pack`` adds them in the order of a
+pg_dump archive's data instead (SortingIndexBuilder: sorted runs, merged at the end).
 """
 
 from __future__ import annotations
 
 import bisect
+import heapq
 import json
 import tempfile
 import threading
@@ -152,6 +154,64 @@ class IndexBuilder:
 
     def close(self) -> None:
         self._spill.close()
+
+
+class SortingIndexBuilder(IndexBuilder):
+    """Index records added in any OID order (``pack`` of a pg_dump 17 archive, whose LO
+    data comes grouped by owner and ACL): sorted in runs of RUN_RECORDS spilled to a
+    temporary file, merged when the index is written. Memory: one run (9 MB)."""
+
+    RUN_RECORDS = 1 << 18
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._run: list[tuple[int, bytes]] = []
+        self._runs: list[tuple[int, int]] = []  # (offset, records) in _run_file
+        self._run_file: BinaryIO = tempfile.TemporaryFile()  # noqa: SIM115 (closed by close())
+        self._merged = False
+
+    def add(self, oid: int, meta: int, size: int, volume: int, offset: int, checksum: int) -> None:
+        self._run.append((oid, INDEX_RECORD.pack(oid, meta, size, volume, offset, checksum)))
+        if len(self._run) >= self.RUN_RECORDS:
+            self._spill_run()
+
+    def _spill_run(self) -> None:
+        if not self._run:
+            return
+        self._run.sort(key=lambda r: r[0])
+        self._runs.append((self._run_file.tell(), len(self._run)))
+        self._run_file.write(b"".join(r for _, r in self._run))
+        self._run = []
+
+    def _read_run(self, offset: int, records: int) -> Iterator[tuple[int, bytes]]:
+        size = INDEX_RECORD.size
+        done = 0
+        while done < records:
+            n = min(4096, records - done)
+            self._run_file.seek(offset + done * size)
+            raw = self._run_file.read(n * size)
+            for i in range(n):
+                rec = raw[i * size : (i + 1) * size]
+                yield INDEX_RECORD.unpack_from(rec)[0], rec
+            done += n
+
+    def merged(self) -> Iterator[IndexRecord]:
+        """Every record added, in OID order (once)."""
+        self._spill_run()
+        runs = (self._read_run(o, n) for o, n in self._runs)
+        for _oid, rec in heapq.merge(*runs, key=lambda r: r[0]):
+            yield IndexRecord(*INDEX_RECORD.unpack(rec))
+
+    def spilled(self) -> BinaryIO:
+        if not self._merged:
+            self._merged = True
+            for r in self.merged():
+                super().add(r.oid, r.meta, r.size, r.volume, r.offset, r.checksum)
+        return super().spilled()
+
+    def close(self) -> None:
+        self._run_file.close()
+        super().close()
 
 
 def write_index(out: BinaryIO, builders: Sequence[IndexBuilder], metas: MetaTable) -> None:

@@ -379,8 +379,16 @@ class PackedDirectory:
             raise NotFound(f"LO {oid} is not in {self.where}")
         return r
 
+    @property
+    def ordered(self) -> bool:
+        """Whether the volumes hold LOs in OID order (a dump); False for a pack of a
+        pg_dump archive, whose LOs come in the archive's order."""
+        return bool((self.manifest or {}).get("ordered", True))
+
     def read_lo(self, oid: int) -> Iterator[bytes | memoryview]:
-        """One LO's bytes, reading its index block and its frames only, checked."""
+        """One LO's bytes, reading its index block and its frames only, checked: the
+        frame the index names holds its first piece, and a large LO's other pieces fill
+        the frames that follow (into the worker's next volume if need be)."""
         r = self.find(oid)
         if r.size == 0:
             if r.checksum != xxhash.xxh3_64_intdigest(b""):
@@ -393,17 +401,17 @@ class PackedDirectory:
             name = volume_name(worker, number)
             with self._frames(name, offset) as frames:
                 for frame in frames:
+                    found = False
                     for piece in asm.pieces(frame, frames.name):
                         if piece.oid == oid:
+                            found = True
                             yield piece.data
                             if piece.last:
                                 return
-                    if frame.pieces and frame.pieces[0].oid > oid:
+                    if not found:
                         raise CorruptArchive(
                             f"{self.where}: the index and the volumes disagree about LO {oid}"
                         )
-                    if frame.pieces and frame.pieces[-1].oid > oid:
-                        break
             number += 1
             offset = None
             if not self.storage.exists(volume_name(worker, number)):

@@ -11,7 +11,7 @@ import psycopg
 import xxhash
 
 from pgblobdump.errors import CorruptArchive, PgBlobDumpError
-from pgblobdump.packed.index import IndexRecord, Meta
+from pgblobdump.packed.index import IndexRecord, Meta, SortingIndexBuilder
 from pgblobdump.packed.reader import PackedDirectory
 from pgblobdump.pg.connect import connect
 from pgblobdump.pg.lostream import EmptyRun, Selection, iter_los
@@ -62,23 +62,40 @@ def check_archive(archive: PackedDirectory) -> ArchiveCheck:
     return result
 
 
+def _volume_records(archive: PackedDirectory) -> Iterator[tuple[int, int, int, Meta]]:
+    """(oid, size, checksum, metadata) of every LO in the volumes, in OID order: as they
+    come for a dump; sorted through a SortingIndexBuilder (runs spilled to a temporary
+    file) for a pack, whose volumes keep the pg_dump archive's order."""
+    if archive.ordered:
+        for p in archive.pieces():
+            if p.last:
+                yield p.oid, p.size, p.checksum, p.meta
+        return
+    ids = {m: k for k, m in enumerate(archive.index.metas.values)}
+    sorter = SortingIndexBuilder()
+    try:
+        for p in archive.pieces():
+            if p.last:
+                sorter.add(p.oid, ids.get(p.meta, -1) & 0xFFFFFFFF, p.size, 0, 0, p.checksum)
+        for r in sorter.merged():
+            yield r.oid, r.size, r.checksum, archive.index.meta(r.meta)
+    finally:
+        sorter.close()
+
+
 def _volumes_match_index(archive: PackedDirectory) -> tuple[int, int]:
     index = iter(archive.index)
     los = nbytes = 0
-    for p in archive.pieces():
-        if not p.last:
-            continue
+    for oid, size, checksum, meta in _volume_records(archive):
         r = next(index, None)
         if (
             r is None
-            or (r.oid, r.size, r.checksum) != (p.oid, p.size, p.checksum)
-            or archive.index.meta(r.meta) != p.meta
+            or (r.oid, r.size, r.checksum) != (oid, size, checksum)
+            or archive.index.meta(r.meta) != meta
         ):
-            raise CorruptArchive(
-                f"{archive.where}: the index and the volumes disagree at LO {p.oid}"
-            )
+            raise CorruptArchive(f"{archive.where}: the index and the volumes disagree at LO {oid}")
         los += 1
-        nbytes += p.size
+        nbytes += size
     extra = next(index, None)
     if extra is not None:
         raise CorruptArchive(f"{archive.where}: the index lists LO {extra.oid}, no volume holds it")

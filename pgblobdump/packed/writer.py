@@ -31,7 +31,7 @@ from pgblobdump.packed.format import (
     FrameKind,
 )
 from pgblobdump.packed.frames import encode
-from pgblobdump.packed.index import IndexBuilder, Meta, MetaTable, write_index
+from pgblobdump.packed.index import IndexBuilder, Meta, MetaTable, SortingIndexBuilder, write_index
 from pgblobdump.packed.sink import FrameSink, StreamSink, VolumeSink, WorkerStream
 from pgblobdump.storage import FileInfo, Storage
 
@@ -68,10 +68,15 @@ def _pieces(chunks: Iterable[bytes]) -> Iterator[bytes]:
 class LoPacker:
     """One worker's LOs, added in ascending OID order, into frames and index records."""
 
-    def __init__(self, sink: FrameSink, metas: MetaTable, level: int = ZSTD_LEVEL) -> None:
+    def __init__(
+        self, sink: FrameSink, metas: MetaTable, level: int = ZSTD_LEVEL, ordered: bool = True
+    ) -> None:
+        """``ordered`` False: LOs come in any OID order (pack of a pg_dump archive); the
+        index sorts its records, and readers of the volumes must not assume OID order."""
         self.sink = sink
         self.metas = metas
-        self.index = IndexBuilder()
+        self.ordered = ordered
+        self.index = IndexBuilder() if ordered else SortingIndexBuilder()
         self.totals = Totals()
         self._cctx = zstandard.ZstdCompressor(level=level) if level > 0 else None
         self._dir = bytearray()
@@ -88,7 +93,7 @@ class LoPacker:
 
     def add(self, oid: int, meta: Meta, data: bytes) -> None:
         """An LO whose bytes are at hand (anything up to 1 GB)."""
-        if oid <= self._last_oid:
+        if oid <= self._last_oid and self.ordered:
             raise ValueError(f"LOs out of order: {oid} after {self._last_oid}")
         size = len(data)
         if size > PIECE_MAX:
@@ -147,7 +152,7 @@ class LoPacker:
     def _add_chunks(self, oid: int, meta: Meta, size: int, chunks: Iterable[bytes]) -> None:
         """An LO of ``size`` bytes given in chunks of any size: a large LO read in ranges.
         It starts a frame of its own and takes one frame per PIECE_MAX bytes."""
-        if oid <= self._last_oid:
+        if oid <= self._last_oid and self.ordered:
             raise ValueError(f"LOs out of order: {oid} after {self._last_oid}")
         self._last_oid = oid
         meta_id = self.metas.id(meta)
@@ -231,8 +236,9 @@ class ArchiveWriter:
         self._stream = StreamSink(stream) if stream is not None else None
         self.files: list[FileInfo] = []
 
-    def worker(self) -> LoPacker:
-        """A packer for the next OID range (workers' ranges ascend in creation order)."""
+    def worker(self, ordered: bool = True) -> LoPacker:
+        """A packer for the next OID range (workers' ranges ascend in creation order);
+        ``ordered`` False for LOs in any order (one worker only)."""
         n = len(self.packers) + 1
         sink: FrameSink
         if self._stream is not None:
@@ -240,7 +246,7 @@ class ArchiveWriter:
         else:
             assert self.storage is not None
             sink = VolumeSink(self.storage, n, self.volume_size)
-        packer = LoPacker(sink, self.metas, self.level)
+        packer = LoPacker(sink, self.metas, self.level, ordered)
         self.packers.append(packer)
         return packer
 
@@ -266,6 +272,8 @@ class ArchiveWriter:
             "metadata_values": len(self.metas.values),
             "workers": len(self.packers),
         }
+        if not all(p.ordered for p in self.packers):
+            manifest["ordered"] = False  # volumes in the source's order, not by OID
         with tempfile.TemporaryFile() as tmp:
             write_index(tmp, [p.index for p in self.packers], self.metas)
             size = tmp.tell()

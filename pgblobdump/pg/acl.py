@@ -71,3 +71,25 @@ def array_literal(items: Sequence[str]) -> str:
     """``{"a=r/b","=rw/b"}``: an ``aclitem[]`` (or any text array) literal."""
     quoted = ('"' + i.replace("\\", "\\\\").replace('"', '\\"') + '"' for i in items)
     return "{" + ",".join(quoted) + "}"
+
+
+_LETTERS = {word: letter for letter, word in LO_PRIVILEGES.items()}
+
+
+def _putid(name: str) -> str:
+    """A role name as aclitem output writes it (putid in acl.c): double-quoted, with ""
+    for ", unless it is only letters, digits and underscores."""
+    if name and all(c.isascii() and (c.isalnum() or c == "_") for c in name):
+        return name
+    return '"' + name.replace('"', '""') + '"'
+
+
+def format_item(item: AclItem) -> str:
+    """``alice=r*w/bob``: the text the server prints for ``item`` (``parse`` reversed)."""
+    privs = "".join(
+        _LETTERS[p] + ("*" if p in item.grantable else "")
+        for p in ("SELECT", "UPDATE")
+        if p in item.privileges
+    )
+    grantee = "" if item.grantee is None else _putid(item.grantee)
+    return f"{grantee}={privs}/{_putid(item.grantor)}"

@@ -15,7 +15,6 @@ from __future__ import annotations
 import itertools
 import json
 import operator
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -24,32 +23,10 @@ import psycopg
 from psycopg import sql
 
 from pgblobdump.pg.lo import PUT_CHUNK, read_chunks
+from pgblobdump.spool import Gather, Spooled
 
 LOBLKSIZE = 2048
 """Bytes per pg_largeobject page (BLCKSZ / 4 in a default build)."""
-
-
-SPILL = 16 << 20
-"""An LO larger than this is spooled to a temporary file as it is read (the COPY must go
-on to the next LO), so a 4 TB LO costs disk, not memory."""
-ZEROS = bytes(1 << 20)
-
-
-class Spooled:
-    """An LO's bytes in a temporary file, given back in 1 MiB pieces, once."""
-
-    def __init__(self) -> None:
-        # closed by __iter__; unlinked from the start, so a run cut short leaves nothing
-        self.file = tempfile.TemporaryFile(prefix="pgblobdump-lo-")  # noqa: SIM115
-
-    def write(self, data: bytes) -> None:
-        self.file.write(data)
-
-    def __iter__(self) -> Iterator[bytes]:
-        with self.file as f:
-            f.seek(0)
-            while piece := f.read(1 << 20):
-                yield piece
 
 
 @dataclass(frozen=True)
@@ -63,37 +40,6 @@ class LoRow:
     comment: str | None
     size: int
     chunks: list[bytes] | Spooled
-
-
-class _Gather:
-    """One LO's bytes as they come: in memory up to SPILL, then in a Spooled file."""
-
-    def __init__(self) -> None:
-        self.chunks: list[bytes] = []
-        self.spool: Spooled | None = None
-        self.size = 0
-
-    def add(self, data: bytes) -> None:
-        self.size += len(data)
-        if self.spool is None and self.size > SPILL:
-            self.spool = Spooled()
-            for c in self.chunks:
-                self.spool.write(c)
-            self.chunks = []
-        if self.spool is not None:
-            self.spool.write(data)
-        else:
-            self.chunks.append(data)
-
-    def zeros(self, n: int) -> None:
-        """A hole (pages never written): zeros, as lo_get gives them."""
-        while n > 0:
-            k = min(n, len(ZEROS))
-            self.add(ZEROS[:k] if k < len(ZEROS) else ZEROS)
-            n -= k
-
-    def result(self) -> list[bytes] | Spooled:
-        return self.chunks if self.spool is None else self.spool
 
 
 @dataclass(frozen=True)
@@ -245,7 +191,7 @@ def iter_los(conn: psycopg.Connection, sel: Selection) -> Iterator[LoRow | Empty
     # An LO over 1 GB: the rest of the range LO by LO, each in ranges.
     for window in _windows(conn, Selection(done + 1, sel.last, sel.referenced_by)):
         for oid, (owner, acl, comment) in window:
-            lo = _Gather()
+            lo = Gather()
             for chunk in read_chunks(conn, oid, PUT_CHUNK):
                 lo.add(chunk)
             yield LoRow(oid, owner, acl, comment, lo.size, lo.result())
@@ -274,7 +220,7 @@ def _by_pages(conn: psycopg.Connection, sel: Selection) -> Iterator[LoRow | Empt
             if run.oids:
                 yield run
                 run = EmptyRun([], [])
-            lo = _Gather()
+            lo = Gather()
             while page is not None and page[0] == oid:
                 at = page[1] * LOBLKSIZE
                 if at > lo.size:  # a hole (written past the end)

@@ -253,9 +253,9 @@ def test_large_los_are_spooled_not_held(
 ) -> None:
     """An LO past SPILL goes through a temporary file (memory stays flat for a 4 TB LO);
     its bytes, holes (pages never written: zeros) included, come back exactly."""
-    from pgblobdump.pg import lostream
+    from pgblobdump import spool
 
-    monkeypatch.setattr(lostream, "SPILL", 64 << 10)
+    monkeypatch.setattr(spool, "SPILL", 64 << 10)
     src = new_db(pg17)
     with psycopg.connect(src, autocommit=True) as conn:
         conn.execute("SELECT lo_from_bytea(91000, %s)", (os.urandom(3 << 20),))

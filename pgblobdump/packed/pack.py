@@ -1,0 +1,176 @@
+"""``pack``: the LOs of a pg_dump archive into a packed archive.
+
+The archive (custom, directory or tar; versions 1.12 to 1.16; any compression) is read
+in one pass through the TOC reader (``toc.los.iter_data``): each LO with its owner, its
+ACL as the aclitems its GRANT/REVOKE commands give (``toc.acl.grants``, the structured
+form, restored exactly), its comment and its bytes, decompressed. The LOs go into the
+volumes in the archive's data order, which from pg_dump 17 is grouped by owner and ACL
+rather than by OID: the index sorts its records (SortingIndexBuilder) and the manifest
+says ``"ordered": false``.
+
+What is not an LO is kept so nothing is lost: a directory or tar archive's other files
+(toc.dat, the tables' data files, the LO list files) are stored unchanged as
+``pg_dump-NAME``; a custom archive, one file holding everything, is not kept (its tables
+are one pg_dump away; say so). ``unpack`` puts a directory archive back together.
+"""
+
+from __future__ import annotations
+
+import os
+import tarfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import xxhash
+
+from pgblobdump.errors import NotFound
+from pgblobdump.packed.format import DEFAULT_VOLUME_SIZE, PIECE_MAX, ZSTD_LEVEL
+from pgblobdump.packed.index import Meta
+from pgblobdump.packed.writer import ArchiveWriter
+from pgblobdump.pg.acl import format_item
+from pgblobdump.report.reporter import QUIET, Reporter
+from pgblobdump.spool import Gather
+from pgblobdump.storage import FileInfo, Storage
+from pgblobdump.toc import los as toc_los
+from pgblobdump.toc.compression import SUFFIXES
+from pgblobdump.toc.reader import Archive
+
+REST = "pg_dump-"
+"""Where a packed directory or tar archive keeps the files that are not LO data."""
+
+
+@dataclass(frozen=True)
+class PackResult:
+    los: int
+    bytes: int
+    seconds: float
+    files: list[FileInfo]
+    kept: int  # files of the pg_dump archive kept beside the LOs
+    acl_unread: int  # LOs whose ACL commands were not GRANT/REVOKE: default privileges
+
+
+def meta_of(lo: toc_los.LargeObject) -> tuple[Meta, bool]:
+    """The packed metadata of an archive's LO, and whether its ACL was understood."""
+    acl: tuple[str, ...] | None = None
+    understood = True
+    if lo.acl:
+        items = lo.grants
+        if items is None:
+            understood = False
+        else:
+            acl = tuple(format_item(i) for i in items)
+    return Meta(lo.owner, acl, lo.comment), understood
+
+
+def _is_lo_data(name: str, suffix: str) -> bool:
+    """``blob_<oid>.dat`` (with the compression suffix): an LO's data file."""
+    base = name[: -len(suffix)] if suffix and name.endswith(suffix) else name
+    return base.startswith("blob_") and base.endswith(".dat") and base[5:-4].isdigit()
+
+
+def _keep_rest(archive: Archive, storage: Storage, kept: list[FileInfo]) -> list[FileInfo]:
+    """A directory or tar archive's files other than LO data, unchanged, under REST
+    (each one appended to ``kept`` once written, for the caller to remove on failure)."""
+    suffix = SUFFIXES.get(archive.header.compression, "")
+
+    def put(name: str, f: Any) -> None:
+        h = xxhash.xxh3_128()
+        size = 0
+        with storage.create(REST + name) as out:
+            while chunk := f.read(1 << 20):
+                out.write(chunk)
+                h.update(chunk)
+                size += len(chunk)
+        kept.append(FileInfo(REST + name, size, h.hexdigest()))
+
+    if archive.kind == "directory":
+        assert archive.root is not None
+        with os.scandir(archive.root) as it:
+            names = sorted(e.name for e in it if e.is_file() and not _is_lo_data(e.name, suffix))
+        for name in names:
+            with (archive.root / name).open("rb") as f:
+                put(name, f)
+    elif archive.kind == "tar":
+        with tarfile.open(archive.path) as tar:
+            for member in tar:
+                if member.isfile() and not _is_lo_data(member.name, suffix):
+                    data = tar.extractfile(member)
+                    assert data is not None
+                    with data:
+                        put(member.name, data)
+    return kept
+
+
+def pack(
+    archive: Archive,
+    storage: Storage,
+    volume_size: int = DEFAULT_VOLUME_SIZE,
+    level: int = ZSTD_LEVEL,
+    reporter: Reporter = QUIET,
+) -> PackResult:
+    """Pack ``archive``'s LOs (and, for a directory or tar archive, its other files)
+    into ``storage``. NotFound, before anything is written, if it holds no LO."""
+    t0 = time.perf_counter()
+    walk = toc_los.iter_data(archive)
+    first = next(walk, None)
+    if first is None:
+        raise NotFound(f"{archive.name}: no large objects in this archive: nothing to pack")
+    unread = 0
+    with ArchiveWriter(storage, volume_size=volume_size, level=level) as writer:
+        packer = writer.worker(ordered=False)
+        done = nbytes = 0
+        last = time.monotonic()
+        for lo, pieces in _chain(first, walk):
+            meta, understood = meta_of(lo)
+            if not understood:
+                unread += 1
+                reporter.note(f"LO {lo.oid}: ACL commands not understood, packed with the"
+                              f" default privileges: {'; '.join(lo.acl)}")  # fmt: skip
+            data = Gather()
+            for piece in pieces:
+                data.add(piece)
+            chunks = data.result()
+            if data.size <= PIECE_MAX:
+                assert isinstance(chunks, list)
+                packer.add(lo.oid, meta, b"".join(chunks))
+            else:
+                packer.add_chunks(lo.oid, meta, data.size, chunks)
+            done += 1
+            nbytes += data.size
+            if (now := time.monotonic()) - last > 0.1:
+                last = now
+                reporter.progress(done, nbytes)
+        kept: list[FileInfo] = []
+        try:
+            kept = _keep_rest(archive, storage, kept)
+        except BaseException:
+            for f in kept:
+                storage.remove(f.name)
+            raise
+        writer.files += kept
+        h = archive.header
+        source = {
+            "pg_dump_archive": archive.name,
+            "format": archive.kind,
+            "archive_version": h.version_text,
+            "compression": h.compression,
+            "pg_dump_version": h.pg_dump_version,
+            "server_version": h.server_version,
+            "database": h.dbname,
+            "kept": REST if kept else None,
+        }
+        manifest = writer.finish(source)
+        files = list(writer.files)
+    reporter.progress(done, nbytes)
+    return PackResult(manifest["los"], manifest["bytes"], time.perf_counter() - t0, files,
+                      len(kept), unread)  # fmt: skip
+
+
+Item = tuple[toc_los.LargeObject, Iterator[bytes]]
+
+
+def _chain(first: Item, rest: Iterator[Item]) -> Iterator[Item]:
+    yield first
+    yield from rest
