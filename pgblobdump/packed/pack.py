@@ -9,8 +9,8 @@ rather than by OID: the index sorts its records (SortingIndexBuilder) and the ma
 says ``"ordered": false``.
 
 What is not an LO is kept so nothing is lost: a directory or tar archive's other files
-(toc.dat, the tables' data files, the LO list files) are stored unchanged as
-``pg_dump-NAME``; a custom archive, one file holding everything, is not kept (its tables
+(toc.dat, the tables' data files, the LO list files) are stored unchanged as the
+members of ``pg_dump.tar``; a custom archive, one file holding everything, is not kept (its tables
 are one pg_dump away; say so). ``unpack`` puts a directory archive back together.
 """
 
@@ -21,7 +21,7 @@ import tarfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import BinaryIO
 
 import xxhash
 
@@ -37,8 +37,9 @@ from pgblobdump.toc import los as toc_los
 from pgblobdump.toc.compression import SUFFIXES
 from pgblobdump.toc.reader import Archive
 
-REST = "pg_dump-"
-"""Where a packed directory or tar archive keeps the files that are not LO data."""
+REST = "pg_dump.tar"
+"""The file of a packed directory or tar archive holding the pg_dump archive's files
+that are not LO data (toc.dat, table data, LO list files), as tar members."""
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,7 @@ class PackResult:
     bytes: int
     seconds: float
     files: list[FileInfo]
-    kept: int  # files of the pg_dump archive kept beside the LOs
+    kept: bool  # whether the pg_dump archive's other files are kept (REST)
     acl_unread: int  # LOs whose ACL commands were not GRANT/REVOKE: default privileges
 
 
@@ -70,37 +71,48 @@ def _is_lo_data(name: str, suffix: str) -> bool:
     return base.startswith("blob_") and base.endswith(".dat") and base[5:-4].isdigit()
 
 
-def _keep_rest(archive: Archive, storage: Storage, kept: list[FileInfo]) -> list[FileInfo]:
-    """A directory or tar archive's files other than LO data, unchanged, under REST
-    (each one appended to ``kept`` once written, for the caller to remove on failure)."""
+class _Hashing:
+    """A write-only file that hashes and counts what passes to ``out``."""
+
+    def __init__(self, out: BinaryIO) -> None:
+        self.out = out
+        self.h = xxhash.xxh3_128()
+        self.size = 0
+
+    def write(self, data: bytes) -> int:
+        self.out.write(data)
+        self.h.update(data)
+        self.size += len(data)
+        return len(data)
+
+
+def _keep_rest(archive: Archive, storage: Storage) -> FileInfo | None:
+    """A directory or tar archive's files other than LO data, unchanged, as the members
+    of one uncompressed tar file, REST (one file however many list files pg_dump 17
+    wrote: one per 1,000 LOs); None for a custom archive."""
+    if archive.kind not in ("directory", "tar"):
+        return None
     suffix = SUFFIXES.get(archive.header.compression, "")
-
-    def put(name: str, f: Any) -> None:
-        h = xxhash.xxh3_128()
-        size = 0
-        with storage.create(REST + name) as out:
-            while chunk := f.read(1 << 20):
-                out.write(chunk)
-                h.update(chunk)
-                size += len(chunk)
-        kept.append(FileInfo(REST + name, size, h.hexdigest()))
-
-    if archive.kind == "directory":
-        assert archive.root is not None
-        with os.scandir(archive.root) as it:
-            names = sorted(e.name for e in it if e.is_file() and not _is_lo_data(e.name, suffix))
-        for name in names:
-            with (archive.root / name).open("rb") as f:
-                put(name, f)
-    elif archive.kind == "tar":
-        with tarfile.open(archive.path) as tar:
-            for member in tar:
-                if member.isfile() and not _is_lo_data(member.name, suffix):
-                    data = tar.extractfile(member)
-                    assert data is not None
-                    with data:
-                        put(member.name, data)
-    return kept
+    with storage.create(REST) as raw:
+        out = _Hashing(raw)
+        with tarfile.open(fileobj=out, mode="w|", format=tarfile.PAX_FORMAT) as tar:  # type: ignore[call-overload]
+            if archive.kind == "directory":
+                assert archive.root is not None
+                with os.scandir(archive.root) as it:
+                    names = sorted(
+                        e.name for e in it if e.is_file() and not _is_lo_data(e.name, suffix)
+                    )
+                for name in names:
+                    tar.add(str(archive.root / name), arcname=name, recursive=False)
+            else:
+                with tarfile.open(archive.path) as source:
+                    for member in source:
+                        if member.isfile() and not _is_lo_data(member.name, suffix):
+                            data = source.extractfile(member)
+                            assert data is not None
+                            with data:
+                                tar.addfile(member, data)
+    return FileInfo(REST, out.size, out.h.hexdigest())
 
 
 def pack(
@@ -142,14 +154,9 @@ def pack(
             if (now := time.monotonic()) - last > 0.1:
                 last = now
                 reporter.progress(done, nbytes)
-        kept: list[FileInfo] = []
-        try:
-            kept = _keep_rest(archive, storage, kept)
-        except BaseException:
-            for f in kept:
-                storage.remove(f.name)
-            raise
-        writer.files += kept
+        kept = _keep_rest(archive, storage)
+        if kept is not None:
+            writer.files.append(kept)
         h = archive.header
         source = {
             "pg_dump_archive": archive.name,
@@ -159,13 +166,18 @@ def pack(
             "pg_dump_version": h.pg_dump_version,
             "server_version": h.server_version,
             "database": h.dbname,
-            "kept": REST if kept else None,
+            "kept": REST if kept is not None else None,
         }
-        manifest = writer.finish(source)
+        try:
+            manifest = writer.finish(source)
+        except BaseException:
+            if kept is not None:
+                storage.remove(REST)
+            raise
         files = list(writer.files)
     reporter.progress(done, nbytes)
     return PackResult(manifest["los"], manifest["bytes"], time.perf_counter() - t0, files,
-                      len(kept), unread)  # fmt: skip
+                      kept is not None, unread)  # fmt: skip
 
 
 Item = tuple[toc_los.LargeObject, Iterator[bytes]]

@@ -1,9 +1,9 @@
 """``unpack``: a packed archive made by ``pack`` from a pg_dump directory archive back
-into that directory archive: its kept files (toc.dat, table data, the LO list files)
-unchanged, and a ``blob_<oid>.dat`` file per LO written from the packed bytes with the
-archive's compression (gzip, lz4, zstd or none), as pg_dump names them. pg_restore reads
-it as it read the original (same toc.dat, same LO list files): ``pg_restore -l`` is
-identical and every LO comes back.
+into that directory archive: its kept files (toc.dat, table data, the LO list files,
+the members of pg_dump.tar) unchanged, and a ``blob_<oid>.dat`` file per LO written
+from the packed bytes with the archive's compression (gzip, lz4, zstd or none), as
+pg_dump names them. pg_restore reads it as it read the original (same toc.dat, same LO
+list files): ``pg_restore -l`` is identical and every LO comes back.
 
 Not yet: a pg_dump archive written from a ``dump`` (no toc.dat to start from), a custom
 or tar archive out; those need a TOC writer of their own (archive 1.15 / 1.16 layouts).
@@ -13,13 +13,20 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import tarfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, BinaryIO
 
-from pgblobdump.errors import FileError, UnsupportedArchive, UsageError, from_os_error
+from pgblobdump.errors import (
+    CorruptArchive,
+    FileError,
+    UnsupportedArchive,
+    UsageError,
+    from_os_error,
+)
 from pgblobdump.packed.pack import REST
 from pgblobdump.packed.reader import PackedDirectory
 from pgblobdump.report.reporter import QUIET, Reporter
@@ -56,8 +63,7 @@ def unpack(archive: PackedDirectory, output: Path, reporter: Reporter = QUIET) -
     (a new or empty directory). On failure the files written are removed."""
     t0 = time.perf_counter()
     source = (archive.manifest or {}).get("source", {})
-    kept = [n for n in archive.storage.names() if n.startswith(REST)]
-    if source.get("format") != "directory" or not kept:
+    if source.get("format") != "directory" or not archive.storage.exists(REST):
         made = "a pg_dump " + source["format"] + " archive" if source.get("format") else "dump"
         raise UsageError(
             f"{archive.where} was packed from {made}: unpack writes back a pg_dump directory"
@@ -70,12 +76,18 @@ def unpack(archive: PackedDirectory, output: Path, reporter: Reporter = QUIET) -
     los = nbytes = 0
     try:
         output.mkdir(parents=True, exist_ok=True)
-        for name in kept:
-            target = output / name[len(REST) :]
-            written.append(target)
-            with archive.storage.open(name) as f, _create(target) as copy:
-                while chunk := f.read(1 << 20):
-                    copy.write(chunk)
+        with archive.storage.open(REST) as f, tarfile.open(fileobj=f, mode="r|") as tar:
+            for member in tar:
+                name = member.name
+                if not member.isfile() or "/" in name or name in ("", ".", ".."):
+                    raise CorruptArchive(f"{archive.where}/{REST}: unexpected member {name!r}")
+                data = tar.extractfile(member)
+                assert data is not None
+                target = output / name
+                written.append(target)
+                with data, _create(target) as copy:
+                    while chunk := data.read(1 << 20):
+                        copy.write(chunk)
         # The volumes front to back, once: an LO's file is open from its first piece
         # to its last (a large LO's pieces follow each other).
         raw: BinaryIO | None = None

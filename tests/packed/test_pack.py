@@ -77,7 +77,7 @@ def _round_trip(source: tuple[str, State], pg16: EmbeddedCluster, new_db: NewDb,
     result = _cli("pack", str(dumped), "-o", str(packed), "--json")
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
-    assert report["los"] == len(LOS) and report["files"] <= 5 + report["kept_pg_dump_files"]
+    assert report["los"] == len(LOS) and report["files"] <= 4
     assert _cli("verify", str(packed)).exit_code == 0
     dst = new_db(pg16)
     restored = _cli("restore", str(packed), "-d", dst)
