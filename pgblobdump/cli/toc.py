@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import itertools
 import json
-import re
 import sys
 from collections.abc import Iterable
 from pathlib import Path
@@ -154,22 +153,26 @@ def los_cmd(archive: Path, no_sizes: bool, fmt: Format) -> None:
         stream.write_rows(sys.stdout, fmt, ["oid", "owner", "size", "acl", "comment"], records)
 
 
-_ANY_OID = re.compile(r"LARGE OBJECT \d+").sub
+CACHE_MAX = 1024
+"""Distinct owners and ACLs whose JSON is kept: an archive of per-LO ACLs (each naming
+its own OID) has a million distinct ones, and memory must not grow with them."""
 
 
 def _write_los_json(rows: Iterable[los.LoRow]) -> None:
     """The JSON array of `toc los`, encoded by hand: owners, ACLs and comments repeat, so
-    each distinct value is encoded once; rows go out in batches. ``grants`` is the ACL
-    the LO's commands give (toc/acl.py), null for default privileges (no commands) or
-    for commands that are not GRANT/REVOKE."""
+    a value is encoded once while it repeats (a few distinct ones kept); rows go out in
+    batches. ``grants`` is the ACL the LO's commands give (toc/acl.py), null for default
+    privileges (no commands) or for commands that are not GRANT/REVOKE."""
     enc: dict[Any, str] = {}
+    dumps = json.dumps
 
     def js(value: Any) -> str:
         key = (type(value), value)
         text = enc.get(key)
         if text is None:
-            text = enc[key] = json.dumps(list(value) if isinstance(value, tuple) else value,
-                                         ensure_ascii=False)  # fmt: skip
+            text = dumps(list(value) if isinstance(value, tuple) else value, ensure_ascii=False)
+            if len(enc) < CACHE_MAX:
+                enc[key] = text
         return text
 
     started = stream.started(rows)
@@ -185,7 +188,6 @@ def _write_los_json(rows: Iterable[los.LoRow]) -> None:
     owner_js = acl_js = ""
     grants_js = "null"
     grants_of: dict[tuple[str, str | None], str] = {}
-    dumps = json.dumps
     for oid, owner, acl, comment, size, _group in started:
         if owner is not last_owner:  # rows of one group share these objects
             last_owner, owner_js = owner, js(owner)
@@ -193,12 +195,14 @@ def _write_los_json(rows: Iterable[los.LoRow]) -> None:
             last_acl, acl_js = acl, js(acl)
             grants_js = "null"
             if acl:  # the same grants for every LO whose commands differ in the OID only
-                key = (_ANY_OID("LARGE OBJECT 0", "\n".join(acl)), owner)
+                key = ("\n".join(acl).replace(f"OBJECT {oid} ", "OBJECT # "), owner)
                 found = grants_of.get(key)
                 if found is None:
-                    found = grants_of[key] = dumps(
+                    found = dumps(
                         toc_acl.grants_json(toc_acl.grants(acl, owner)), ensure_ascii=False
                     )
+                    if len(grants_of) < CACHE_MAX:
+                        grants_of[key] = found
                 grants_js = found
         batch.append(
             f'{sep}{{"oid": {oid}, "owner": {owner_js}, "size": {"null" if size is None else size}'

@@ -147,7 +147,7 @@ class Ledger:
                 return "nothing"
             removed = ""
             try:
-                with connect(self.conninfo, doing="clean-up") as c:
+                with connect(self.conninfo) as c:  # errors name the database
                     self._settle(c)
                     removed = self.describe() or "nothing"
                     self._remove(c)

@@ -260,6 +260,11 @@ class Archive:
         except (OSError, ValueError):  # ValueError: a NUL byte in a damaged blobs list
             return None
 
+    def member_path(self, name: str) -> str:
+        """The path of a directory archive's file ``name`` (a directory archive only)."""
+        assert self.kind == "directory"
+        return self._root_prefix() + name
+
     def _root_prefix(self) -> str:
         """The directory's path and a separator: a data file's path is one concatenation
         away (a Path join costs as much as the stat, a million times over)."""
