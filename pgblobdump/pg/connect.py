@@ -52,22 +52,24 @@ def lost_connection(e: psycopg.Error) -> bool:
     return isinstance(e, psycopg.OperationalError | psycopg.InterfaceError)
 
 
-def translate(e: psycopg.Error, doing: str) -> PgBlobDumpError:
-    """Our error for a psycopg one: ConnectionFailed when the server went away,
-    DatabaseError when it refused; ``doing`` says what we were doing (``reading LOs``)."""
+def translate(e: psycopg.Error, doing: str, where: str = "") -> PgBlobDumpError:
+    """Our error for a psycopg one: ConnectionFailed when the server went away (naming
+    ``where``, the database and server, when given), DatabaseError when it refused;
+    ``doing`` says what we were doing (``reading LOs``)."""
     prefix = f"{doing}: " if doing else ""
     if lost_connection(e):
-        return ConnectionFailed(f"{prefix}lost the connection to the server: {reason(e)}")
+        server = f" ({where})" if where else ""
+        return ConnectionFailed(f"{prefix}lost the connection to the server{server}: {reason(e)}")
     return DatabaseError(f"{prefix}{reason(e)}")
 
 
 @contextlib.contextmanager
-def sql_errors(doing: str) -> Iterator[None]:
+def sql_errors(doing: str, where: str = "") -> Iterator[None]:
     """Run a block with psycopg errors raised as ours (see ``translate``)."""
     try:
         yield
     except psycopg.Error as e:
-        raise translate(e, doing) from e
+        raise translate(e, doing, where) from e
 
 
 @contextlib.contextmanager
@@ -86,5 +88,6 @@ def connect(
         raise ConnectionFailed(
             f"cannot connect to {describe(conninfo)}: {scrub(first_line(e))}"
         ) from e
-    with sql_errors(doing or f"on {describe(conninfo)}"), conn:
+    where = describe(conninfo)
+    with sql_errors(doing or f"on {where}", where if doing else ""), conn:
         yield conn

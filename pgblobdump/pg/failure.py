@@ -12,7 +12,7 @@ import psycopg.errors
 
 from pgblobdump import signals
 from pgblobdump.errors import DatabaseError, Interrupted, PgBlobDumpError
-from pgblobdump.pg.connect import translate
+from pgblobdump.pg.connect import describe, translate
 from pgblobdump.pg.ledger import Ledger
 
 
@@ -31,7 +31,9 @@ def with_more(base: PgBlobDumpError, more: str) -> PgBlobDumpError:
     return type(base)(f"{base}; {more}")
 
 
-def as_error(e: BaseException, what: str, taken: Callable[[str], str]) -> PgBlobDumpError:
+def as_error(
+    e: BaseException, what: str, taken: Callable[[str], str], where: str = ""
+) -> PgBlobDumpError:
     """Our error for whatever ended a run: a signal (even one hidden behind psycopg's
     failed clean-up), an OID taken (``taken(oid)`` words it), a psycopg error, ours."""
     e = signals.interrupt_in(e) or e
@@ -42,7 +44,7 @@ def as_error(e: BaseException, what: str, taken: Callable[[str], str]) -> PgBlob
     if oid is not None:
         return DatabaseError(f"{what} failed: {taken(oid)}")
     if isinstance(e, psycopg.Error):
-        return translate(e, f"{what} failed")
+        return translate(e, f"{what} failed", where)
     assert isinstance(e, PgBlobDumpError)
     return e
 
@@ -59,7 +61,7 @@ def failed(
     """The error to raise when a run ends by ``e``: exactly what the ledger holds is
     removed (unless ``cleanup`` is off), and the one line says what was removed or left
     (``if_left`` says what to do about a remainder)."""
-    base = as_error(e, what, taken)
+    base = as_error(e, what, taken, describe(ledger.conninfo))
     if ledger.empty:
         return base
     if not cleanup:

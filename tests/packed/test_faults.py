@@ -41,6 +41,10 @@ FIRST = 200_000
 """The first OID of the bulk LOs."""
 
 
+LOST = r"lost the connection to the server \(database \S+ on [^)]+\): "
+"""How a lost server is told: which database on which server, then libpq's reason."""
+
+
 def _with_password(conninfo: str) -> str:
     return f"{conninfo} password={SECRET}"
 
@@ -218,7 +222,10 @@ def test_backends_terminated_mid_dump(
     assert proc.returncode == 3, err
     line = _error_line(err)
     print(f"\n{into}: dump: {line}")
-    assert re.match(r"Error: dump( worker \d)?: lost the connection to the server: ", line), line
+    assert re.match(
+        r"Error: dump( worker \d)?: lost the connection to the server \(database \S+ on .+\): ",
+        line,
+    ), line
 
     if into == "new directory":
         assert not out.exists(), sorted(p.name for p in out.iterdir())
@@ -280,7 +287,9 @@ def test_backend_terminated_mid_restore_then_resume(
     assert proc.returncode == 3, err
     line = _error_line(err)
     print(f"\nrestore: {line}")
-    assert line.startswith("Error: restore failed: lost the connection to the server: "), line
+    assert re.match(
+        r"Error: restore failed: lost the connection to the server \(database \S+ on .+\): ", line
+    ), line
     left = _los(dst)
     if "; removed the" in line:
         assert left == 0, line
@@ -314,7 +323,10 @@ def test_server_stopped_mid_restore_then_resume(archive: Archive) -> None:
         assert proc.returncode == 3, err
         line = _error_line(err)
         print(f"\nrestore: {line}")
-        assert line.startswith("Error: restore failed: lost the connection to the server: "), line
+        assert re.match(
+            r"Error: restore failed: lost the connection to the server \(database \S+ on .+\): ",
+            line,
+        ), line
         assert f"cannot connect to database dst on {cluster.socket_dir}:" in line, line
         assert line.endswith("run the restore again with --resume to finish it"), line
         named = _lo_counts(line.split("left in place: ", 1)[1])
