@@ -367,31 +367,38 @@ def pack_cmd(archive: Path, output: str, volume_size: str, level: int, fmt: Form
 
 @click.command(name="unpack")
 @ARCHIVE
-@click.option("-o", "--output", required=True, metavar="DIR", help="A new directory.")
+@click.option("-o", "--output", required=True, metavar="DIR|FILE",
+              help="A new directory (or file, --format custom).")  # fmt: skip
 @click.option(
     "--format",
     "out_format",
-    type=click.Choice(["directory"]),
+    type=click.Choice(["directory", "custom"]),
     default="directory",
     show_default=True,
     help="The pg_dump archive format to write.",
 )
 @output_options
 def unpack_cmd(archive: str, output: str, out_format: str, fmt: Format) -> None:
-    """Give back the pg_dump directory archive a packed archive was packed from.
+    """Give back the pg_dump archive a packed archive was packed from, as a directory
+    archive (-o DIR) or a custom one (--format custom, -o FILE).
 
     Its toc.dat and table data come back unchanged and a blob_<oid>.dat file per LO
     is written with the archive's compression, so pg_restore reads it as it read the
-    original. (A packed dump, or a custom or tar archive out, needs a TOC writer that
-    is not built yet: refused with a clear message.)
+    original; --format custom writes the same header, TOC and data as one file. (An
+    archive packed from a custom or tar archive, or a packed dump, has no directory
+    TOC to start from: refused with a clear message.)
 
     Example: pgblobdump unpack lobs.pbd -o dump.dir && pg_restore -d db dump.dir
     """
-    from pgblobdump.packed.unpack import unpack
+    from pgblobdump.packed.unpack import unpack, unpack_custom
 
     a = packed_source.directory(archive)
-    with new_directory(output) as storage, reporter("unpacking LOs", 0) as rep:
-        result = unpack(a, storage.path, rep)
+    if out_format == "custom":
+        with reporter("unpacking LOs", 0) as rep:
+            result = unpack_custom(a, Path(output), rep)
+    else:
+        with new_directory(output) as storage, reporter("unpacking LOs", 0) as rep:
+            result = unpack(a, storage.path, rep)
     record = {"los": result.los, "bytes": result.bytes, "files": result.files,
               "seconds": round(result.seconds, 3)}  # fmt: skip
     emit(_result_table("unpacked", record), fmt, record)

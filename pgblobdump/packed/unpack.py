@@ -5,17 +5,21 @@ from the packed bytes with the archive's compression (gzip, lz4, zstd or none), 
 pg_dump names them. pg_restore reads it as it read the original (same toc.dat, same LO
 list files): ``pg_restore -l`` is identical and every LO comes back.
 
-Not yet: a pg_dump archive written from a ``dump`` (no toc.dat to start from), a custom
-or tar archive out; those need a TOC writer of their own (archive 1.15 / 1.16 layouts).
+``unpack_custom`` writes the same archive as one custom-format file (tocwrite.py).
+Not yet: a pg_dump archive written from a ``dump`` or from an archive packed from a
+custom or tar archive (no toc.dat to start from), or in another major's layout (1.15's
+BLOB entries from 1.16's BLOB METADATA, or back); those need a TOC built from scratch.
 """
 
 from __future__ import annotations
 
 import contextlib
 import gzip
+import os
 import tarfile
+import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, BinaryIO
@@ -29,6 +33,13 @@ from pgblobdump.errors import (
 )
 from pgblobdump.packed.pack import REST
 from pgblobdump.packed.reader import PackedDirectory
+from pgblobdump.packed.tocwrite import (
+    BLK_BLOBS,
+    BLK_DATA,
+    write_custom,
+    write_int,
+    write_stream,
+)
 from pgblobdump.report.reporter import QUIET, Reporter
 from pgblobdump.toc.compression import SUFFIXES
 
@@ -67,8 +78,8 @@ def unpack(archive: PackedDirectory, output: Path, reporter: Reporter = QUIET) -
         made = "a pg_dump " + source["format"] + " archive" if source.get("format") else "dump"
         raise UsageError(
             f"{archive.where} was packed from {made}: unpack writes back a pg_dump directory"
-            " archive packed with its toc.dat kept; other archives need a TOC writer that"
-            " is not built yet"
+            " (or custom) archive from one packed with its toc.dat kept; a TOC built from"
+            " scratch is not built yet"
         )
     algorithm = str(source.get("compression") or "none")
     suffix = SUFFIXES.get(algorithm, "")
@@ -135,3 +146,83 @@ def _create(path: Path) -> Iterator[BinaryIO]:
             yield f
     except OSError as e:
         raise from_os_error(e, "write") from e
+
+
+def unpack_custom(
+    archive: PackedDirectory, output: Path, reporter: Reporter = QUIET
+) -> UnpackResult:
+    """The custom-format archive equal to the directory archive ``archive`` was packed
+    from: the directory archive is unpacked into a temporary directory, then its header,
+    TOC and data files are written as one custom file (tocwrite.py). ``output`` must not
+    exist; on failure nothing is left under its name."""
+    from pgblobdump.toc import blobs
+    from pgblobdump.toc.compression import decompressor
+    from pgblobdump.toc.fields import F_DESC, F_DUMP_ID, F_FILENAME
+    from pgblobdump.toc.header import read_header
+    from pgblobdump.toc.primitives import Reader
+    from pgblobdump.toc.reader import TOC_FILE, open_archive
+
+    if output.exists():
+        raise FileError(f"{output} exists; choose a new file name")
+    t0 = time.perf_counter()
+    part = output.with_name(f".{output.name}.part")
+    with tempfile.TemporaryDirectory(prefix="pgblobdump-unpack-", dir=output.parent) as tmp:
+        done = unpack(archive, Path(tmp) / "dir", reporter)
+        with open_archive(Path(tmp) / "dir") as a:
+            algorithm = a.header.compression
+            suffix = SUFFIXES.get(algorithm, "")
+            with (Path(tmp) / "dir" / TOC_FILE).open("rb") as f:
+                r = Reader(f, a.name)
+                read_header(r)
+                size = r.offset
+                f.seek(0)
+                header = f.read(size)
+            entries = list(a.iter_raw())
+
+            def file_pieces(name: str) -> Iterator[bytes]:
+                compressed = a.member_size(name + suffix) is not None
+                member = name + suffix if compressed else name
+                d = decompressor(algorithm if compressed else "none", whole_file=True)
+                with a.open_member(member) as fh:
+                    while chunk := fh.read(1 << 20):
+                        if out := d.feed(chunk):
+                            yield out
+                if out := d.finish():
+                    yield out
+
+            def blocks() -> Iterator[tuple[int, int, Callable[[BinaryIO], None]]]:
+                for e in entries:
+                    fname = e[F_FILENAME]
+                    if not fname:
+                        continue
+                    if e[F_DESC] == b"BLOBS":
+                        entry = blobs.blobs_entry(e)
+
+                        def body(out: BinaryIO, entry: blobs.BlobsEntry = entry) -> None:
+                            for oid, member in blobs.list_oids(a, entry):
+                                write_int(out, oid)
+                                write_stream(out, file_pieces(member), algorithm)
+                            write_int(out, 0)
+
+                        yield e[F_DUMP_ID], BLK_BLOBS, body
+                    else:
+                        name = fname.decode()
+
+                        def data(out: BinaryIO, name: str = name) -> None:
+                            write_stream(out, file_pieces(name), algorithm)
+
+                        yield e[F_DUMP_ID], BLK_DATA, data
+
+            try:
+                with part.open("xb") as out:
+                    write_custom(out, header, a.header.version, entries, blocks())
+                    out.flush()
+                    os.fsync(out.fileno())
+                part.replace(output)
+            except OSError as e:
+                part.unlink(missing_ok=True)
+                raise from_os_error(e, "write") from e
+            except BaseException:
+                part.unlink(missing_ok=True)
+                raise
+    return UnpackResult(done.los, done.bytes, 1, time.perf_counter() - t0)

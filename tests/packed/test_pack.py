@@ -103,7 +103,7 @@ def test_pack_more(source: tuple[str, State], pg16: EmbeddedCluster, new_db: New
 
 
 @pytest.mark.parametrize("major", [16, 17])
-def test_unpack_gives_back_the_directory_archive(
+def test_unpack_gives_back_the_archive(
     source: tuple[str, State], pg16: EmbeddedCluster, new_db: NewDb, tmp_path: Path, major: int,
     request: pytest.FixtureRequest,
 ) -> None:  # fmt: skip
@@ -126,6 +126,24 @@ def test_unpack_gives_back_the_directory_archive(
     assert state(dst) == source[1]
     with psycopg.connect(dst) as conn:
         assert conn.execute("SELECT count(*) FROM t").fetchone() == (60,)
+    # and as a custom archive: the same TOC (the header's comment lines aside), restored
+    # by pg_restore with two jobs
+    custom = tmp_path / "back.dump"
+    result = _cli("unpack", str(tmp_path / f"pg{major}-d.pbd"), "--format", "custom", "-o",
+                  str(custom))  # fmt: skip
+    assert result.exit_code == 0, result.output
+
+    def entries(path: Path) -> list[str]:
+        return [line for line in listing(path).splitlines() if not line.startswith(";")]
+
+    assert entries(custom) == entries(dumped)
+    dst = new_db(target)
+    done = subprocess.run([str(pg_restore), "-j", "2", "-d", dst, str(custom)],
+                          capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert state(dst) == source[1]
+    assert _cli("unpack", str(tmp_path / f"pg{major}-d.pbd"), "--format", "custom", "-o",
+                str(custom)).exit_code == 11  # fmt: skip
 
 
 def test_bad_input(pg16: EmbeddedCluster, new_db: NewDb, tmp_path: Path,

@@ -1,0 +1,168 @@
+"""Write a pg_dump custom-format archive (pg_backup_custom.c) from a directory archive's
+TOC: the same header and entries, each entry's data file turned into a data block.
+
+Custom and directory archives share the header and the TOC entry fields; they differ in
+the format byte of the header and in what ends each entry (WriteExtraToc): a directory
+archive names the entry's data file, a custom archive gives an Offset (flag byte and
+8-byte position). Data blocks: ``BLK_DATA`` (1) + dump id, then the entry's data as one
+compressed stream cut into ``[Int length][bytes]`` chunks, ended by length 0; for a
+``BLOBS`` entry, ``BLK_BLOBS`` (3) + dump id, then per LO ``Int oid`` and its own
+stream's chunks ended by 0, the block ended by oid 0. The TOC is written first with
+positions unset, then rewritten in place with each block's position (same width).
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Callable, Iterable, Iterator
+from typing import BinaryIO, Protocol
+
+from pgblobdump.errors import UnsupportedArchive
+from pgblobdump.toc.fields import RawEntry
+from pgblobdump.toc.header import K_VERS_1_14, K_VERS_1_16
+from pgblobdump.toc.primitives import K_OFFSET_NO_DATA, K_OFFSET_POS_NOT_SET, K_OFFSET_POS_SET
+
+BLK_DATA = 1
+BLK_BLOBS = 3
+FORMAT_CUSTOM = 1
+FORMAT_BYTE = 10
+"""Where the format code is in the header: after "PGDMP", 3 version bytes and 2 sizes."""
+CHUNK = 1 << 16
+
+_OFFSET8 = struct.Struct("<BQ")
+
+
+def write_int(out: BinaryIO, value: int) -> None:
+    """WriteInt with 4-byte ints: a sign byte, then the magnitude little-endian (an OID
+    of 2^31 and more goes through a signed int, as pg_dump's does)."""
+    if value >= 1 << 31:
+        value -= 1 << 32
+    out.write(bytes([1 if value < 0 else 0]) + abs(value).to_bytes(4, "little"))
+
+
+def write_str(out: BinaryIO, value: bytes | None) -> None:
+    """WriteStr: length then bytes; -1 for NULL."""
+    if value is None:
+        write_int(out, -1)
+        return
+    write_int(out, len(value))
+    out.write(value)
+
+
+class Compressor(Protocol):
+    def compress(self, data: bytes) -> bytes: ...
+
+    def flush(self) -> bytes: ...
+
+
+def compressor(algorithm: str) -> Compressor | None:
+    """A stream compressor as a custom archive's data uses: a zlib stream for gzip, an
+    LZ4 or zstd frame; None for no compression."""
+    if algorithm == "none":
+        return None
+    if algorithm == "gzip":
+        return zlib.compressobj()
+    if algorithm == "zstd":
+        import zstandard
+
+        return zstandard.ZstdCompressor().compressobj()
+    if algorithm == "lz4":
+        import lz4.frame
+
+        class _Lz4:
+            def __init__(self) -> None:
+                self.c = lz4.frame.LZ4FrameCompressor()
+                self.started = False
+
+            def compress(self, data: bytes) -> bytes:
+                head = b"" if self.started else self.c.begin()
+                self.started = True
+                return head + self.c.compress(data)  # type: ignore[no-any-return]
+
+            def flush(self) -> bytes:
+                head = b"" if self.started else self.c.begin()
+                self.started = True
+                return head + self.c.flush()  # type: ignore[no-any-return]
+
+        return _Lz4()
+    raise UnsupportedArchive(f"cannot write {algorithm!r} compressed archives")
+
+
+def write_stream(out: BinaryIO, pieces: Iterable[bytes], algorithm: str) -> None:
+    """One stream of data as chunks, then the 0 length that ends it."""
+    c = compressor(algorithm)
+
+    def chunk(data: bytes) -> None:
+        if data:
+            write_int(out, len(data))
+            out.write(data)
+
+    for piece in pieces:
+        for at in range(0, len(piece), CHUNK):
+            part = piece[at : at + CHUNK]
+            chunk(part if c is None else c.compress(part))
+    if c is not None:
+        chunk(c.flush())
+    write_int(out, 0)
+
+
+def write_entry(out: BinaryIO, e: RawEntry, version: int) -> int:
+    """One TOC entry with its Offset unset; returns where its Offset is, to patch."""
+    (dump_id, had_dumper, tableoid, oid, tag, desc, section, defn, drop, copy, nsp, tblspc,
+     tableam, relkind, owner, deps, _state, _offset, _filename) = e  # fmt: skip
+    write_int(out, dump_id)
+    write_int(out, had_dumper)
+    for s in (tableoid, oid, tag, desc):
+        write_str(out, s)
+    write_int(out, section)
+    for s in (defn, drop, copy, nsp, tblspc):
+        write_str(out, s)
+    if version >= K_VERS_1_14:
+        write_str(out, tableam)
+    if version >= K_VERS_1_16:
+        write_int(out, relkind)
+    write_str(out, owner)
+    write_str(out, b"false")  # with-oids
+    for dep in deps:
+        write_str(out, str(dep).encode())
+    write_str(out, None)
+    at = out.tell()
+    out.write(_OFFSET8.pack(K_OFFSET_POS_NOT_SET, 0))
+    return at
+
+
+Data = Callable[[RawEntry, BinaryIO], None]
+"""Writes an entry's data block body (after its block header) to the output."""
+
+
+def write_custom(
+    out: BinaryIO,
+    header: bytes,
+    version: int,
+    entries: list[RawEntry],
+    blocks: Iterator[tuple[int, int, Callable[[BinaryIO], None]]],
+) -> None:
+    """A custom archive: ``header`` (a directory archive's, its format byte changed),
+    ``entries``, then each of ``blocks`` (dump id, block type, writer of its body) in
+    order; finally every entry's Offset set: to its block, or NO_DATA."""
+    head = bytearray(header)
+    head[FORMAT_BYTE] = FORMAT_CUSTOM
+    out.write(head)
+    where: dict[int, int] = {}
+    for e in entries:
+        where[e[0]] = write_entry(out, e, version)
+    placed: dict[int, int] = {}
+    for dump_id, kind, body in blocks:
+        placed[dump_id] = out.tell()
+        out.write(bytes([kind]))
+        write_int(out, dump_id)
+        body(out)
+    end = out.tell()
+    for dump_id, at in where.items():
+        out.seek(at)
+        if dump_id in placed:
+            out.write(_OFFSET8.pack(K_OFFSET_POS_SET, placed[dump_id]))
+        else:
+            out.write(_OFFSET8.pack(K_OFFSET_NO_DATA, 0))
+    out.seek(end)
