@@ -384,9 +384,10 @@ def unpack_cmd(archive: str, output: str, out_format: str, fmt: Format) -> None:
 
     Its toc.dat and table data come back unchanged and a blob_<oid>.dat file per LO
     is written with the archive's compression, so pg_restore reads it as it read the
-    original; --format custom writes the same header, TOC and data as one file. (An
-    archive packed from a custom or tar archive, or a packed dump, has no directory
-    TOC to start from: refused with a clear message.)
+    original; --format custom writes the same header, TOC and data as one file. Any
+    other packed archive (a dump, or one packed from a custom or tar archive) becomes
+    with --format custom a pg_dump archive of its LOs in pg_dump 16's layout, which
+    pg_restore 16, 17 and 18 read.
 
     Example: pgblobdump unpack lobs.pbd -o dump.dir && pg_restore -d db dump.dir
     """

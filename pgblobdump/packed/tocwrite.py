@@ -107,8 +107,9 @@ def write_stream(out: BinaryIO, pieces: Iterable[bytes], algorithm: str) -> None
     write_int(out, 0)
 
 
-def write_entry(out: BinaryIO, e: RawEntry, version: int) -> int:
-    """One TOC entry with its Offset unset; returns where its Offset is, to patch."""
+def write_entry(out: BinaryIO, e: RawEntry, version: int, state: int = K_OFFSET_POS_NOT_SET) -> int:
+    """One TOC entry with its Offset flag ``state`` (unset by default: patched later);
+    returns where its Offset is."""
     (dump_id, had_dumper, tableoid, oid, tag, desc, section, defn, drop, copy, nsp, tblspc,
      tableam, relkind, owner, deps, _state, _offset, _filename) = e  # fmt: skip
     write_int(out, dump_id)
@@ -128,8 +129,16 @@ def write_entry(out: BinaryIO, e: RawEntry, version: int) -> int:
         write_str(out, str(dep).encode())
     write_str(out, None)
     at = out.tell()
-    out.write(_OFFSET8.pack(K_OFFSET_POS_NOT_SET, 0))
+    out.write(_OFFSET8.pack(state, 0))
     return at
+
+
+def set_offset(out: BinaryIO, at: int, position: int) -> None:
+    """Point the Offset written at ``at`` to the data block at ``position``."""
+    end = out.tell()
+    out.seek(at)
+    out.write(_OFFSET8.pack(K_OFFSET_POS_SET, position))
+    out.seek(end)
 
 
 Data = Callable[[RawEntry, BinaryIO], None]

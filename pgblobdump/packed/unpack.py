@@ -78,8 +78,8 @@ def unpack(archive: PackedDirectory, output: Path, reporter: Reporter = QUIET) -
         made = "a pg_dump " + source["format"] + " archive" if source.get("format") else "dump"
         raise UsageError(
             f"{archive.where} was packed from {made}: unpack writes back a pg_dump directory"
-            " (or custom) archive from one packed with its toc.dat kept; a TOC built from"
-            " scratch is not built yet"
+            " archive only from one packed with its toc.dat kept; --format custom writes"
+            " any packed archive's LOs as a pg_dump archive"
         )
     algorithm = str(source.get("compression") or "none")
     suffix = SUFFIXES.get(algorithm, "")
@@ -166,6 +166,25 @@ def unpack_custom(
         raise FileError(f"{output} exists; choose a new file name")
     t0 = time.perf_counter()
     part = output.with_name(f".{output.name}.part")
+    source = (archive.manifest or {}).get("source", {})
+    if source.get("format") != "directory" or not archive.storage.exists(REST):
+        # No directory TOC to start from: the LOs alone, in pg_dump 16's layout.
+        from pgblobdump.packed.tocbuild import write_archive
+
+        try:
+            with part.open("xb") as out:
+                los = write_archive(out, archive, str(source.get("compression") or "gzip"))
+                out.flush()
+                os.fsync(out.fileno())
+            part.replace(output)
+        except OSError as e:
+            part.unlink(missing_ok=True)
+            raise from_os_error(e, "write") from e
+        except BaseException:
+            part.unlink(missing_ok=True)
+            raise
+        return UnpackResult(los, int((archive.manifest or {}).get("bytes", 0)), 1,
+                            time.perf_counter() - t0)  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="pgblobdump-unpack-", dir=output.parent) as tmp:
         done = unpack(archive, Path(tmp) / "dir", reporter)
         with open_archive(Path(tmp) / "dir") as a:

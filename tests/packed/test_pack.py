@@ -172,3 +172,25 @@ def test_bad_input(pg16: EmbeddedCluster, new_db: NewDb, tmp_path: Path,
     (busy / "f").write_text("x")
     result = _cli("unpack", str(packed), "-o", str(busy))
     assert result.exit_code == 11 and "not an empty directory" in result.stderr
+
+
+@pytest.mark.parametrize("major", [16, 17, 18])
+def test_unpack_a_dump_as_a_pg_dump_archive(
+    source: tuple[str, State], pg16: EmbeddedCluster, new_db: NewDb, tmp_path: Path, major: int,
+    request: pytest.FixtureRequest,
+) -> None:  # fmt: skip
+    """A packed dump (no pg_dump TOC to start from) as a custom archive in pg_dump 16's
+    layout, which pg_restore 16, 17 and 18 restore with every LO, owner, ACL (grantors
+    included) and comment back."""
+    packed = tmp_path / "d.pbd"
+    assert _cli("dump", "-d", source[0], "-o", str(packed)).exit_code == 0
+    out = tmp_path / "d.dump"
+    result = _cli("unpack", str(packed), "--format", "custom", "-o", str(out))
+    assert result.exit_code == 0, result.output
+    target: EmbeddedCluster = request.getfixturevalue(f"pg{major}")
+    roles(target)
+    dst = new_db(target)
+    done = subprocess.run([str(_pg(major, "pg_restore")), "-d", dst, str(out)],
+                          capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert _as_pg_dump_sees(state(dst)) == source[1]

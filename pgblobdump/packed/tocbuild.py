@@ -1,0 +1,183 @@
+"""A pg_dump custom archive built from scratch for a packed archive's LOs, in pg_dump
+16's layout (archive 1.15), which pg_restore 16, 17 and 18 all read: the three settings
+entries, then per LO a ``BLOB`` entry (pre-data: ``lo_create``, its owner), an ``ACL``
+entry with the GRANT/REVOKE commands pg_dump would write for its ``aclitem[]`` and a
+``COMMENT`` entry when it has them, and one ``BLOBS`` entry whose data block holds every
+LO (entry shapes as a real pg_dump 16 archive has them). Written in one pass over the
+index (the entries) and one over the volumes (the data), in constant memory.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from collections.abc import Iterator
+from typing import BinaryIO
+
+from pgblobdump import __version__
+from pgblobdump.packed.index import Meta
+from pgblobdump.packed.reader import PackedDirectory
+from pgblobdump.packed.tocwrite import (
+    BLK_BLOBS,
+    compressor,
+    set_offset,
+    write_entry,
+    write_int,
+    write_str,
+)
+from pgblobdump.pg.acl import AclItem, parse
+from pgblobdump.toc.fields import RawEntry
+from pgblobdump.toc.header import K_VERS_1_15
+
+COMPRESSION_CODES = {"none": 0, "gzip": 1, "lz4": 2, "zstd": 3}
+SECTION_NONE, SECTION_PRE_DATA, SECTION_DATA = 1, 2, 3
+NO_DATA = 3
+LO_CATALOG = b"2613"
+"""pg_largeobject_metadata's OID: a BLOB entry's tableoid."""
+SETTINGS = (
+    (b"ENCODING", b"SET client_encoding = 'UTF8';\n"),
+    (b"STDSTRINGS", b"SET standard_conforming_strings = 'on';\n"),
+    (b"SEARCHPATH", b"SELECT pg_catalog.set_config('search_path', '', false);\n"),
+)
+
+
+def fmt_id(name: str) -> str:
+    """A role name as pg_dump's fmtId quotes it: bare when a lower-case identifier."""
+    if (
+        name
+        and (name[0].islower() or name[0] == "_")
+        and all(c.islower() or c.isdigit() or c == "_" for c in name)
+        and name.isascii()
+    ):
+        return name
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _privs(words: tuple[str, ...]) -> str:
+    return "ALL" if set(words) == {"SELECT", "UPDATE"} else ",".join(words)
+
+
+def acl_commands(oid: int, owner: str | None, acl: tuple[str, ...]) -> str:
+    """The commands that turn an LO's default privileges into ``acl`` (aclitem texts),
+    as pg_dump's buildACLCommands writes them: REVOKE from the owner when its own entry
+    is not the default, GRANTs by the owner, other grantors' GRANTs inside SET/RESET
+    SESSION AUTHORIZATION."""
+    lo = f"LARGE OBJECT {oid}"
+    items = [parse(a) for a in acl]
+    lines: list[str] = []
+    mine = [i for i in items if i.grantee == owner and i.grantor == owner]
+    if owner is not None and mine != [AclItem(owner, ("SELECT", "UPDATE"), (), owner)]:
+        lines.append(f"REVOKE ALL ON {lo} FROM {fmt_id(owner)};")
+        for i in mine:
+            lines += _grants(lo, i)
+    others = [i for i in items if i not in mine]
+    for i in [i for i in others if i.grantor == owner]:
+        lines += _grants(lo, i)
+    for i in [i for i in others if i.grantor != owner]:
+        lines.append(f"SET SESSION AUTHORIZATION {fmt_id(i.grantor)};")
+        lines += _grants(lo, i)
+        lines.append("RESET SESSION AUTHORIZATION;")
+    return "".join(line + "\n" for line in lines)
+
+
+def _grants(lo: str, i: AclItem) -> list[str]:
+    to = "PUBLIC" if i.grantee is None else fmt_id(i.grantee)
+    plain = tuple(p for p in i.privileges if p not in i.grantable)
+    out = []
+    if plain:
+        out.append(f"GRANT {_privs(plain)} ON {lo} TO {to};")
+    if i.grantable:
+        out.append(f"GRANT {_privs(i.grantable)} ON {lo} TO {to} WITH GRANT OPTION;")
+    return out
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _entries(archive: PackedDirectory) -> Iterator[RawEntry]:
+    """Every TOC entry but BLOBS, dump ids from 1 (the BLOBS entry takes the next one)."""
+    dump_id = 0
+    for tag, defn in SETTINGS:
+        dump_id += 1
+        yield (dump_id, 0, b"0", b"0", tag, tag, SECTION_PRE_DATA, defn, None, None, None,
+               None, None, 0, None, (), None, 0, None)  # fmt: skip
+    for r in archive.index:
+        meta: Meta = archive.index.meta(r.meta)
+        o = str(r.oid).encode()
+        owner = meta.owner.encode() if meta.owner is not None else None
+        dump_id += 1
+        blob = dump_id
+        yield (blob, 0, LO_CATALOG, o, o, b"BLOB", SECTION_PRE_DATA,
+               b"SELECT pg_catalog.lo_create('" + o + b"');\n",
+               b"SELECT pg_catalog.lo_unlink('" + o + b"');\n",
+               None, None, None, None, 0, owner, (), None, 0, None)  # fmt: skip
+        defn = acl_commands(r.oid, meta.owner, meta.acl).encode() if meta.acl is not None else b""
+        if defn:  # an ACL equal to the default needs no command (pg_dump writes none)
+            dump_id += 1
+            yield (dump_id, 0, b"0", b"0", b"LARGE OBJECT " + o, b"ACL", SECTION_NONE, defn,
+                   None, None, None, None, None, 0, owner, (blob,), None, 0, None)  # fmt: skip
+        if meta.comment is not None:
+            dump_id += 1
+            defn = f"COMMENT ON LARGE OBJECT {r.oid} IS {_literal(meta.comment)};\n".encode()
+            yield (dump_id, 0, b"0", b"0", b"LARGE OBJECT " + o, b"COMMENT", SECTION_NONE,
+                   defn, None, None, None, None, None, 0, owner, (blob,), None, 0,
+                   None)  # fmt: skip
+
+
+def _header(count: int, algorithm: str, dbname: str, server: str) -> bytes:
+    out = bytearray(b"PGDMP" + bytes([1, 15, 0, 4, 8, 1, COMPRESSION_CODES[algorithm]]))
+    t = time.localtime()
+    for v in (t.tm_sec, t.tm_min, t.tm_hour, t.tm_mday, t.tm_mon - 1, t.tm_year - 1900,
+              max(t.tm_isdst, 0)):  # fmt: skip
+        out += struct.pack("<BI", 0, v)
+
+    class _Buf:
+        def write(self, data: bytes) -> int:
+            out.extend(data)
+            return len(data)
+
+    buf = _Buf()
+    for text in (dbname, server, f"pgblobdump {__version__}"):
+        write_str(buf, text.encode())  # type: ignore[arg-type]
+    write_int(buf, count)  # type: ignore[arg-type]
+    return bytes(out)
+
+
+def write_archive(out: BinaryIO, archive: PackedDirectory, algorithm: str = "gzip") -> int:
+    """The custom archive of ``archive``'s LOs into ``out`` (seekable); returns the LOs."""
+    count = sum(1 for _ in _entries(archive)) + 1  # one pass over the index to count
+    source = (archive.manifest or {}).get("source", {})
+    out.write(_header(count, algorithm, str(source.get("database") or "postgres"),
+                      str(source.get("server_version") or "")))  # fmt: skip
+    last = 0
+    for e in _entries(archive):
+        write_entry(out, e, K_VERS_1_15, NO_DATA)
+        last = e[0]
+    blobs_id = last + 1
+    blobs: RawEntry = (blobs_id, 1, b"0", b"0", b"BLOBS", b"BLOBS", SECTION_DATA, None, None,
+                       None, None, None, None, 0, None, (), None, 0, None)  # fmt: skip
+    at = write_entry(out, blobs, K_VERS_1_15)
+    block = out.tell()
+    out.write(bytes([BLK_BLOBS]))
+    write_int(out, blobs_id)
+    los = 0
+    c = None
+    for p in archive.pieces():
+        if p.offset == 0:
+            write_int(out, p.oid)
+            c = compressor(algorithm)
+        data = bytes(p.data)
+        chunk = data if c is None else c.compress(data)
+        if chunk:
+            write_int(out, len(chunk))
+            out.write(chunk)
+        if p.last:
+            if c is not None and (tail := c.flush()):
+                write_int(out, len(tail))
+                out.write(tail)
+            write_int(out, 0)
+            los += 1
+    write_int(out, 0)
+    set_offset(out, at, block)
+    return los
