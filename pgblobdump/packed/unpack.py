@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, BinaryIO
+from typing import IO, BinaryIO, TypeVar
 
 from pgblobdump.errors import (
     CorruptArchive,
@@ -42,6 +42,8 @@ from pgblobdump.packed.tocwrite import (
 )
 from pgblobdump.report.reporter import QUIET, Reporter
 from pgblobdump.toc.compression import SUFFIXES
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -165,24 +167,13 @@ def unpack_custom(
     if output.exists():
         raise FileError(f"{output} exists; choose a new file name")
     t0 = time.perf_counter()
-    part = output.with_name(f".{output.name}.part")
     source = (archive.manifest or {}).get("source", {})
     if source.get("format") != "directory" or not archive.storage.exists(REST):
         # No directory TOC to start from: the LOs alone, in pg_dump 16's layout.
         from pgblobdump.packed.tocbuild import write_archive
 
-        try:
-            with part.open("xb") as out:
-                los = write_archive(out, archive, str(source.get("compression") or "gzip"))
-                out.flush()
-                os.fsync(out.fileno())
-            part.replace(output)
-        except OSError as e:
-            part.unlink(missing_ok=True)
-            raise from_os_error(e, "write") from e
-        except BaseException:
-            part.unlink(missing_ok=True)
-            raise
+        algorithm = str(source.get("compression") or "gzip")
+        los = _write_file(output, lambda out: write_archive(out, archive, algorithm))
         return UnpackResult(los, int((archive.manifest or {}).get("bytes", 0)), 1,
                             time.perf_counter() - t0)  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="pgblobdump-unpack-", dir=output.parent) as tmp:
@@ -232,16 +223,26 @@ def unpack_custom(
 
                         yield e[F_DUMP_ID], BLK_DATA, data
 
-            try:
-                with part.open("xb") as out:
-                    write_custom(out, header, a.header.version, entries, blocks())
-                    out.flush()
-                    os.fsync(out.fileno())
-                part.replace(output)
-            except OSError as e:
-                part.unlink(missing_ok=True)
-                raise from_os_error(e, "write") from e
-            except BaseException:
-                part.unlink(missing_ok=True)
-                raise
+            _write_file(
+                output, lambda out: write_custom(out, header, a.header.version, entries, blocks())
+            )
     return UnpackResult(done.los, done.bytes, 1, time.perf_counter() - t0)
+
+
+def _write_file(output: Path, write: Callable[[BinaryIO], T]) -> T:
+    """``write(f)`` into a hidden ``.NAME.part`` next to ``output``, fsynced and renamed
+    to it; on any failure the part is removed and nothing is left under the name."""
+    part = output.with_name(f".{output.name}.part")
+    try:
+        with part.open("xb") as out:
+            result = write(out)
+            out.flush()
+            os.fsync(out.fileno())
+        part.replace(output)
+    except OSError as e:
+        part.unlink(missing_ok=True)
+        raise from_os_error(e, "write") from e
+    except BaseException:
+        part.unlink(missing_ok=True)
+        raise
+    return result
