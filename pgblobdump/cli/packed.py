@@ -377,8 +377,16 @@ def pack_cmd(archive: Path, output: str, volume_size: str, level: int, fmt: Form
     show_default=True,
     help="The pg_dump archive format to write.",
 )
+@click.option(
+    "--pg-dump-major",
+    type=int,
+    metavar="MAJOR",
+    help="--format custom of a packed dump: the archive layout of pg_dump 16 (the default;"
+    " pg_restore 16-18 read it) or 17/18 (grouped BLOB METADATA; pg_restore 17+).",
+)
 @output_options
-def unpack_cmd(archive: str, output: str, out_format: str, fmt: Format) -> None:
+def unpack_cmd(archive: str, output: str, out_format: str, pg_dump_major: int | None,
+               fmt: Format) -> None:  # fmt: skip
     """Give back the pg_dump archive a packed archive was packed from, as a directory
     archive (-o DIR) or a custom one (--format custom, -o FILE).
 
@@ -394,9 +402,11 @@ def unpack_cmd(archive: str, output: str, out_format: str, fmt: Format) -> None:
     from pgblobdump.packed.unpack import unpack, unpack_custom
 
     a = packed_source.directory(archive)
+    if pg_dump_major is not None and out_format != "custom":
+        raise UsageError("--pg-dump-major goes with --format custom")
     if out_format == "custom":
         with reporter("unpacking LOs", 0) as rep:
-            result = unpack_custom(a, Path(output), rep)
+            result = unpack_custom(a, Path(output), rep, pg_dump_major)
     else:
         with new_directory(output) as storage, reporter("unpacking LOs", 0) as rep:
             result = unpack(a, storage.path, rep)

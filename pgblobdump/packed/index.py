@@ -279,8 +279,16 @@ class Index:
         self.metas = MetaTable.decode(read(meta_at, meta_len), where)
         self._firsts = [b.first for b in self.blocks]
         self._dctx = zstandard.ZstdDecompressor()
+        self._last: tuple[int, list[IndexRecord]] | None = None
 
     def _block(self, e: BlockEntry) -> list[IndexRecord]:
+        if self._last is not None and self._last[0] == e.offset:  # find() of close OIDs
+            return self._last[1]
+        records = self._decode_block(e)
+        self._last = (e.offset, records)
+        return records
+
+    def _decode_block(self, e: BlockEntry) -> list[IndexRecord]:
         stored = self._read(e.offset, e.stored)
         try:
             raw = self._dctx.decompress(stored, max_output_size=e.records * INDEX_RECORD.size)

@@ -27,7 +27,7 @@ from pgblobdump.packed.tocwrite import (
 )
 from pgblobdump.pg.acl import AclItem, parse
 from pgblobdump.toc.fields import RawEntry
-from pgblobdump.toc.header import K_VERS_1_15
+from pgblobdump.toc.header import K_VERS_1_15, K_VERS_1_16
 
 COMPRESSION_CODES = {"none": 0, "gzip": 1, "lz4": 2, "zstd": 3}
 SECTION_NONE, SECTION_PRE_DATA, SECTION_DATA = 1, 2, 3
@@ -125,8 +125,8 @@ def _entries(archive: PackedDirectory) -> Iterator[RawEntry]:
                    None)  # fmt: skip
 
 
-def _header(count: int, algorithm: str, dbname: str, server: str) -> bytes:
-    out = bytearray(b"PGDMP" + bytes([1, 15, 0, 4, 8, 1, COMPRESSION_CODES[algorithm]]))
+def _header(count: int, algorithm: str, dbname: str, server: str, minor: int = 15) -> bytes:
+    out = bytearray(b"PGDMP" + bytes([1, minor, 0, 4, 8, 1, COMPRESSION_CODES[algorithm]]))
     t = time.localtime()
     for v in (t.tm_sec, t.tm_min, t.tm_hour, t.tm_mday, t.tm_mon - 1, t.tm_year - 1900,
               max(t.tm_isdst, 0)):  # fmt: skip
@@ -180,4 +180,123 @@ def write_archive(out: BinaryIO, archive: PackedDirectory, algorithm: str = "gzi
             los += 1
     write_int(out, 0)
     set_offset(out, at, block)
+    return los
+
+
+# -- pg_dump 17's layout (archive 1.16) -----------------------------------------------
+GROUP = 1000
+"""LOs per BLOB METADATA group at most, as pg_dump 17 makes them."""
+
+
+Group = tuple[str | None, "tuple[str, ...] | None", list[tuple[int, "str | None"]]]
+"""(owner, ACL, [(oid, comment)]) of one BLOB METADATA group."""
+
+
+def _groups(archive: PackedDirectory) -> Iterator[Group]:
+    """Consecutive LOs, in OID order, of one owner and one ACL, at most GROUP a group (a
+    comment is the LO's own: it does not split groups); one LO a group when its ACL has
+    a grant by another role than the owner."""
+    key: tuple[str | None, tuple[str, ...] | None] | None = None
+    los: list[tuple[int, str | None]] = []
+    limit = GROUP
+    for r in archive.index:
+        m = archive.index.meta(r.meta)
+        k = (m.owner, m.acl)
+        if los and (k != key or len(los) >= limit):
+            assert key is not None
+            yield key[0], key[1], los
+            los = []
+        if k != key:
+            # A grant by another role than the owner needs SET SESSION AUTHORIZATION,
+            # which pg_restore 17 and 18 re-issue per LO of a group as
+            # "SET SESSION AUTHORIZATION role<oid>(null);", an error: one LO per group.
+            limit = 1 if any(parse(a).grantor != m.owner for a in m.acl or ()) else GROUP
+        key = k
+        los.append((r.oid, m.comment))
+    if los:
+        assert key is not None
+        yield key[0], key[1], los
+
+
+def _tag(oids: list[int]) -> bytes:
+    return (str(oids[0]) if len(oids) == 1 else f"{oids[0]}..{oids[-1]}").encode()
+
+
+def _entries_16(archive: PackedDirectory, first_blobs: int) -> Iterator[RawEntry]:
+    """Settings, then per group its BLOB METADATA, ACL and its LOs' COMMENTs; then the
+    BLOBS entries, numbered from ``first_blobs`` (one per group, in group order)."""
+    dump_id = 0
+    for tag, defn in SETTINGS:
+        dump_id += 1
+        yield (dump_id, 0, b"0", b"0", tag, tag, SECTION_PRE_DATA, defn, None, None, None,
+               None, None, 0, None, (), None, 0, None)  # fmt: skip
+    metas: list[tuple[int, bytes, bytes | None]] = []
+    for owner_s, acl_items, los in _groups(archive):
+        oids = [o for o, _ in los]
+        owner = owner_s.encode() if owner_s is not None else None
+        dump_id += 1
+        md = dump_id
+        tag = _tag(oids)
+        metas.append((md, tag, owner))
+        yield (md, 0, LO_CATALOG, str(oids[0]).encode(), tag, b"BLOB METADATA", SECTION_DATA,
+               "".join(f"{o}\n" for o in oids).encode(), b"-- dummy", None, None, None, None,
+               0, owner, (), None, 0, None)  # fmt: skip
+        acl = acl_commands(oids[0], owner_s, acl_items) if acl_items is not None else ""
+        if acl:
+            dump_id += 1
+            acl_tag = (b"LARGE OBJECTS " if len(oids) > 1 else b"LARGE OBJECT ") + tag
+            yield (dump_id, 0, b"0", b"0", acl_tag, b"ACL", SECTION_NONE, acl.encode(), None,
+                   None, None, None, None, 0, owner, (md,), None, 0, None)  # fmt: skip
+        for o, comment in los:
+            if comment is None:
+                continue
+            dump_id += 1
+            defn = f"COMMENT ON LARGE OBJECT {o} IS {_literal(comment)};\n".encode()
+            yield (dump_id, 0, b"0", b"0", f"LARGE OBJECT {o}".encode(), b"COMMENT",
+                   SECTION_NONE, defn, None, None, None, None, None, 0, owner, (md,), None,
+                   0, None)  # fmt: skip
+    for k, (md, tag, owner) in enumerate(metas):
+        yield (first_blobs + k, 1, b"0", b"0", tag, b"BLOBS", SECTION_DATA, None, None, None,
+               None, None, None, 0, owner, (md,), None, 0, None)  # fmt: skip
+
+
+def write_archive_16(out: BinaryIO, archive: PackedDirectory, algorithm: str = "gzip") -> int:
+    """The custom archive of ``archive``'s LOs in pg_dump 17's layout (archive 1.16):
+    BLOB METADATA groups of one owner and ACL, a BLOBS data block per group."""
+    others = blobs = 0
+    for e in _entries_16(archive, 1 << 30):  # a pass to count (dump ids of BLOBS aside)
+        if e[5] == b"BLOBS":
+            blobs += 1
+        else:
+            others += 1
+    first_blobs = others + 1
+    source = (archive.manifest or {}).get("source", {})
+    out.write(_header(others + blobs, algorithm, str(source.get("database") or "postgres"),
+                      str(source.get("server_version") or ""), minor=16))  # fmt: skip
+    offsets: list[int] = []
+    for e in _entries_16(archive, first_blobs):
+        if e[5] == b"BLOBS":
+            offsets.append(write_entry(out, e, K_VERS_1_16))
+        else:
+            write_entry(out, e, K_VERS_1_16, NO_DATA)
+    los = 0
+    for k, (_owner, _acl, group) in enumerate(_groups(archive)):
+        set_offset(out, offsets[k], out.tell())
+        out.write(bytes([BLK_BLOBS]))
+        write_int(out, first_blobs + k)
+        for oid, _comment in group:
+            write_int(out, oid)
+            c = compressor(algorithm)
+            for piece in archive.read_lo(oid):
+                data = bytes(piece)
+                chunk = data if c is None else c.compress(data)
+                if chunk:
+                    write_int(out, len(chunk))
+                    out.write(chunk)
+            if c is not None and (tail := c.flush()):
+                write_int(out, len(tail))
+                out.write(tail)
+            write_int(out, 0)
+            los += 1
+        write_int(out, 0)
     return los

@@ -151,7 +151,7 @@ def _create(path: Path) -> Iterator[BinaryIO]:
 
 
 def unpack_custom(
-    archive: PackedDirectory, output: Path, reporter: Reporter = QUIET
+    archive: PackedDirectory, output: Path, reporter: Reporter = QUIET, major: int | None = None
 ) -> UnpackResult:
     """The custom-format archive equal to the directory archive ``archive`` was packed
     from: the directory archive is unpacked into a temporary directory, then its header,
@@ -168,12 +168,22 @@ def unpack_custom(
         raise FileError(f"{output} exists; choose a new file name")
     t0 = time.perf_counter()
     source = (archive.manifest or {}).get("source", {})
-    if source.get("format") != "directory" or not archive.storage.exists(REST):
-        # No directory TOC to start from: the LOs alone, in pg_dump 16's layout.
-        from pgblobdump.packed.tocbuild import write_archive
+    if major is not None and not 16 <= major <= 18:
+        raise UsageError(f"--pg-dump-major {major}: unpack writes the layouts of 16, 17 and 18")
+    kept = source.get("format") == "directory" and archive.storage.exists(REST)
+    if kept and major is not None:
+        raise UsageError(
+            f"{archive.where} keeps its pg_dump {source.get('pg_dump_version')} TOC, which"
+            " unpack gives back as it was: leave out --pg-dump-major"
+        )
+    if not kept:
+        # No directory TOC to start from: the LOs alone, in pg_dump 16's layout (every
+        # pg_restore from 16 reads it), or 17's (--pg-dump-major 17 or 18).
+        from pgblobdump.packed.tocbuild import write_archive, write_archive_16
 
         algorithm = str(source.get("compression") or "gzip")
-        los = _write_file(output, lambda out: write_archive(out, archive, algorithm))
+        writer = write_archive if (major or 16) <= 16 else write_archive_16
+        los = _write_file(output, lambda out: writer(out, archive, algorithm))
         return UnpackResult(los, int((archive.manifest or {}).get("bytes", 0)), 1,
                             time.perf_counter() - t0)  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="pgblobdump-unpack-", dir=output.parent) as tmp:
