@@ -336,10 +336,10 @@ def pack_cmd(archive: Path, output: str, volume_size: str, level: int, fmt: Form
     """Pack the LOs of a pg_dump archive into a packed archive: a few files.
 
     ARCHIVE is a pg_dump custom file, directory or tar archive (pg_dump 9.0 to 18, any
-    compression), read once, LO by LO, with owners, ACLs and comments. A directory or
-    tar archive's other files (toc.dat, table data) are kept unchanged beside the LOs;
-    a custom archive's are not (dump the tables again, or keep the file). A 1M-file
-    pg_dump -Fd becomes a handful of files.
+    compression), read once, LO by LO, with owners, ACLs and comments. What is not LO
+    data is kept beside the LOs: a directory or tar archive's other files unchanged, a
+    custom archive without its LO data blocks. A 1M-file pg_dump -Fd becomes a handful
+    of files.
 
     Example: pgblobdump pack dump.dir -o lobs.pbd
     """
@@ -392,10 +392,10 @@ def unpack_cmd(archive: str, output: str, out_format: str, pg_dump_major: int | 
 
     Its toc.dat and table data come back unchanged and a blob_<oid>.dat file per LO
     is written with the archive's compression, so pg_restore reads it as it read the
-    original; --format custom writes the same header, TOC and data as one file. Any
-    other packed archive (a dump, or one packed from a custom or tar archive) becomes
-    with --format custom a pg_dump archive of its LOs in pg_dump 16's layout, which
-    pg_restore 16, 17 and 18 read.
+    original; --format custom writes the same header, TOC and data as one file. An
+    archive packed from a custom archive comes back as that archive (--format custom).
+    Any other (a dump, or one packed from a tar archive) becomes with --format custom a
+    pg_dump archive of its LOs in pg_dump 16's layout (or 17's, --pg-dump-major 17).
 
     Example: pgblobdump unpack lobs.pbd -o dump.dir && pg_restore -d db dump.dir
     """

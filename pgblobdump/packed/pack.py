@@ -8,16 +8,18 @@ volumes in the archive's data order, which from pg_dump 17 is grouped by owner a
 rather than by OID: the index sorts its records (SortingIndexBuilder) and the manifest
 says ``"ordered": false``.
 
-What is not an LO is kept so nothing is lost: a directory or tar archive's other files
-(toc.dat, the tables' data files, the LO list files) are stored unchanged as the
-members of ``pg_dump.tar``; a custom archive, one file holding everything, is not kept (its tables
-are one pg_dump away; say so). ``unpack`` puts a directory archive back together.
+What is not LO data is kept so nothing is lost: a directory or tar archive's other files
+(toc.dat, the tables' data files, the LO list files) unchanged, as the members of
+``pg_dump.tar``; a custom archive as ``pg_dump.custom``, itself a custom archive: the
+same header and TOC, the other data blocks byte for byte, the BLOBS entries without
+data. ``unpack`` puts the archive back together.
 """
 
 from __future__ import annotations
 
 import os
 import tarfile
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -25,7 +27,7 @@ from typing import BinaryIO
 
 import xxhash
 
-from pgblobdump.errors import NotFound
+from pgblobdump.errors import CorruptArchive, NotFound
 from pgblobdump.packed.format import DEFAULT_VOLUME_SIZE, PIECE_MAX, ZSTD_LEVEL
 from pgblobdump.packed.index import Meta
 from pgblobdump.packed.writer import ArchiveWriter
@@ -37,6 +39,9 @@ from pgblobdump.toc import los as toc_los
 from pgblobdump.toc.compression import SUFFIXES
 from pgblobdump.toc.reader import Archive
 
+REST_CUSTOM = "pg_dump.custom"
+"""The file of an archive packed from a custom archive: that archive without LO data."""
+NO_DATA, NOT_SET = 3, 1
 REST = "pg_dump.tar"
 """The file of a packed directory or tar archive holding the pg_dump archive's files
 that are not LO data (toc.dat, table data, LO list files), as tar members."""
@@ -86,12 +91,57 @@ class _Hashing:
         return len(data)
 
 
+def _keep_custom(archive: Archive, storage: Storage) -> FileInfo:
+    """A custom archive without its LO data, as REST_CUSTOM: the same header and TOC
+    (every entry, the LOs' metadata entries too), the other entries' data blocks copied
+    byte for byte, the BLOBS entries without data. pg_restore reads it as it is (the
+    LOs then come back empty); unpack puts the LO data back."""
+    from pgblobdump.packed.tocwrite import set_offset, write_entry
+    from pgblobdump.toc.blobs import BLK_DATA, data_blocks
+    from pgblobdump.toc.header import read_header
+    from pgblobdump.toc.primitives import Reader
+
+    with archive.toc_path.open("rb") as f:
+        r = Reader(f, archive.name)
+        read_header(r)
+        header_size = r.offset
+        f.seek(0)
+        header = f.read(header_size)
+    blocks = {dump_id: (start, end) for kind, dump_id, start, end in data_blocks(archive)
+              if kind == BLK_DATA}  # fmt: skip
+    with storage.create(REST_CUSTOM) as raw, tempfile.TemporaryFile() as out:
+        # written whole to a temporary file first: the TOC's Offsets are patched at the end
+        out.write(header)
+        where: dict[int, int] = {}
+        for e in archive.iter_raw():
+            state = NO_DATA if e[0] not in blocks else NOT_SET
+            at = write_entry(out, e, archive.header.version, state)
+            if e[0] in blocks:
+                where[e[0]] = at
+        with archive.toc_path.open("rb") as src:
+            for dump_id, (start, end) in blocks.items():
+                set_offset(out, where[dump_id], out.tell())
+                src.seek(start)
+                left = end - start
+                while left:
+                    chunk = src.read(min(left, 1 << 20))
+                    if not chunk:
+                        raise CorruptArchive(f"{archive.name}: ends inside a data block")
+                    out.write(chunk)
+                    left -= len(chunk)
+        out.seek(0)
+        h = _Hashing(raw)
+        while chunk := out.read(1 << 20):
+            h.write(chunk)
+    return FileInfo(REST_CUSTOM, h.size, h.h.hexdigest())
+
+
 def _keep_rest(archive: Archive, storage: Storage) -> FileInfo | None:
     """A directory or tar archive's files other than LO data, unchanged, as the members
     of one uncompressed tar file, REST (one file however many list files pg_dump 17
-    wrote: one per 1,000 LOs); None for a custom archive."""
-    if archive.kind not in ("directory", "tar"):
-        return None
+    wrote: one per 1,000 LOs); a custom archive without its LO data (_keep_custom)."""
+    if archive.kind == "custom":
+        return _keep_custom(archive, storage)
     suffix = SUFFIXES.get(archive.header.compression, "")
     with storage.create(REST) as raw:
         out = _Hashing(raw)
@@ -166,13 +216,13 @@ def pack(
             "pg_dump_version": h.pg_dump_version,
             "server_version": h.server_version,
             "database": h.dbname,
-            "kept": REST if kept is not None else None,
+            "kept": kept.name if kept is not None else None,
         }
         try:
             manifest = writer.finish(source)
         except BaseException:
             if kept is not None:
-                storage.remove(REST)
+                storage.remove(kept.name)
             raise
         files = list(writer.files)
     reporter.progress(done, nbytes)

@@ -31,17 +31,21 @@ from pgblobdump.errors import (
     UsageError,
     from_os_error,
 )
-from pgblobdump.packed.pack import REST
+from pgblobdump.packed.full import local_file
+from pgblobdump.packed.pack import REST, REST_CUSTOM
 from pgblobdump.packed.reader import PackedDirectory
 from pgblobdump.packed.tocwrite import (
     BLK_BLOBS,
     BLK_DATA,
+    set_offset,
     write_custom,
+    write_entry,
     write_int,
     write_stream,
 )
 from pgblobdump.report.reporter import QUIET, Reporter
 from pgblobdump.toc.compression import SUFFIXES
+from pgblobdump.toc.primitives import K_OFFSET_POS_NOT_SET as K_OFFSET_NOT_SET
 
 T = TypeVar("T")
 
@@ -170,6 +174,16 @@ def unpack_custom(
     source = (archive.manifest or {}).get("source", {})
     if major is not None and not 16 <= major <= 18:
         raise UsageError(f"--pg-dump-major {major}: unpack writes the layouts of 16, 17 and 18")
+    if source.get("format") == "custom" and archive.storage.exists(REST_CUSTOM):
+        if major is not None:
+            raise UsageError(
+                f"{archive.where} keeps its pg_dump {source.get('pg_dump_version')} TOC,"
+                " which unpack gives back as it was: leave out --pg-dump-major"
+            )
+        with local_file(archive.storage, REST_CUSTOM) as rest:
+            los = _write_file(output, lambda out: _rebuild_custom(out, archive, rest))
+        return UnpackResult(los, int((archive.manifest or {}).get("bytes", 0)), 1,
+                            time.perf_counter() - t0)  # fmt: skip
     kept = source.get("format") == "directory" and archive.storage.exists(REST)
     if kept and major is not None:
         raise UsageError(
@@ -256,3 +270,60 @@ def _write_file(output: Path, write: Callable[[BinaryIO], T]) -> T:
         part.unlink(missing_ok=True)
         raise
     return result
+
+
+def _rebuild_custom(out: BinaryIO, archive: PackedDirectory, rest: Path) -> int:
+    """The custom archive ``archive`` was packed from: the kept archive's header and TOC,
+    its data blocks copied, and each BLOBS entry's block written again from the packed
+    LOs (1.16: the OIDs of the BLOB METADATA entry it depends on; before: every LO)."""
+    from pgblobdump.toc.blobs import BLK_DATA as DATA
+    from pgblobdump.toc.blobs import data_blocks
+    from pgblobdump.toc.entry import parse_oids
+    from pgblobdump.toc.fields import F_DEFN, F_DEPENDENCIES, F_DESC, F_DUMP_ID
+    from pgblobdump.toc.header import K_VERS_1_16, read_header
+    from pgblobdump.toc.primitives import Reader
+    from pgblobdump.toc.reader import open_archive
+
+    with open_archive(rest) as a:
+        algorithm = a.header.compression
+        with rest.open("rb") as f:
+            r = Reader(f, a.name)
+            read_header(r)
+            size = r.offset
+            f.seek(0)
+            out.write(f.read(size))
+        blocks = {i: (s, e) for kind, i, s, e in data_blocks(a) if kind == DATA}
+        metadata: dict[int, bytes] = {}
+        blobs_deps: dict[int, tuple[int, ...]] = {}
+        where: dict[int, int] = {}
+        for e in a.iter_raw():
+            desc = e[F_DESC]
+            if desc == b"BLOB METADATA":
+                metadata[e[F_DUMP_ID]] = e[F_DEFN] or b""
+            has_data = e[F_DUMP_ID] in blocks or desc == b"BLOBS"
+            if desc == b"BLOBS":
+                blobs_deps[e[F_DUMP_ID]] = e[F_DEPENDENCIES]
+            at = write_entry(out, e, a.header.version, K_OFFSET_NOT_SET if has_data else 3)
+            if has_data:
+                where[e[F_DUMP_ID]] = at
+        with rest.open("rb") as src:
+            for dump_id, (start, end) in blocks.items():
+                set_offset(out, where[dump_id], out.tell())
+                src.seek(start)
+                out.write(src.read(end - start))
+        los = 0
+        grouped = a.header.version >= K_VERS_1_16
+        for dump_id, deps in blobs_deps.items():
+            set_offset(out, where[dump_id], out.tell())
+            out.write(bytes([BLK_BLOBS]))
+            write_int(out, dump_id)
+            if grouped:
+                oids = [o for d in deps if d in metadata for o in parse_oids(metadata[d], a.name)]
+            else:
+                oids = [rec.oid for rec in archive.index]
+            for oid in oids:
+                write_int(out, oid)
+                write_stream(out, (bytes(p) for p in archive.read_lo(oid)), algorithm)
+                los += 1
+            write_int(out, 0)
+    return los

@@ -170,6 +170,30 @@ def _custom_blocks(
                 )
 
 
+def data_blocks(archive: Archive) -> Iterator[tuple[int, int, int, int]]:
+    """(block type, dump id, first byte, end) of every data block of a custom archive,
+    walked in file order from the end of the TOC (a pipe-written archive has no
+    positions to go by)."""
+    with archive.toc_path.open("rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        h = archive.header
+        r = Reader(f, archive.name, h.int_size, h.off_size, size)
+        r.seek(archive.data_start())
+        while not r.at_eof():
+            start = r.offset
+            kind, dump_id = _block_header(r)
+            if kind == BLK_DATA:
+                _skip_data_block(r)
+            elif kind == BLK_BLOBS:
+                for _ in walk_sizes(r, dump_id):
+                    pass
+            else:
+                raise CorruptArchive(
+                    f"{archive.name}: unrecognized data block type {kind} at byte {start}"
+                )
+            yield kind, dump_id, start, r.offset
+
+
 def _custom_size_runs(
     archive: Archive, known: list[BlobsEntry] | None
 ) -> Iterator[tuple[int, int, int] | SizeRun]:

@@ -205,3 +205,34 @@ def test_unpack_a_dump_as_a_pg_dump_archive(
                           capture_output=True, text=True)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert _as_pg_dump_sees(state(dst)) == source[1]
+
+
+@pytest.mark.parametrize("major", [16, 17])
+def test_unpack_a_packed_custom_archive(
+    source: tuple[str, State], pg16: EmbeddedCluster, new_db: NewDb, tmp_path: Path, major: int,
+    request: pytest.FixtureRequest,
+) -> None:  # fmt: skip
+    """A custom archive packed (its TOC and table data kept as pg_dump.custom) comes back
+    with the same entries, and pg_restore -j 2 of its major restores rows and LOs."""
+    dumped = _round_trip(source, pg16, new_db, tmp_path, major, "c", "gzip")
+    back = tmp_path / "back.dump"
+    result = _cli("unpack", str(tmp_path / f"pg{major}-c.pbd"), "--format", "custom", "-o",
+                  str(back))  # fmt: skip
+    assert result.exit_code == 0, result.output
+    pg_restore = _pg(major, "pg_restore")
+
+    def entries(path: Path) -> list[str]:
+        out = subprocess.run([str(pg_restore), "-l", str(path)], capture_output=True,
+                             text=True, check=True).stdout  # fmt: skip
+        return [line for line in out.splitlines() if not line.startswith(";")]
+
+    assert entries(back) == entries(dumped)
+    target: EmbeddedCluster = request.getfixturevalue(f"pg{major}")
+    roles(target)
+    dst = new_db(target)
+    done = subprocess.run([str(pg_restore), "-j", "2", "-d", dst, str(back)],
+                          capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert state(dst) == source[1]
+    with psycopg.connect(dst) as conn:
+        assert conn.execute("SELECT count(*) FROM t").fetchone() == (60,)
