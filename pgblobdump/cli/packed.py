@@ -381,8 +381,8 @@ def pack_cmd(archive: Path, output: str, volume_size: str, level: int, fmt: Form
     "--pg-dump-major",
     type=int,
     metavar="MAJOR",
-    help="--format custom of a packed dump: the archive layout of pg_dump 16 (the default;"
-    " pg_restore 16-18 read it) or 17/18 (grouped BLOB METADATA; pg_restore 17+).",
+    help="A packed dump's archive layout: pg_dump 16's (the default; pg_restore 16-18 read"
+    " it) or 17/18's (grouped BLOB METADATA; pg_restore 17+).",
 )
 @output_options
 def unpack_cmd(archive: str, output: str, out_format: str, pg_dump_major: int | None,
@@ -394,22 +394,20 @@ def unpack_cmd(archive: str, output: str, out_format: str, pg_dump_major: int | 
     is written with the archive's compression, so pg_restore reads it as it read the
     original; --format custom writes the same header, TOC and data as one file. An
     archive packed from a custom archive comes back as that archive (--format custom).
-    Any other (a dump, or one packed from a tar archive) becomes with --format custom a
-    pg_dump archive of its LOs in pg_dump 16's layout (or 17's, --pg-dump-major 17).
+    A packed dump becomes a pg_dump archive of its LOs, custom or directory, in pg_dump
+    16's layout (or 17's, --pg-dump-major 17).
 
     Example: pgblobdump unpack lobs.pbd -o dump.dir && pg_restore -d db dump.dir
     """
     from pgblobdump.packed.unpack import unpack, unpack_custom
 
     a = packed_source.directory(archive)
-    if pg_dump_major is not None and out_format != "custom":
-        raise UsageError("--pg-dump-major goes with --format custom")
     if out_format == "custom":
         with reporter("unpacking LOs", 0) as rep:
             result = unpack_custom(a, Path(output), rep, pg_dump_major)
     else:
         with new_directory(output) as storage, reporter("unpacking LOs", 0) as rep:
-            result = unpack(a, storage.path, rep)
+            result = unpack(a, storage.path, rep, pg_dump_major)
     record = {"los": result.los, "bytes": result.bytes, "files": result.files,
               "seconds": round(result.seconds, 3)}  # fmt: skip
     emit(_result_table("unpacked", record), fmt, record)

@@ -9,9 +9,10 @@ index (the entries) and one over the volumes (the data), in constant memory.
 
 from __future__ import annotations
 
+import contextlib
 import struct
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import BinaryIO
 
 from pgblobdump import __version__
@@ -300,3 +301,55 @@ def write_archive_16(out: BinaryIO, archive: PackedDirectory, algorithm: str = "
             los += 1
         write_int(out, 0)
     return los
+
+
+# -- a directory archive ---------------------------------------------------------------
+FORMAT_BYTE = 10
+DIRECTORY_CODE = 3
+"""What a real pg_dump -Fd writes as its toc.dat's format code (the tar format's)."""
+
+
+Opener = Callable[[str], contextlib.AbstractContextManager[BinaryIO]]
+
+
+def write_directory(
+    archive: PackedDirectory, toc: BinaryIO, lists: Opener, algorithm: str, layout: int
+) -> None:
+    """A directory archive's toc.dat into ``toc`` and its LO list files through
+    ``lists(name)``, in pg_dump 16's layout (``layout`` 16: blobs.toc) or 17's (17, 18:
+    a blobs_<dumpId>.toc per group); the data files are the caller's (unpack)."""
+    source = (archive.manifest or {}).get("source", {})
+    db, server = str(source.get("database") or "postgres"), str(source.get("server_version") or "")
+
+    def line(oid: int) -> bytes:
+        return f"{oid} blob_{oid}.dat\n".encode()
+
+    if layout <= 16:
+        count = sum(1 for _ in _entries(archive)) + 1
+        head = bytearray(_header(count, algorithm, db, server, minor=15))
+        head[FORMAT_BYTE] = DIRECTORY_CODE
+        toc.write(head)
+        last = 0
+        for e in _entries(archive):
+            write_entry(toc, e, K_VERS_1_15, filename=b"")
+            last = e[0]
+        write_entry(toc, (last + 1, 1, b"0", b"0", b"BLOBS", b"BLOBS", SECTION_DATA, None,
+                          None, None, None, None, None, 0, None, (), None, 0, None),
+                    K_VERS_1_15, filename=b"blobs.toc")  # fmt: skip
+        with lists("blobs.toc") as f:
+            for r in archive.index:
+                f.write(line(r.oid))
+        return
+    others = sum(1 for e in _entries_16(archive, 1 << 30) if e[5] != b"BLOBS")
+    groups = sum(1 for _ in _groups(archive))
+    first = others + 1
+    head = bytearray(_header(others + groups, algorithm, db, server, minor=16))
+    head[FORMAT_BYTE] = DIRECTORY_CODE
+    toc.write(head)
+    for e in _entries_16(archive, first):
+        name = f"blobs_{e[0]}.toc".encode() if e[5] == b"BLOBS" else b""
+        write_entry(toc, e, K_VERS_1_16, filename=name)
+    for k, (_owner, _acl, los) in enumerate(_groups(archive)):
+        with lists(f"blobs_{first + k}.toc") as f:
+            for oid, _comment in los:
+                f.write(line(oid))

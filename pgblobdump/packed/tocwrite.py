@@ -107,9 +107,16 @@ def write_stream(out: BinaryIO, pieces: Iterable[bytes], algorithm: str) -> None
     write_int(out, 0)
 
 
-def write_entry(out: BinaryIO, e: RawEntry, version: int, state: int = K_OFFSET_POS_NOT_SET) -> int:
+def write_entry(
+    out: BinaryIO,
+    e: RawEntry,
+    version: int,
+    state: int = K_OFFSET_POS_NOT_SET,
+    filename: bytes | None = None,
+) -> int:
     """One TOC entry with its Offset flag ``state`` (unset by default: patched later);
-    returns where its Offset is."""
+    returns where its Offset is. With ``filename`` (a directory archive's toc.dat, b""
+    for no data) that string ends the entry instead of an Offset."""
     (dump_id, had_dumper, tableoid, oid, tag, desc, section, defn, drop, copy, nsp, tblspc,
      tableam, relkind, owner, deps, _state, _offset, _filename) = e  # fmt: skip
     write_int(out, dump_id)
@@ -129,7 +136,10 @@ def write_entry(out: BinaryIO, e: RawEntry, version: int, state: int = K_OFFSET_
         write_str(out, str(dep).encode())
     write_str(out, None)
     at = out.tell()
-    out.write(_OFFSET8.pack(state, 0))
+    if filename is not None:
+        write_str(out, filename)
+    else:
+        out.write(_OFFSET8.pack(state, 0))
     return at
 
 

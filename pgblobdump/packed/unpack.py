@@ -5,10 +5,10 @@ from the packed bytes with the archive's compression (gzip, lz4, zstd or none), 
 pg_dump names them. pg_restore reads it as it read the original (same toc.dat, same LO
 list files): ``pg_restore -l`` is identical and every LO comes back.
 
-``unpack_custom`` writes the same archive as one custom-format file (tocwrite.py).
-Not yet: a pg_dump archive written from a ``dump`` or from an archive packed from a
-custom or tar archive (no toc.dat to start from), or in another major's layout (1.15's
-BLOB entries from 1.16's BLOB METADATA, or back); those need a TOC built from scratch.
+``unpack_custom`` writes the same archive as one custom-format file (tocwrite.py), and
+puts an archive packed from a custom archive back together. A packed dump has no TOC to
+start from: tocbuild.py writes one in the layout of pg_dump 16 (1.15) or 17 (1.16).
+Not done: an archive packed from a tar archive as a tar archive.
 """
 
 from __future__ import annotations
@@ -75,22 +75,29 @@ def _compressor(algorithm: str, out: BinaryIO) -> IO[bytes]:
     raise UnsupportedArchive(f"unknown compression {algorithm!r}")
 
 
-def unpack(archive: PackedDirectory, output: Path, reporter: Reporter = QUIET) -> UnpackResult:
+def unpack(
+    archive: PackedDirectory, output: Path, reporter: Reporter = QUIET, major: int | None = None
+) -> UnpackResult:
     """Write the pg_dump directory archive ``archive`` was packed from into ``output``
-    (a new or empty directory). On failure the files written are removed."""
+    (a new or empty directory); for a packed dump, a directory archive of its LOs in
+    the layout of pg_dump ``major`` (16 by default, or 17/18). On failure the files
+    written are removed."""
     t0 = time.perf_counter()
     source = (archive.manifest or {}).get("source", {})
+    if "format" not in source:  # a packed dump: its LOs, as pg_dump would write them
+        return _directory_from_scratch(archive, output, reporter, major or 16, t0)
     if source.get("format") != "directory" or not archive.storage.exists(REST):
-        made = "a pg_dump " + source["format"] + " archive" if source.get("format") else "dump"
         raise UsageError(
-            f"{archive.where} was packed from {made}: unpack writes back a pg_dump directory"
-            " archive only from one packed with its toc.dat kept; --format custom writes"
-            " any packed archive's LOs as a pg_dump archive"
+            f"{archive.where} was packed from a pg_dump {source['format']} archive: unpack it"
+            " with --format custom (a directory archive would lose what it kept)"
+        )
+    if major is not None:
+        raise UsageError(
+            f"{archive.where} keeps its pg_dump {source.get('pg_dump_version')} TOC, which"
+            " unpack gives back as it was: leave out --pg-dump-major"
         )
     algorithm = str(source.get("compression") or "none")
-    suffix = SUFFIXES.get(algorithm, "")
     written: list[Path] = []
-    los = nbytes = 0
     try:
         output.mkdir(parents=True, exist_ok=True)
         with archive.storage.open(REST) as f, tarfile.open(fileobj=f, mode="r|") as tar:
@@ -105,33 +112,70 @@ def unpack(archive: PackedDirectory, output: Path, reporter: Reporter = QUIET) -
                 with data, _create(target) as copy:
                     while chunk := data.read(1 << 20):
                         copy.write(chunk)
-        # The volumes front to back, once: an LO's file is open from its first piece
-        # to its last (a large LO's pieces follow each other).
-        raw: BinaryIO | None = None
-        out: IO[bytes] | None = None
-        for p in archive.pieces():
-            if p.offset == 0:
-                target = output / f"blob_{p.oid}.dat{suffix}"
-                written.append(target)
-                raw = _open_new(target)
-                out = _compressor(algorithm, raw)
-            assert raw is not None and out is not None
-            out.write(p.data)
-            if p.last:
-                if out is not raw:
-                    out.close()
-                raw.close()
-                raw = out = None
-                los += 1
-                nbytes += p.size
-                if los % 2000 == 0:
-                    reporter.progress(los, nbytes)
+        los, nbytes = write_blob_files(archive, output, algorithm, written, reporter)
     except BaseException:
         for path in written:
             path.unlink(missing_ok=True)
         raise
     reporter.progress(los, nbytes)
     return UnpackResult(los, nbytes, len(written), time.perf_counter() - t0)
+
+
+def _directory_from_scratch(
+    archive: PackedDirectory, output: Path, reporter: Reporter, major: int, t0: float
+) -> UnpackResult:
+    from pgblobdump.packed.tocbuild import write_directory
+
+    if not 16 <= major <= 18:
+        raise UsageError(f"--pg-dump-major {major}: unpack writes the layouts of 16, 17 and 18")
+    written: list[Path] = []
+    try:
+        output.mkdir(parents=True, exist_ok=True)
+        written.append(output / "toc.dat")
+
+        def lists(name: str) -> contextlib.AbstractContextManager[BinaryIO]:
+            written.append(output / name)
+            return _create(output / name)
+
+        with _create(output / "toc.dat") as toc:
+            write_directory(archive, toc, lists, "gzip", major)
+        los, nbytes = write_blob_files(archive, output, "gzip", written, reporter)
+    except BaseException:
+        for path in written:
+            path.unlink(missing_ok=True)
+        raise
+    return UnpackResult(los, nbytes, len(written), time.perf_counter() - t0)
+
+
+def write_blob_files(
+    archive: PackedDirectory, output: Path, algorithm: str, written: list[Path],
+    reporter: Reporter = QUIET,
+) -> tuple[int, int]:  # fmt: skip
+    """A ``blob_<oid>.dat[.gz|.lz4|.zst]`` file per LO in ``output``, as pg_dump's
+    directory format writes them, reading the volumes front to back once (an LO's file
+    is open from its first piece to its last); each path goes into ``written``."""
+    suffix = SUFFIXES.get(algorithm, "")
+    los = nbytes = 0
+    raw: BinaryIO | None = None
+    out: IO[bytes] | None = None
+    for p in archive.pieces():
+        if p.offset == 0:
+            target = output / f"blob_{p.oid}.dat{suffix}"
+            written.append(target)
+            raw = _open_new(target)
+            out = _compressor(algorithm, raw)
+        assert raw is not None and out is not None
+        out.write(p.data)
+        if p.last:
+            if out is not raw:
+                out.close()
+            raw.close()
+            raw = out = None
+            los += 1
+            nbytes += p.size
+            if los % 2000 == 0:
+                reporter.progress(los, nbytes)
+    return los, nbytes
 
 
 def _open_new(path: Path) -> BinaryIO:

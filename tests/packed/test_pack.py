@@ -169,9 +169,9 @@ def test_bad_input(pg16: EmbeddedCluster, new_db: NewDb, tmp_path: Path,
     assert result.exit_code == 7, result.output
     assert not (tmp_path / "y").exists()
     packed = tmp_path / "p.pbd"
-    assert _cli("dump", "-d", source[0], "-o", str(packed)).exit_code == 0
+    assert _cli("pack", str(dumped), "-o", str(packed)).exit_code == 0
     result = _cli("unpack", str(packed), "-o", str(tmp_path / "z"))
-    assert result.exit_code == 2 and "was packed from dump" in result.stderr
+    assert result.exit_code == 2 and "unpack it with --format custom" in result.stderr
     busy = tmp_path / "busy"
     busy.mkdir()
     (busy / "f").write_text("x")
@@ -179,20 +179,23 @@ def test_bad_input(pg16: EmbeddedCluster, new_db: NewDb, tmp_path: Path,
     assert result.exit_code == 11 and "not an empty directory" in result.stderr
 
 
-@pytest.mark.parametrize(("major", "layout"), [(16, None), (17, None), (18, None), (17, 17),
-                                              (18, 18)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("major", "layout", "fmt"),
+    [(16, None, "custom"), (17, None, "custom"), (18, None, "custom"), (17, 17, "custom"),
+     (18, 18, "custom"), (16, None, "directory"), (18, 17, "directory")],
+)  # fmt: skip
 def test_unpack_a_dump_as_a_pg_dump_archive(
     source: tuple[str, State], pg16: EmbeddedCluster, new_db: NewDb, tmp_path: Path, major: int,
-    layout: int | None, request: pytest.FixtureRequest,
+    layout: int | None, fmt: str, request: pytest.FixtureRequest,
 ) -> None:  # fmt: skip
-    """A packed dump (no pg_dump TOC to start from) as a custom archive in pg_dump 16's
-    layout, which pg_restore 16, 17 and 18 restore with every LO, owner, ACL (grantors
-    included) and comment back."""
+    """A packed dump (no pg_dump TOC to start from) as a custom or directory archive in
+    pg_dump 16's layout (pg_restore 16, 17 and 18 read it) or 17's: every LO, owner, ACL
+    (grantors included) and comment back."""
     packed = tmp_path / "d.pbd"
     assert _cli("dump", "-d", source[0], "-o", str(packed)).exit_code == 0
-    out = tmp_path / "d.dump"
+    out = tmp_path / ("d.dump" if fmt == "custom" else "d.dir")
     more = ["--pg-dump-major", str(layout)] if layout else []
-    result = _cli("unpack", str(packed), "--format", "custom", "-o", str(out), *more)
+    result = _cli("unpack", str(packed), "--format", fmt, "-o", str(out), *more)
     assert result.exit_code == 0, result.output
     listing = subprocess.run([str(_pg(major, "pg_restore")), "-l", str(out)],
                              capture_output=True, text=True, check=True).stdout  # fmt: skip
