@@ -107,7 +107,7 @@ def test_pack_more(source: tuple[str, State], pg16: EmbeddedCluster, new_db: New
     _round_trip(source, pg16, new_db, tmp_path, major, fmt, compression)
 
 
-@pytest.mark.parametrize("major", [16, 17])
+@pytest.mark.parametrize("major", [pytest.param(16, marks=pytest.mark.slow), 17])
 def test_unpack_gives_back_the_archive(
     source: tuple[str, State], pg16: EmbeddedCluster, new_db: NewDb, tmp_path: Path, major: int,
     request: pytest.FixtureRequest,
@@ -181,8 +181,10 @@ def test_bad_input(pg16: EmbeddedCluster, new_db: NewDb, tmp_path: Path,
 
 @pytest.mark.parametrize(
     ("major", "layout", "fmt"),
-    [(16, None, "custom"), (17, None, "custom"), (18, None, "custom"), (17, 17, "custom"),
-     (18, 18, "custom"), (16, None, "directory"), (18, 17, "directory")],
+    [(16, None, "custom"), (17, 17, "custom"), (16, None, "directory"),
+     *(pytest.param(*p, marks=pytest.mark.slow) for p in
+       ((17, None, "custom"), (18, None, "custom"), (18, 18, "custom"),
+        (18, 17, "directory")))],
 )  # fmt: skip
 def test_unpack_a_dump_as_a_pg_dump_archive(
     source: tuple[str, State], pg16: EmbeddedCluster, new_db: NewDb, tmp_path: Path, major: int,
@@ -210,7 +212,7 @@ def test_unpack_a_dump_as_a_pg_dump_archive(
     assert _as_pg_dump_sees(state(dst)) == source[1]
 
 
-@pytest.mark.parametrize("major", [16, 17])
+@pytest.mark.parametrize("major", [pytest.param(16, marks=pytest.mark.slow), 17])
 def test_unpack_a_packed_custom_archive(
     source: tuple[str, State], pg16: EmbeddedCluster, new_db: NewDb, tmp_path: Path, major: int,
     request: pytest.FixtureRequest,
