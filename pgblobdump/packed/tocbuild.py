@@ -25,6 +25,7 @@ from pgblobdump.packed.tocwrite import (
     write_entry,
     write_int,
     write_str,
+    write_stream,
 )
 from pgblobdump.pg.acl import AclItem, parse
 from pgblobdump.toc.fields import RawEntry
@@ -287,17 +288,7 @@ def write_archive_16(out: BinaryIO, archive: PackedDirectory, algorithm: str = "
         write_int(out, first_blobs + k)
         for oid, _comment in group:
             write_int(out, oid)
-            c = compressor(algorithm)
-            for piece in archive.read_lo(oid):
-                data = bytes(piece)
-                chunk = data if c is None else c.compress(data)
-                if chunk:
-                    write_int(out, len(chunk))
-                    out.write(chunk)
-            if c is not None and (tail := c.flush()):
-                write_int(out, len(tail))
-                out.write(tail)
-            write_int(out, 0)
+            write_stream(out, (bytes(p) for p in archive.read_lo(oid)), algorithm)
             los += 1
         write_int(out, 0)
     return los
