@@ -39,6 +39,16 @@ from pgblobdump.storage import LocalDirectory
 from pgblobdump.units import format_bytes, parse_count, parse_size
 
 ARCHIVE = click.argument("archive", metavar="ARCHIVE")
+VOLUME_SIZE = click.option(
+    "--volume-size",
+    default=format_bytes(DEFAULT_VOLUME_SIZE).replace(" ", ""),
+    show_default=True,
+    help="Start a new data volume past this size.",
+)
+LEVEL = click.option(
+    "--level", type=int, default=ZSTD_LEVEL, show_default=True,
+    help="zstd level, 0 to store uncompressed.",
+)  # fmt: skip
 
 
 def parse_oids(text: str | None) -> tuple[int, int]:
@@ -113,19 +123,8 @@ def _result_table(title: str, record: dict[str, Any]) -> Table:
     show_default=True,
     help="Workers (connections) sharing one snapshot.",
 )
-@click.option(
-    "--volume-size",
-    default=format_bytes(DEFAULT_VOLUME_SIZE).replace(" ", ""),
-    show_default=True,
-    help="Start a new data volume past this size.",
-)
-@click.option(
-    "--level",
-    type=int,
-    default=ZSTD_LEVEL,
-    show_default=True,
-    help="zstd level, 0 to store uncompressed.",
-)
+@VOLUME_SIZE
+@LEVEL
 @click.option(
     "--full",
     is_flag=True,
@@ -231,6 +230,9 @@ def restore(archive: str, target: ConnectionTarget, no_owner: bool, no_acl: bool
         raise UsageError("--jobs goes with --full (LOs are restored by one connection)")
     conninfo = target.conninfo()
     if full:
+        if archive == "-" or Path(archive).is_file():
+            raise UsageError("--full restores a directory archive (dump --full writes one),"
+                             " not a stream")  # fmt: skip
         directory = packed_source.directory(archive)
         with reporter("restoring LOs", 0) as rep:
             result = restore_full(conninfo, directory, req, jobs, rep)
@@ -323,14 +325,8 @@ def cat_cmd(archive: str, oid: int, output: Path | None) -> None:
 @click.command(name="pack")
 @click.argument("archive", type=click.Path(path_type=Path))
 @click.option("-o", "--output", required=True, metavar="DIR", help="A new directory.")
-@click.option(
-    "--volume-size",
-    default=format_bytes(DEFAULT_VOLUME_SIZE).replace(" ", ""),
-    show_default=True,
-    help="Start a new data volume past this size.",
-)
-@click.option("--level", type=int, default=ZSTD_LEVEL, show_default=True,
-              help="zstd level, 0 to store uncompressed.")  # fmt: skip
+@VOLUME_SIZE
+@LEVEL
 @output_options
 def pack_cmd(archive: Path, output: str, volume_size: str, level: int, fmt: Format) -> None:
     """Pack the LOs of a pg_dump archive into a packed archive: a few files.
@@ -346,11 +342,7 @@ def pack_cmd(archive: Path, output: str, volume_size: str, level: int, fmt: Form
     from pgblobdump.packed.pack import pack
     from pgblobdump.toc.reader import open_archive
 
-    if not 0 <= level <= 22:
-        raise UsageError(f"--level must be between 0 and 22 (got {level})")
     size = parse_size(volume_size, "--volume-size")
-    if size < 1 << 20:
-        raise UsageError("--volume-size must be at least 1 MiB")
     with (
         open_archive(archive) as a,
         new_directory(output) as storage,

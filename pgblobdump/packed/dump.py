@@ -21,7 +21,7 @@ from pgblobdump.errors import UsageError
 from pgblobdump.packed import full
 from pgblobdump.packed.format import DEFAULT_VOLUME_SIZE, PIECE_MAX, ZSTD_LEVEL
 from pgblobdump.packed.index import Meta
-from pgblobdump.packed.writer import ArchiveWriter, LoPacker
+from pgblobdump.packed.writer import ArchiveWriter, LoPacker, check_settings
 from pgblobdump.pg.connect import connect, describe
 from pgblobdump.pg.lostream import EmptyRun, Selection, iter_los
 from pgblobdump.pg.target import split_password
@@ -43,12 +43,7 @@ class DumpRequest:
     def __post_init__(self) -> None:
         if not 1 <= self.jobs <= 64:
             raise UsageError(f"--jobs must be between 1 and 64 (got {self.jobs})")
-        if self.volume_size < 1 << 20:
-            raise UsageError("--volume-size must be at least 1 MiB")
-        if not 0 <= self.level <= 22:
-            raise UsageError(
-                f"--level must be between 0 (no compression) and 22 (got {self.level})"
-            )
+        check_settings(self.volume_size, self.level)
 
 
 @dataclass(frozen=True)

@@ -27,21 +27,22 @@ from typing import BinaryIO
 
 import xxhash
 
-from pgblobdump.errors import CorruptArchive, NotFound
+from pgblobdump.errors import NotFound
 from pgblobdump.packed.format import DEFAULT_VOLUME_SIZE, PIECE_MAX, ZSTD_LEVEL
 from pgblobdump.packed.index import Meta
-from pgblobdump.packed.writer import ArchiveWriter
+from pgblobdump.packed.tocwrite import Body
+from pgblobdump.packed.writer import ArchiveWriter, check_settings
 from pgblobdump.pg.acl import format_item
 from pgblobdump.report.reporter import QUIET, Reporter
 from pgblobdump.spool import Gather
 from pgblobdump.storage import FileInfo, Storage
 from pgblobdump.toc import los as toc_los
 from pgblobdump.toc.compression import SUFFIXES
+from pgblobdump.toc.fields import RawEntry
 from pgblobdump.toc.reader import Archive
 
 REST_CUSTOM = "pg_dump.custom"
 """The file of an archive packed from a custom archive: that archive without LO data."""
-NO_DATA, NOT_SET = 3, 1
 REST = "pg_dump.tar"
 """The file of a packed directory or tar archive holding the pg_dump archive's files
 that are not LO data (toc.dat, table data, LO list files), as tar members."""
@@ -96,39 +97,21 @@ def _keep_custom(archive: Archive, storage: Storage) -> FileInfo:
     (every entry, the LOs' metadata entries too), the other entries' data blocks copied
     byte for byte, the BLOBS entries without data. pg_restore reads it as it is (the
     LOs then come back empty); unpack puts the LO data back."""
-    from pgblobdump.packed.tocwrite import set_offset, write_entry
+    from pgblobdump.packed.tocwrite import copy_block, header_bytes, write_custom
     from pgblobdump.toc.blobs import BLK_DATA, data_blocks
-    from pgblobdump.toc.header import read_header
-    from pgblobdump.toc.primitives import Reader
 
-    with archive.toc_path.open("rb") as f:
-        r = Reader(f, archive.name)
-        read_header(r)
-        header_size = r.offset
-        f.seek(0)
-        header = f.read(header_size)
     blocks = {dump_id: (start, end) for kind, dump_id, start, end in data_blocks(archive)
               if kind == BLK_DATA}  # fmt: skip
+    path = archive.toc_path
+
+    def block_of(e: RawEntry) -> tuple[int, Body] | None:
+        where = blocks.get(e[0])
+        return None if where is None else (BLK_DATA, copy_block(path, *where))
+
     with storage.create(REST_CUSTOM) as raw, tempfile.TemporaryFile() as out:
         # written whole to a temporary file first: the TOC's Offsets are patched at the end
-        out.write(header)
-        where: dict[int, int] = {}
-        for e in archive.iter_raw():
-            state = NO_DATA if e[0] not in blocks else NOT_SET
-            at = write_entry(out, e, archive.header.version, state)
-            if e[0] in blocks:
-                where[e[0]] = at
-        with archive.toc_path.open("rb") as src:
-            for dump_id, (start, end) in blocks.items():
-                set_offset(out, where[dump_id], out.tell())
-                src.seek(start)
-                left = end - start
-                while left:
-                    chunk = src.read(min(left, 1 << 20))
-                    if not chunk:
-                        raise CorruptArchive(f"{archive.name}: ends inside a data block")
-                    out.write(chunk)
-                    left -= len(chunk)
+        write_custom(out, header_bytes(path), archive.header.version, archive.iter_raw(),
+                     block_of)  # fmt: skip
         out.seek(0)
         h = _Hashing(raw)
         while chunk := out.read(1 << 20):
@@ -174,6 +157,7 @@ def pack(
 ) -> PackResult:
     """Pack ``archive``'s LOs (and, for a directory or tar archive, its other files)
     into ``storage``. NotFound, before anything is written, if it holds no LO."""
+    check_settings(volume_size, level)
     t0 = time.perf_counter()
     walk = toc_los.iter_data(archive)
     first = next(walk, None)

@@ -15,13 +15,19 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import BinaryIO, Protocol
 
-from pgblobdump.errors import UnsupportedArchive
+from pgblobdump.errors import CorruptArchive, UnsupportedArchive
 from pgblobdump.toc.fields import RawEntry
-from pgblobdump.toc.header import K_VERS_1_14, K_VERS_1_16
-from pgblobdump.toc.primitives import K_OFFSET_NO_DATA, K_OFFSET_POS_NOT_SET, K_OFFSET_POS_SET
+from pgblobdump.toc.header import K_VERS_1_14, K_VERS_1_16, read_header
+from pgblobdump.toc.primitives import (
+    K_OFFSET_NO_DATA,
+    K_OFFSET_POS_NOT_SET,
+    K_OFFSET_POS_SET,
+    Reader,
+)
 
 BLK_DATA = 1
 BLK_BLOBS = 3
@@ -151,37 +157,62 @@ def set_offset(out: BinaryIO, at: int, position: int) -> None:
     out.seek(end)
 
 
-Data = Callable[[RawEntry, BinaryIO], None]
-"""Writes an entry's data block body (after its block header) to the output."""
+Body = Callable[[BinaryIO], None]
+"""Writes a data block's body (after its type byte and dump id)."""
+
+
+def header_bytes(path: Path) -> bytes:
+    """The header of the archive file ``path`` (a custom file or a toc.dat): its bytes
+    up to the first TOC entry, as read_header reads them."""
+    with path.open("rb") as f:
+        r = Reader(f, str(path))
+        read_header(r)
+        size = r.offset
+        f.seek(0)
+        return f.read(size)
 
 
 def write_custom(
     out: BinaryIO,
     header: bytes,
     version: int,
-    entries: list[RawEntry],
-    blocks: Iterator[tuple[int, int, Callable[[BinaryIO], None]]],
+    entries: Iterable[RawEntry],
+    block_of: Callable[[RawEntry], tuple[int, Body] | None],
 ) -> None:
-    """A custom archive: ``header`` (a directory archive's, its format byte changed),
-    ``entries``, then each of ``blocks`` (dump id, block type, writer of its body) in
-    order; finally every entry's Offset set: to its block, or NO_DATA."""
+    """A custom archive: ``header`` (a directory archive's or a custom one's: its format
+    byte set to custom), ``entries`` as they come, then a data block (type, body) for
+    each entry ``block_of`` gives one, in entry order; its Offset is patched to point at
+    it, the others say NO_DATA. Only the entries with data are kept meanwhile."""
     head = bytearray(header)
     head[FORMAT_BYTE] = FORMAT_CUSTOM
     out.write(head)
-    where: dict[int, int] = {}
+    pending: list[tuple[int, int, int, Body]] = []  # (dump id, Offset at, type, body)
     for e in entries:
-        where[e[0]] = write_entry(out, e, version)
-    placed: dict[int, int] = {}
-    for dump_id, kind, body in blocks:
-        placed[dump_id] = out.tell()
+        block = block_of(e)
+        at = write_entry(out, e, version, K_OFFSET_POS_NOT_SET if block else K_OFFSET_NO_DATA)
+        if block is not None:
+            pending.append((e[0], at, *block))
+    for dump_id, at, kind, body in pending:
+        set_offset(out, at, out.tell())
         out.write(bytes([kind]))
         write_int(out, dump_id)
         body(out)
-    end = out.tell()
-    for dump_id, at in where.items():
-        out.seek(at)
-        if dump_id in placed:
-            out.write(_OFFSET8.pack(K_OFFSET_POS_SET, placed[dump_id]))
-        else:
-            out.write(_OFFSET8.pack(K_OFFSET_NO_DATA, 0))
-    out.seek(end)
+
+
+def copy_block(path: Path, start: int, end: int) -> Body:
+    """The body of the data block at ``start..end`` of the custom archive ``path`` (its
+    type byte and dump id left out: write_custom writes them), copied byte for byte."""
+    head = 1 + 5  # the type byte and an Int dump id
+
+    def body(out: BinaryIO) -> None:
+        with path.open("rb") as src:
+            src.seek(start + head)
+            left = end - start - head
+            while left:
+                chunk = src.read(min(left, 1 << 20))
+                if not chunk:
+                    raise CorruptArchive(f"{path}: ends inside the data block at byte {start}")
+                out.write(chunk)
+                left -= len(chunk)
+
+    return body

@@ -19,10 +19,10 @@ import os
 import tarfile
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, BinaryIO, TypeVar
+from typing import IO, Any, BinaryIO, TypeVar
 
 from pgblobdump.errors import (
     CorruptArchive,
@@ -37,15 +37,16 @@ from pgblobdump.packed.reader import PackedDirectory
 from pgblobdump.packed.tocwrite import (
     BLK_BLOBS,
     BLK_DATA,
-    set_offset,
+    Body,
+    copy_block,
+    header_bytes,
     write_custom,
-    write_entry,
     write_int,
     write_stream,
 )
 from pgblobdump.report.reporter import QUIET, Reporter
 from pgblobdump.toc.compression import SUFFIXES
-from pgblobdump.toc.primitives import K_OFFSET_POS_NOT_SET as K_OFFSET_NOT_SET
+from pgblobdump.toc.fields import RawEntry
 
 T = TypeVar("T")
 
@@ -84,6 +85,7 @@ def unpack(
     written are removed."""
     t0 = time.perf_counter()
     source = (archive.manifest or {}).get("source", {})
+    _keeps_toc(archive, source, major)
     if "format" not in source:  # a packed dump: its LOs, as pg_dump would write them
         return _directory_from_scratch(archive, output, reporter, major or 16, t0)
     if source.get("format") != "directory" or not archive.storage.exists(REST):
@@ -91,14 +93,9 @@ def unpack(
             f"{archive.where} was packed from a pg_dump {source['format']} archive: unpack it"
             " with --format custom (a directory archive would lose what it kept)"
         )
-    if major is not None:
-        raise UsageError(
-            f"{archive.where} keeps its pg_dump {source.get('pg_dump_version')} TOC, which"
-            " unpack gives back as it was: leave out --pg-dump-major"
-        )
     algorithm = str(source.get("compression") or "none")
     written: list[Path] = []
-    try:
+    with _removed_on_failure(written):
         output.mkdir(parents=True, exist_ok=True)
         with archive.storage.open(REST) as f, tarfile.open(fileobj=f, mode="r|") as tar:
             for member in tar:
@@ -113,10 +110,6 @@ def unpack(
                     while chunk := data.read(1 << 20):
                         copy.write(chunk)
         los, nbytes = write_blob_files(archive, output, algorithm, written, reporter)
-    except BaseException:
-        for path in written:
-            path.unlink(missing_ok=True)
-        raise
     reporter.progress(los, nbytes)
     return UnpackResult(los, nbytes, len(written), time.perf_counter() - t0)
 
@@ -126,10 +119,8 @@ def _directory_from_scratch(
 ) -> UnpackResult:
     from pgblobdump.packed.tocbuild import write_directory
 
-    if not 16 <= major <= 18:
-        raise UsageError(f"--pg-dump-major {major}: unpack writes the layouts of 16, 17 and 18")
     written: list[Path] = []
-    try:
+    with _removed_on_failure(written):
         output.mkdir(parents=True, exist_ok=True)
         written.append(output / "toc.dat")
 
@@ -140,11 +131,18 @@ def _directory_from_scratch(
         with _create(output / "toc.dat") as toc:
             write_directory(archive, toc, lists, "gzip", major)
         los, nbytes = write_blob_files(archive, output, "gzip", written, reporter)
+    return UnpackResult(los, nbytes, len(written), time.perf_counter() - t0)
+
+
+@contextlib.contextmanager
+def _removed_on_failure(written: list[Path]) -> Iterator[None]:
+    """Remove the files listed in ``written`` if the block fails."""
+    try:
+        yield
     except BaseException:
         for path in written:
             path.unlink(missing_ok=True)
         raise
-    return UnpackResult(los, nbytes, len(written), time.perf_counter() - t0)
 
 
 def write_blob_files(
@@ -198,103 +196,55 @@ def _create(path: Path) -> Iterator[BinaryIO]:
         raise from_os_error(e, "write") from e
 
 
-def unpack_custom(
-    archive: PackedDirectory, output: Path, reporter: Reporter = QUIET, major: int | None = None
-) -> UnpackResult:
-    """The custom-format archive equal to the directory archive ``archive`` was packed
-    from: the directory archive is unpacked into a temporary directory, then its header,
-    TOC and data files are written as one custom file (tocwrite.py). ``output`` must not
-    exist; on failure nothing is left under its name."""
-    from pgblobdump.toc import blobs
-    from pgblobdump.toc.compression import decompressor
-    from pgblobdump.toc.fields import F_DESC, F_DUMP_ID, F_FILENAME
-    from pgblobdump.toc.header import read_header
-    from pgblobdump.toc.primitives import Reader
-    from pgblobdump.toc.reader import TOC_FILE, open_archive
-
-    if output.exists():
-        raise FileError(f"{output} exists; choose a new file name")
-    t0 = time.perf_counter()
-    source = (archive.manifest or {}).get("source", {})
-    if major is not None and not 16 <= major <= 18:
-        raise UsageError(f"--pg-dump-major {major}: unpack writes the layouts of 16, 17 and 18")
-    if source.get("format") == "custom" and archive.storage.exists(REST_CUSTOM):
-        if major is not None:
-            raise UsageError(
-                f"{archive.where} keeps its pg_dump {source.get('pg_dump_version')} TOC,"
-                " which unpack gives back as it was: leave out --pg-dump-major"
-            )
-        with local_file(archive.storage, REST_CUSTOM) as rest:
-            los = _write_file(output, lambda out: _rebuild_custom(out, archive, rest))
-        return UnpackResult(los, int((archive.manifest or {}).get("bytes", 0)), 1,
-                            time.perf_counter() - t0)  # fmt: skip
-    kept = source.get("format") == "directory" and archive.storage.exists(REST)
-    if kept and major is not None:
+def _keeps_toc(archive: PackedDirectory, source: dict[str, Any], major: int | None) -> None:
+    """--pg-dump-major makes sense only for a packed dump: an archive packed from pg_dump
+    keeps its TOC, which unpack gives back as it was."""
+    if major is None:
+        return
+    if "format" in source:
         raise UsageError(
             f"{archive.where} keeps its pg_dump {source.get('pg_dump_version')} TOC, which"
             " unpack gives back as it was: leave out --pg-dump-major"
         )
-    if not kept:
-        # No directory TOC to start from: the LOs alone, in pg_dump 16's layout (every
-        # pg_restore from 16 reads it), or 17's (--pg-dump-major 17 or 18).
-        from pgblobdump.packed.tocbuild import write_archive, write_archive_16
+    if not 16 <= major <= 18:
+        raise UsageError(f"--pg-dump-major {major}: unpack writes the layouts of 16, 17 and 18")
 
-        algorithm = str(source.get("compression") or "gzip")
-        writer = write_archive if (major or 16) <= 16 else write_archive_16
-        los = _write_file(output, lambda out: writer(out, archive, algorithm))
-        return UnpackResult(los, int((archive.manifest or {}).get("bytes", 0)), 1,
-                            time.perf_counter() - t0)  # fmt: skip
-    with tempfile.TemporaryDirectory(prefix="pgblobdump-unpack-", dir=output.parent) as tmp:
-        done = unpack(archive, Path(tmp) / "dir", reporter)
-        with open_archive(Path(tmp) / "dir") as a:
-            algorithm = a.header.compression
-            suffix = SUFFIXES.get(algorithm, "")
-            with (Path(tmp) / "dir" / TOC_FILE).open("rb") as f:
-                r = Reader(f, a.name)
-                read_header(r)
-                size = r.offset
-                f.seek(0)
-                header = f.read(size)
-            entries = list(a.iter_raw())
 
-            def file_pieces(name: str) -> Iterator[bytes]:
-                compressed = a.member_size(name + suffix) is not None
-                member = name + suffix if compressed else name
-                d = decompressor(algorithm if compressed else "none", whole_file=True)
-                with a.open_member(member) as fh:
-                    while chunk := fh.read(1 << 20):
-                        if out := d.feed(chunk):
-                            yield out
-                if out := d.finish():
-                    yield out
+def unpack_custom(
+    archive: PackedDirectory, output: Path, reporter: Reporter = QUIET, major: int | None = None
+) -> UnpackResult:
+    """The pg_dump archive ``archive`` was packed from, as one custom-format file: a
+    kept custom archive with its LO data put back, a kept directory archive unpacked
+    into a temporary directory and rewritten as one file; for a packed dump, a custom
+    archive of its LOs in pg_dump ``major``'s layout (tocbuild.py). ``output`` must not
+    exist; on failure nothing is left under its name."""
+    if output.exists():
+        raise FileError(f"{output} exists; choose a new file name")
+    t0 = time.perf_counter()
+    source = (archive.manifest or {}).get("source", {})
+    _keeps_toc(archive, source, major)
+    total = int((archive.manifest or {}).get("bytes", 0))
+    if source.get("format") == "custom" and archive.storage.exists(REST_CUSTOM):
+        with local_file(archive.storage, REST_CUSTOM) as rest:
+            los = _write_file(output, lambda out: _rebuild_custom(out, archive, rest))
+        return UnpackResult(los, total, 1, time.perf_counter() - t0)
+    if source.get("format") == "directory" and archive.storage.exists(REST):
+        with tempfile.TemporaryDirectory(prefix="pgblobdump-unpack-", dir=output.parent) as tmp:
+            done = unpack(archive, Path(tmp) / "dir", reporter)
+            _write_file(output, lambda out: _directory_as_custom(out, Path(tmp) / "dir"))
+        return UnpackResult(done.los, done.bytes, 1, time.perf_counter() - t0)
+    if "format" in source:
+        raise UsageError(
+            f"{archive.where} was packed from a pg_dump {source['format']} archive, which"
+            " unpack cannot write back (only directory and custom archives)"
+        )
+    # A packed dump: no TOC to start from. pg_dump 16's layout (every pg_restore from 16
+    # reads it), or 17's (--pg-dump-major 17 or 18).
+    from pgblobdump.packed.tocbuild import write_archive, write_archive_16
 
-            def blocks() -> Iterator[tuple[int, int, Callable[[BinaryIO], None]]]:
-                for e in entries:
-                    fname = e[F_FILENAME]
-                    if not fname:
-                        continue
-                    if e[F_DESC] == b"BLOBS":
-                        entry = blobs.blobs_entry(e)
-
-                        def body(out: BinaryIO, entry: blobs.BlobsEntry = entry) -> None:
-                            for oid, member in blobs.list_oids(a, entry):
-                                write_int(out, oid)
-                                write_stream(out, file_pieces(member), algorithm)
-                            write_int(out, 0)
-
-                        yield e[F_DUMP_ID], BLK_BLOBS, body
-                    else:
-                        name = fname.decode()
-
-                        def data(out: BinaryIO, name: str = name) -> None:
-                            write_stream(out, file_pieces(name), algorithm)
-
-                        yield e[F_DUMP_ID], BLK_DATA, data
-
-            _write_file(
-                output, lambda out: write_custom(out, header, a.header.version, entries, blocks())
-            )
-    return UnpackResult(done.los, done.bytes, 1, time.perf_counter() - t0)
+    writer = write_archive if (major or 16) <= 16 else write_archive_16
+    los = _write_file(output, lambda out: writer(out, archive, "gzip"))
+    return UnpackResult(los, total, 1, time.perf_counter() - t0)
 
 
 def _write_file(output: Path, write: Callable[[BinaryIO], T]) -> T:
@@ -316,6 +266,53 @@ def _write_file(output: Path, write: Callable[[BinaryIO], T]) -> T:
     return result
 
 
+def _directory_as_custom(out: BinaryIO, directory: Path) -> None:
+    """The pg_dump directory archive ``directory`` as one custom file: its header and
+    TOC, each data file re-streamed as a data block, each LO list as a BLOBS block."""
+    from pgblobdump.toc import blobs
+    from pgblobdump.toc.compression import decompressor
+    from pgblobdump.toc.fields import F_DESC, F_FILENAME
+    from pgblobdump.toc.reader import TOC_FILE, open_archive
+
+    with open_archive(directory) as a:
+        algorithm = a.header.compression
+        suffix = SUFFIXES.get(algorithm, "")
+
+        def file_pieces(name: str) -> Iterator[bytes]:
+            compressed = a.member_size(name + suffix) is not None
+            member = name + suffix if compressed else name
+            d = decompressor(algorithm if compressed else "none", whole_file=True)
+            with a.open_member(member) as fh:
+                while chunk := fh.read(1 << 20):
+                    if piece := d.feed(chunk):
+                        yield piece
+            if piece := d.finish():
+                yield piece
+
+        def block_of(e: RawEntry) -> tuple[int, Body] | None:
+            fname = e[F_FILENAME]
+            if not fname:
+                return None
+            if e[F_DESC] == b"BLOBS":
+                entry = blobs.blobs_entry(e)
+
+                def los(out: BinaryIO) -> None:
+                    for oid, member in blobs.list_oids(a, entry):
+                        write_int(out, oid)
+                        write_stream(out, file_pieces(member), algorithm)
+                    write_int(out, 0)
+
+                return BLK_BLOBS, los
+
+            def data(out: BinaryIO, name: str = fname.decode()) -> None:
+                write_stream(out, file_pieces(name), algorithm)
+
+            return BLK_DATA, data
+
+        write_custom(out, header_bytes(directory / TOC_FILE), a.header.version, a.iter_raw(),
+                     block_of)  # fmt: skip
+
+
 def _rebuild_custom(out: BinaryIO, archive: PackedDirectory, rest: Path) -> int:
     """The custom archive ``archive`` was packed from: the kept archive's header and TOC,
     its data blocks copied, and each BLOBS entry's block written again from the packed
@@ -323,51 +320,40 @@ def _rebuild_custom(out: BinaryIO, archive: PackedDirectory, rest: Path) -> int:
     from pgblobdump.toc.blobs import BLK_DATA as DATA
     from pgblobdump.toc.blobs import data_blocks
     from pgblobdump.toc.entry import parse_oids
-    from pgblobdump.toc.fields import F_DEFN, F_DEPENDENCIES, F_DESC, F_DUMP_ID
-    from pgblobdump.toc.header import K_VERS_1_16, read_header
-    from pgblobdump.toc.primitives import Reader
+    from pgblobdump.toc.fields import F_DEFN, F_DEPENDENCIES, F_DESC
+    from pgblobdump.toc.header import K_VERS_1_16
     from pgblobdump.toc.reader import open_archive
 
+    los = 0
     with open_archive(rest) as a:
         algorithm = a.header.compression
-        with rest.open("rb") as f:
-            r = Reader(f, a.name)
-            read_header(r)
-            size = r.offset
-            f.seek(0)
-            out.write(f.read(size))
-        blocks = {i: (s, e) for kind, i, s, e in data_blocks(a) if kind == DATA}
-        metadata: dict[int, bytes] = {}
-        blobs_deps: dict[int, tuple[int, ...]] = {}
-        where: dict[int, int] = {}
-        for e in a.iter_raw():
-            desc = e[F_DESC]
-            if desc == b"BLOB METADATA":
-                metadata[e[F_DUMP_ID]] = e[F_DEFN] or b""
-            has_data = e[F_DUMP_ID] in blocks or desc == b"BLOBS"
-            if desc == b"BLOBS":
-                blobs_deps[e[F_DUMP_ID]] = e[F_DEPENDENCIES]
-            at = write_entry(out, e, a.header.version, K_OFFSET_NOT_SET if has_data else 3)
-            if has_data:
-                where[e[F_DUMP_ID]] = at
-        with rest.open("rb") as src:
-            for dump_id, (start, end) in blocks.items():
-                set_offset(out, where[dump_id], out.tell())
-                src.seek(start)
-                out.write(src.read(end - start))
-        los = 0
         grouped = a.header.version >= K_VERS_1_16
-        for dump_id, deps in blobs_deps.items():
-            set_offset(out, where[dump_id], out.tell())
-            out.write(bytes([BLK_BLOBS]))
-            write_int(out, dump_id)
-            if grouped:
-                oids = [o for d in deps if d in metadata for o in parse_oids(metadata[d], a.name)]
-            else:
-                oids = [rec.oid for rec in archive.index]
-            for oid in oids:
-                write_int(out, oid)
-                write_stream(out, (bytes(p) for p in archive.read_lo(oid)), algorithm)
-                los += 1
-            write_int(out, 0)
+        blocks = {i: (s, e) for kind, i, s, e in data_blocks(a) if kind == DATA}
+        metadata: dict[int, bytes] = {}  # 1.16: BLOB METADATA dump id -> its OID lines
+
+        def block_of(e: RawEntry) -> tuple[int, Body] | None:
+            if e[F_DESC] == b"BLOB METADATA":
+                metadata[e[0]] = e[F_DEFN] or b""
+            if e[0] in blocks:
+                return BLK_DATA, copy_block(rest, *blocks[e[0]])
+            if e[F_DESC] != b"BLOBS":
+                return None
+            deps = e[F_DEPENDENCIES]
+
+            def body(out: BinaryIO) -> None:
+                nonlocal los
+                oids: Iterable[int] = (
+                    (o for d in deps if d in metadata for o in parse_oids(metadata[d], a.name))
+                    if grouped
+                    else (r.oid for r in archive.index)
+                )
+                for oid in oids:
+                    write_int(out, oid)
+                    write_stream(out, (bytes(p) for p in archive.read_lo(oid)), algorithm)
+                    los += 1
+                write_int(out, 0)
+
+            return BLK_BLOBS, body
+
+        write_custom(out, header_bytes(rest), a.header.version, a.iter_raw(), block_of)
     return los

@@ -19,6 +19,7 @@ from typing import Any, BinaryIO
 import xxhash
 import zstandard
 
+from pgblobdump.errors import UsageError
 from pgblobdump.packed.format import (
     DEFAULT_VOLUME_SIZE,
     FORMAT_VERSION,
@@ -212,6 +213,15 @@ class LoPacker:
     def finish(self) -> None:
         self._flush()
         assert not self._pending
+
+
+def check_settings(volume_size: int, level: int) -> None:
+    """UsageError for a volume size under 1 MiB or a zstd level outside 0..22 (dump and
+    pack check before they read anything)."""
+    if volume_size < 1 << 20:
+        raise UsageError("--volume-size must be at least 1 MiB")
+    if not 0 <= level <= 22:
+        raise UsageError(f"--level must be between 0 (no compression) and 22 (got {level})")
 
 
 class ArchiveWriter:
