@@ -62,6 +62,7 @@ SUBCOMMANDS = {
     "cat": "pgblobdump.cli.packed:cat_cmd",
     "pack": "pgblobdump.cli.packed:pack_cmd",
     "unpack": "pgblobdump.cli.packed:unpack_cmd",
+    "migrate": "pgblobdump.cli.migrate:migrate",
 }
 """Each command's module, imported only when that command runs (or help lists them all),
 so ``toc`` never loads libpq or matplotlib."""

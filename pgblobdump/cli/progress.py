@@ -25,13 +25,14 @@ def note(line: str) -> None:
 
 
 @contextlib.contextmanager
-def progress_bar(description: str, total: int) -> Iterator[Callable[[int], None]]:
-    """Yields ``update(done)``; the bar goes to stderr and vanishes when finished.
-
-    When stderr is not a terminal there is no bar at all (rich would still print a newline).
-    """
+def progress_bar(
+    description: str, total: int
+) -> Iterator[tuple[Callable[[int], None], Callable[[str, int], None]]]:
+    """``update(done)`` and ``restart(description, total)`` of one bar on stderr, which
+    vanishes when finished; no bar at all when stderr is not a terminal (rich would still
+    print a newline)."""
     if not sys.stderr.isatty():
-        yield lambda done: None
+        yield (lambda done: None), (lambda d, t: None)
         return
     with Progress(
         TextColumn("{task.description}"),
@@ -43,11 +44,14 @@ def progress_bar(description: str, total: int) -> Iterator[Callable[[int], None]
         transient=True,
     ) as bar:
         task = bar.add_task(description, total=total)
-        yield lambda done: bar.update(task, completed=done)
+        yield (
+            lambda done: bar.update(task, completed=done),
+            lambda d, t: bar.reset(task, description=d, total=t),
+        )
 
 
 @contextlib.contextmanager
 def reporter(description: str, total: int) -> Iterator[Reporter]:
     """The core's Reporter for the terminal: notes on stderr, progress as a bar."""
-    with progress_bar(description, total) as update:
-        yield Reporter(note=note, progress=lambda done, _bytes: update(done))
+    with progress_bar(description, total) as (update, restart):
+        yield Reporter(note=note, progress=lambda done, _bytes: update(done), task=restart)

@@ -19,13 +19,19 @@ def _ignore_progress(done: int, bytes_done: int) -> None:
     return None
 
 
+def _ignore_task(description: str, total: int) -> None:
+    return None
+
+
 @dataclass(frozen=True)
 class Reporter:
     """``note(line)``: one line for people. ``progress(done, bytes_done)``: items and bytes
-    done so far in the current task (its total is the caller's to know)."""
+    done so far in the current task (its total is the caller's to know, unless the core
+    starts a ``task(description, total)`` of its own: a run with several phases does)."""
 
     note: Callable[[str], None] = _ignore_note
     progress: Callable[[int, int], None] = _ignore_progress
+    task: Callable[[str, int], None] = _ignore_task
 
 
 QUIET = Reporter()

@@ -1,0 +1,24 @@
+"""Move LO columns to bytea and back: plan (what is there), run (online, verified,
+resumable), abort (before the switch). The state of a run lives in the database."""
+
+from pgblobdump.migrate.abort import abort
+from pgblobdump.migrate.inplace import run_in_place
+from pgblobdump.migrate.locking import LockPolicy
+from pgblobdump.migrate.plan import ColumnPlan, Plan, plan
+from pgblobdump.migrate.run import MISSING, RunOptions, RunResult, run
+from pgblobdump.migrate.state import Migration, every
+
+__all__ = [
+    "MISSING",
+    "ColumnPlan",
+    "LockPolicy",
+    "Migration",
+    "Plan",
+    "RunOptions",
+    "RunResult",
+    "abort",
+    "every",
+    "plan",
+    "run",
+    "run_in_place",
+]

@@ -1,0 +1,155 @@
+"""After the switch: remember the LOs the old column named, drop it, and (``--unlink``)
+unlink those LOs that nothing else references.
+
+Each step is idempotent, so a kill anywhere here is finished by the next run:
+- the OIDs go into ``migration_los`` (``ON CONFLICT DO NOTHING``) before the old column
+  is dropped, so a later ``migrate run --unlink`` still knows them;
+- references from every other oid or lo column of the database are struck off the list
+  first (as vacuumlo finds them), then the rest are unlinked in batches sized to the lock
+  table (each ``lo_unlink`` holds a lock until commit), each batch deleting its rows from
+  the list in the same transaction.
+
+After the switch the application reads bytea from the column, so an old OID can only gain
+a new reference from another place that already had it, which the first step sees.
+"""
+
+from __future__ import annotations
+
+import psycopg
+from psycopg import sql
+
+from pgblobdump.migrate import refs, state
+from pgblobdump.migrate.locking import LockClock, LockPolicy, exclusively
+from pgblobdump.migrate.move import lo_exists
+from pgblobdump.migrate.state import Migration
+from pgblobdump.pg.locks import LockBudget
+from pgblobdump.report.reporter import Reporter
+
+UNLINK_BATCH = 1000
+
+
+def table_of(conn: psycopg.Connection, relid: int) -> sql.Identifier:
+    row = conn.execute(
+        "SELECT n.nspname, c.relname FROM pg_class c JOIN pg_namespace n"
+        " ON n.oid = c.relnamespace WHERE c.oid = %s",
+        (relid,),
+    ).fetchone()
+    if row is None:
+        from pgblobdump.errors import NotFound
+
+        raise NotFound(f"the table of this migration (OID {relid}) no longer exists")
+    return sql.Identifier(row[0], row[1])
+
+
+def has_column(conn: psycopg.Connection, relid: int, name: str) -> bool:
+    if not name:
+        return False
+    row = conn.execute(
+        "SELECT 1 FROM pg_attribute WHERE attrelid = %s AND attname = %s AND attnum > 0"
+        " AND NOT attisdropped",
+        (relid, name),
+    ).fetchone()
+    return row is not None
+
+
+def pending(conn: psycopg.Connection, schema: str, run_id: int) -> bool:
+    """Whether run ``run_id`` still lists LOs to unlink."""
+    row = conn.execute(
+        sql.SQL("SELECT EXISTS (SELECT 1 FROM {}.migration_los WHERE run_id = %s)").format(
+            sql.Identifier(schema)
+        ),
+        (run_id,),
+    ).fetchone()
+    return bool(row and row[0])
+
+
+def remember(conn: psycopg.Connection, schema: str, run_id: int, source: sql.Composable) -> None:
+    """Add the OIDs ``source`` (a query of column ``o``) yields to the run's LO list."""
+    conn.execute(
+        sql.SQL(
+            "INSERT INTO {}.migration_los (run_id, oid) SELECT DISTINCT %s::int8, o FROM ({}) s"
+            " WHERE o IS NOT NULL ON CONFLICT DO NOTHING"
+        ).format(sql.Identifier(schema), source),
+        (run_id,),
+    )
+
+
+def finish(
+    conn: psycopg.Connection,
+    mig: Migration,
+    schema: str,
+    unlink: bool,
+    lock: LockPolicy,
+    clock: LockClock,
+    reporter: Reporter,
+) -> int:
+    """Take run ``mig`` from ``switched`` to ``done``; returns how many LOs ``--unlink``
+    kept because other columns reference them."""
+    table = table_of(conn, mig.relid)
+    old = sql.Identifier(mig.old_column)
+    if mig.phase == "switched":
+        with conn.transaction():
+            if mig.direction == "bytea" and has_column(conn, mig.relid, mig.old_column):
+                remember(conn, schema, mig.id, sql.SQL("SELECT {} AS o FROM {}").format(old, table))
+            state.update(conn, schema, mig.id, phase="finishing")
+    if not mig.keep_old and has_column(conn, mig.relid, mig.old_column):
+
+        def drop() -> None:
+            conn.execute(sql.SQL("ALTER TABLE {} DROP COLUMN {}").format(table, old))
+
+        exclusively(conn, table, f"dropping the old column {mig.old_column}", drop, lock, clock)
+        reporter.note(f"dropped the old column {mig.old_column}")
+    kept = 0
+    if unlink and mig.direction == "bytea":
+        kept = unlink_los(conn, mig, schema, reporter)
+    elif mig.direction == "bytea" and pending(conn, schema, mig.id):
+        reporter.note(
+            "the LOs the old column named are kept; `migrate run --unlink` on the same column"
+            " unlinks those nothing else references"
+        )
+    with conn.transaction():
+        state.update(conn, schema, mig.id, phase="done", lock_ms=clock.longest_ms)
+    return kept
+
+
+def unlink_los(conn: psycopg.Connection, mig: Migration, schema: str, reporter: Reporter) -> int:
+    sch = sql.Identifier(schema)
+    kept = 0
+    for col in refs.lo_columns(conn, schema):
+        if col.relid == mig.relid and col.name == mig.old_column:
+            continue
+        cur = conn.execute(
+            sql.SQL(
+                "DELETE FROM {}.migration_los l USING ({}) r WHERE l.run_id = %s AND l.oid = r.o"
+            ).format(sch, col.select()),
+            (mig.id,),
+        )
+        if cur.rowcount:
+            kept += cur.rowcount
+            reporter.note(f"{cur.rowcount:,} LOs are also referenced by {col.qualified}: kept")
+    size = min(UNLINK_BATCH, LockBudget.read(conn).per_transaction)
+    total = conn.execute(
+        sql.SQL("SELECT count(*) FROM {}.migration_los WHERE run_id = %s").format(sch), (mig.id,)
+    ).fetchone()
+    reporter.task("unlinking", mig.unlinked + int(total[0] if total else 0))
+    unlinked = mig.unlinked
+    while True:
+        with conn.transaction():
+            row = conn.execute(
+                sql.SQL(
+                    "WITH b AS (DELETE FROM {s}.migration_los WHERE run_id = %(id)s AND oid IN"
+                    " (SELECT oid FROM {s}.migration_los WHERE run_id = %(id)s ORDER BY oid"
+                    " LIMIT %(n)s) RETURNING oid)"
+                    " SELECT count(*), count(CASE WHEN " + lo_exists("b.oid")
+                    + " THEN pg_catalog.lo_unlink(b.oid) END) FROM b"
+                ).format(s=sch),
+                {"id": mig.id, "n": size},
+            ).fetchone()  # fmt: skip
+            assert row is not None
+            if not row[0]:
+                break
+            unlinked += int(row[1])
+            state.update(conn, schema, mig.id, unlinked=unlinked)
+        reporter.progress(unlinked, 0)
+    reporter.note(f"unlinked {unlinked:,} LOs")
+    return kept

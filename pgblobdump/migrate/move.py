@@ -1,0 +1,189 @@
+"""The SQL of one move, LO to bytea or back: the new value of a row, whether a row's new
+value equals its old one, and the triggers that keep rows written during the run right.
+
+Forward (``bytea``): the new value is ``lo_get(oid)``; a dangling OID gives NULL (the
+``--missing`` policy decides what that means). Equality is byte for byte on the server,
+which is stronger than comparing lengths and hashes and reads the same pages.
+
+Backward (``lo``): the new value is ``lo_from_bytea(0, bytes)``, a new LO owned by the
+migrating role. Every LO in the new column was created by this run, so replacing or
+abandoning one unlinks it: nothing else can refer to it.
+
+Rows written by other sessions while the run goes: a BEFORE trigger gives a changed row a
+placeholder (so a NOT NULL check on the new column holds at once) and a deferred constraint
+trigger copies the row's current value when its transaction commits, after any LO writes
+the same transaction made. A copy the trigger cannot make is logged in ``migration_redo``
+and never fails the application's transaction; the switch re-copies those rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from psycopg import sql
+
+from pgblobdump.migrate.columns import Key
+
+LO_EXISTS = "EXISTS (SELECT 1 FROM pg_catalog.pg_largeobject_metadata m WHERE m.oid = {o})"
+
+
+def lo_exists(name: str) -> str:
+    """``LO_EXISTS`` for a plain name (a PL/pgSQL variable, a CTE column)."""
+    return LO_EXISTS.replace("{o}", name)
+
+
+@dataclass(frozen=True)
+class Move:
+    to: str
+    """``bytea`` or ``lo``."""
+    table: sql.Composable
+    src: str
+    dst: str
+    key: Key
+
+    def _s(self, prefix: str = "") -> sql.Identifier:
+        return sql.Identifier(prefix, self.src) if prefix else sql.Identifier(self.src)
+
+    def _d(self, prefix: str = "") -> sql.Identifier:
+        return sql.Identifier(prefix, self.dst) if prefix else sql.Identifier(self.dst)
+
+    @property
+    def dst_type(self) -> str:
+        return "bytea" if self.to == "bytea" else "oid"
+
+    def copy(self, prefix: str = "") -> sql.Composed:
+        """The new column's value for a row (columns qualified by ``prefix`` if given)."""
+        s = self._s(prefix)
+        if self.to == "bytea":
+            return sql.SQL(
+                "CASE WHEN {s} IS NULL THEN NULL WHEN "
+                + LO_EXISTS
+                + " THEN pg_catalog.lo_get({s}) END"
+            ).format(s=s, o=s)
+        return sql.SQL(
+            "CASE WHEN {s} IS NULL THEN NULL ELSE pg_catalog.lo_from_bytea(0, {s}) END"
+        ).format(s=s)
+
+    def equal(self, prefix: str = "") -> sql.Composed:
+        """Whether a row's new column holds exactly its old column's content."""
+        s, d = self._s(prefix), self._d(prefix)
+        if self.to == "bytea":
+            return sql.SQL("({d} IS NOT DISTINCT FROM {c})").format(d=d, c=self.copy(prefix))
+        return sql.SQL(
+            "(CASE WHEN {s} IS NULL THEN {d} IS NULL WHEN {d} IS NULL OR NOT " + LO_EXISTS
+            + " THEN false ELSE pg_catalog.lo_get({d}) = {s} END)"
+        ).format(s=s, d=d, o=d)  # fmt: skip
+
+    def fill(self, where: sql.Composable) -> sql.Composed:
+        """Copy the rows ``where`` selects that have no new value yet."""
+        return sql.SQL(
+            "UPDATE {t} SET {d} = {c} WHERE {w} AND {d} IS NULL AND {s} IS NOT NULL"
+        ).format(t=self.table, d=self._d(), c=self.copy(), w=where, s=self._s())
+
+    def repair(self, where: sql.Composable) -> sql.Composed:
+        """Re-copy the rows ``where`` selects whose new value is wrong; returns one row:
+        how many were re-copied. Backward, the LO each replaced value named is unlinked."""
+        if self.to == "bytea":
+            return sql.SQL(
+                "WITH u AS (UPDATE {t} SET {d} = {c} WHERE {w} AND NOT {e} RETURNING 1)"
+                " SELECT count(*) FROM u"
+            ).format(t=self.table, d=self._d(), c=self.copy(), w=where, e=self.equal())
+        return sql.SQL(
+            "WITH bad AS (SELECT ctid AS tid, {d} AS prev FROM {t} WHERE {w} AND NOT {e}"
+            " FOR UPDATE),"
+            " u AS (UPDATE {t} x SET {d} = {c} FROM bad WHERE x.ctid = bad.tid RETURNING bad.prev)"
+            " SELECT count(*), count(CASE WHEN prev <> 0 AND " + lo_exists("prev")
+            + " THEN pg_catalog.lo_unlink(prev) END) FROM u"
+        ).format(t=self.table, d=self._d(), c=self.copy("x"), w=where, e=self.equal())  # fmt: skip
+
+    def key_match(self, rec: str) -> sql.Composed:
+        """``(k1, k2) = (rec.k1, rec.k2)``."""
+        return sql.SQL("{} = {}").format(self.key.row(), self.key.row(rec))
+
+    def key_text(self, rec: str) -> sql.Composed:
+        return sql.SQL("ARRAY[{}]").format(
+            sql.SQL(", ").join(
+                sql.SQL("{}::text").format(sql.Identifier(rec, n)) for n in self.key.names
+            )
+        )
+
+
+def trigger_ddl(m: Move, schema: str, run_id: int) -> list[sql.Composed]:
+    """The two sync functions and triggers of run ``run_id``."""
+    sch = sql.Identifier(schema)
+    before, after = names(run_id)
+    s, d = sql.Identifier(m.src), sql.Identifier(m.dst)
+    if m.to == "bytea":
+        placeholder = sql.SQL(
+            "NEW.{d} := CASE WHEN NEW.{s} IS NULL THEN NULL ELSE '\\x'::bytea END;"
+        ).format(d=d, s=s)
+        body = sql.SQL(
+            "SELECT {s} INTO cur FROM {t} WHERE {k} FOR UPDATE;"
+            " IF NOT FOUND THEN RETURN NULL; END IF;"
+            " IF cur IS NOT NULL AND NOT " + lo_exists("cur") + " THEN"
+            "   INSERT INTO {sch}.migration_redo (run_id, key, error)"
+            "   VALUES ({id}, {kt}, 'no such large object ' || cur);"
+            " END IF;"
+            " UPDATE {t} SET {d} = {c} WHERE {k};"
+        ).format(s=s, d=d, t=m.table, k=m.key_match("new"), sch=sch, id=sql.Literal(run_id),
+                 kt=m.key_text("new"), c=m.copy())  # fmt: skip
+        declare = sql.SQL("cur oid;")
+    else:
+        placeholder = sql.SQL(
+            "IF NEW.{d} IS NULL AND NEW.{s} IS NOT NULL THEN NEW.{d} := 0; END IF;"
+        ).format(d=d, s=s)
+        body = sql.SQL(
+            "SELECT {d} INTO prev FROM {t} WHERE {k} FOR UPDATE;"
+            " IF NOT FOUND THEN RETURN NULL; END IF;"
+            " UPDATE {t} SET {d} = {c} WHERE {k};"
+            " IF prev IS NOT NULL AND prev <> 0 AND " + lo_exists("prev") + " THEN"
+            "   PERFORM pg_catalog.lo_unlink(prev);"
+            " END IF;"
+        ).format(d=d, t=m.table, k=m.key_match("new"), c=m.copy())  # fmt: skip
+        declare = sql.SQL("prev oid;")
+    fn_b = sql.Identifier(schema, before)
+    fn_a = sql.Identifier(schema, after)
+    return [
+        sql.SQL(
+            "CREATE FUNCTION {fn}() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER"
+            " SET search_path = pg_catalog, pg_temp AS $pgbd$ BEGIN"
+            " IF TG_OP = 'INSERT' OR NEW.{s} IS DISTINCT FROM OLD.{s} THEN {p} END IF;"
+            " RETURN NEW; END $pgbd$"
+        ).format(fn=fn_b, s=s, p=placeholder),
+        sql.SQL(
+            "CREATE FUNCTION {fn}() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER"
+            " SET search_path = pg_catalog, pg_temp AS $pgbd$ DECLARE {decl} BEGIN"
+            " BEGIN {body}"
+            " EXCEPTION WHEN OTHERS THEN"
+            "   INSERT INTO {sch}.migration_redo (run_id, key, error) VALUES ({id}, {kt}, SQLERRM);"
+            " END; RETURN NULL; END $pgbd$"
+        ).format(
+            fn=fn_a, decl=declare, body=body, sch=sch, id=sql.Literal(run_id), kt=m.key_text("new")
+        ),
+        sql.SQL(
+            "CREATE TRIGGER {n} BEFORE INSERT OR UPDATE OF {s} ON {t} FOR EACH ROW"
+            " EXECUTE FUNCTION {fn}()"
+        ).format(n=sql.Identifier(before), s=s, t=m.table, fn=fn_b),
+        sql.SQL(
+            "CREATE CONSTRAINT TRIGGER {n} AFTER INSERT OR UPDATE OF {s} ON {t}"
+            " DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION {fn}()"
+        ).format(n=sql.Identifier(after), s=s, t=m.table, fn=fn_a),
+    ]
+
+
+def drop_triggers_ddl(m: Move, schema: str, run_id: int) -> list[sql.Composed]:
+    out: list[sql.Composed] = []
+    for name in names(run_id):
+        out.append(sql.SQL("DROP TRIGGER IF EXISTS {} ON {}").format(sql.Identifier(name), m.table))
+        out.append(sql.SQL("DROP FUNCTION IF EXISTS {}()").format(sql.Identifier(schema, name)))
+    return out
+
+
+def names(run_id: int) -> tuple[str, str]:
+    """The BEFORE and the deferred trigger (and function) names of run ``run_id``."""
+    return f"pgbd_sync_{run_id}_b", f"pgbd_sync_{run_id}_a"
+
+
+def check_name(run_id: int) -> str:
+    """The NOT VALID check that lets the switch set NOT NULL without a scan under lock."""
+    return f"pgbd_nn_{run_id}"

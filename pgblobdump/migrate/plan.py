@@ -1,0 +1,251 @@
+"""``migrate plan``: which columns reference LOs, what moving each to bytea would meet, and
+the storage to give the new column.
+
+A column is a candidate when its type is ``oid`` or the ``lo`` domain; an ``oid`` column is
+confirmed as holding LO references when a sample of its values finds LOs (an oid column of
+catalog OIDs does not). Orphans are counted the way vacuumlo finds them: LOs that no oid or
+lo column of any table references.
+
+Storage advice follows the seeds: incompressible data (zstd saves under a quarter of a
+sample, so pglz would give up) goes EXTERNAL, which also makes ``substring`` reads cheap
+(binary-data-performance.txt); compressible data stays EXTENDED, with lz4 where the server
+was built with it (large-text-toast.txt), pglz otherwise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import psycopg
+import zstandard
+from psycopg import sql
+
+from pgblobdump.migrate import columns, refs
+from pgblobdump.migrate.refs import LoColumn, RefStats
+from pgblobdump.units import format_bytes
+
+SAMPLE_VALUES = 1000
+"""Values of an oid column looked up in pg_largeobject_metadata to confirm it holds LOs."""
+SAMPLE_LOS = 16
+SAMPLE_BYTES = 128 * 1024
+"""Compressibility: the first 128 KiB of up to 16 LOs, compressed with zstd level 3."""
+INCOMPRESSIBLE = 0.75
+"""A compressed/raw ratio at or above this: pglz (which wants 25% saved) would store raw."""
+TOAST_THRESHOLD = 2032
+"""Values shorter than this (TOAST_TUPLE_THRESHOLD at 8 kB pages) stay in the heap row."""
+
+
+@dataclass(frozen=True)
+class Storage:
+    """What to give the new bytea column: ``storage`` (EXTERNAL/EXTENDED) and
+    ``compression`` (lz4, pglz, or None for EXTERNAL) with the reason."""
+
+    storage: str
+    compression: str | None
+    reason: str
+
+
+@dataclass
+class ColumnPlan:
+    column: str
+    type: str
+    confirmed: bool
+    sampled: int
+    sampled_los: int
+    primary_key: list[str] | None
+    stats: RefStats | None = None
+    shared_with_other_columns: int = 0
+    compress_ratio: float | None = None
+    storage: Storage | None = None
+    space_needed: int = 0
+    lo_manage_triggers: list[str] = field(default_factory=list)
+    dependants: list[str] = field(default_factory=list)
+    blocking: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Plan:
+    database: str
+    server_version: str
+    lz4: bool
+    large_objects: int
+    orphans: int
+    columns: list[ColumnPlan]
+    notes: list[str] = field(default_factory=list)
+
+
+def lz4_available(conn: psycopg.Connection) -> bool:
+    """Whether the server was built with lz4 (it then offers it for TOAST compression)."""
+    row = conn.execute(
+        "SELECT 'lz4' = ANY (enumvals) FROM pg_settings WHERE name = 'default_toast_compression'"
+    ).fetchone()
+    return bool(row and row[0])
+
+
+def confirm(conn: psycopg.Connection, col: LoColumn) -> tuple[int, int]:
+    """``(values sampled, of them naming an existing LO)``."""
+    row = conn.execute(
+        sql.SQL(
+            "SELECT count(*), count(m.oid) FROM ({} LIMIT %s) s"
+            " LEFT JOIN pg_largeobject_metadata m ON m.oid = s.o"
+        ).format(col.select()),
+        (SAMPLE_VALUES,),
+    ).fetchone()
+    assert row is not None
+    return int(row[0]), int(row[1])
+
+
+def compress_ratio(conn: psycopg.Connection, temp: str) -> float | None:
+    """zstd's compressed/raw ratio over the start of a few LOs, None when none is readable."""
+    rows = conn.execute(
+        sql.SQL(
+            "SELECT lo_get(o, 0, %s) FROM pg_temp.{} WHERE present AND readable AND size > 0"
+            " ORDER BY md5(o::text) LIMIT %s"
+        ).format(sql.Identifier(temp)),
+        (SAMPLE_BYTES, SAMPLE_LOS),
+    ).fetchall()
+    raw = sum(len(r[0]) for r in rows)
+    if not raw:
+        return None
+    packer = zstandard.ZstdCompressor(level=3)
+    return sum(len(packer.compress(bytes(r[0]))) for r in rows) / raw
+
+
+def advise(ratio: float | None, lz4: bool) -> Storage:
+    if ratio is None:
+        return Storage("EXTENDED", "lz4" if lz4 else "pglz", "no data sampled: the default")
+    pct = f"zstd keeps {ratio:.0%} of a sample"
+    if ratio >= INCOMPRESSIBLE:
+        return Storage(
+            "EXTERNAL", None, f"{pct}: incompressible, so EXTERNAL (no compression attempt,"
+            " cheap substring reads)",
+        )  # fmt: skip
+    if lz4:
+        return Storage("EXTENDED", "lz4", f"{pct}: compressible, lz4 (fast, built in here)")
+    return Storage("EXTENDED", "pglz", f"{pct}: compressible; this server has no lz4, so pglz")
+
+
+def plan(conn: psycopg.Connection, database: str) -> Plan:
+    """Look at every oid/lo column of the database (read only; temporary tables only)."""
+    lz4 = lz4_available(conn)
+    version = str(conn.execute("SHOW server_version").fetchone()[0])  # type: ignore[index]
+    total_los = int(conn.execute("SELECT count(*) FROM pg_largeobject_metadata").fetchone()[0])  # type: ignore[index]
+    cols = refs.lo_columns(conn)
+    plans: list[ColumnPlan] = []
+    temps: list[str] = []
+    for i, col in enumerate(cols):
+        sampled, hits = confirm(conn, col)
+        key = columns.primary_key(conn, col.relid)
+        cp = ColumnPlan(
+            column=col.qualified, type=col.type, confirmed=col.type == "lo" or hits > 0,
+            sampled=sampled, sampled_los=hits, primary_key=list(key.names) if key else None,
+        )  # fmt: skip
+        temp = f"pgbd_refs_{i}"
+        refs.collect(conn, col, temp)
+        temps.append(temp)
+        plans.append(cp)
+    if temps:
+        union = sql.SQL(" UNION ALL ").join(
+            sql.SQL("SELECT o FROM pg_temp.{}").format(sql.Identifier(t)) for t in temps
+        )
+        conn.execute("DROP TABLE IF EXISTS pg_temp.pgbd_all_refs")
+        conn.execute(
+            sql.SQL(
+                "CREATE TEMP TABLE pgbd_all_refs AS SELECT o, count(*) AS cols FROM ({}) u"
+                " GROUP BY o"
+            ).format(union)
+        )
+        conn.execute("ALTER TABLE pg_temp.pgbd_all_refs ADD PRIMARY KEY (o)")
+        orphans_sql = (
+            "SELECT count(*) FROM pg_largeobject_metadata m"
+            " WHERE NOT EXISTS (SELECT 1 FROM pg_temp.pgbd_all_refs a WHERE a.o = m.oid)"
+        )
+    else:
+        orphans_sql = "SELECT count(*) FROM pg_largeobject_metadata"
+    orphans = int(conn.execute(orphans_sql).fetchone()[0])  # type: ignore[index]
+    for col, cp, temp in zip(cols, plans, temps, strict=True):
+        if cp.confirmed:
+            _detail(conn, col, cp, temp, lz4)
+    notes = []
+    if not lz4:
+        notes.append(
+            "this server was built without lz4: compressible data gets pglz (slower to"
+            " compress and read than lz4)"
+        )
+    if orphans:
+        notes.append(
+            f"{orphans:,} LOs are referenced by no oid or lo column (orphans, as vacuumlo"
+            " counts them)"
+        )
+    return Plan(database, version, lz4, total_los, orphans, plans, notes)
+
+
+def _detail(conn: psycopg.Connection, col: LoColumn, cp: ColumnPlan, temp: str, lz4: bool) -> None:
+    st = refs.stats(conn, col, temp)
+    cp.stats = st
+    row = conn.execute(
+        sql.SQL(
+            "SELECT count(*) FROM pg_temp.{} r JOIN pg_temp.pgbd_all_refs a USING (o)"
+            " WHERE a.cols > 1"
+        ).format(sql.Identifier(temp))
+    ).fetchone()
+    cp.shared_with_other_columns = int(row[0]) if row else 0
+    cp.compress_ratio = compress_ratio(conn, temp)
+    cp.storage = advise(cp.compress_ratio, lz4)
+    full = columns.describe(conn, col.relid, col.name)
+    cp.lo_manage_triggers = columns.lo_manage_triggers(conn, full)
+    deps = columns.dependants(conn, full)
+    cp.dependants = [f"{d.kind} {d.name}" for d in deps if not d.blocking]
+    cp.blocking = [f"{d.kind} {d.name}" for d in deps if d.blocking]
+    heap = int(
+        conn.execute("SELECT pg_relation_size(%s)", (col.relid,)).fetchone()[0]  # type: ignore[index]
+    )
+    kept = 1.0 if cp.storage.compression is None else (cp.compress_ratio or 1.0)
+    copies = int(st.total_bytes * kept)
+    cp.space_needed = copies + heap
+    cp.notes = _notes(cp, st, copies, heap)
+
+
+def _notes(cp: ColumnPlan, st: RefStats, copies: int, heap: int) -> list[str]:
+    notes = []
+    if cp.primary_key is None:
+        notes.append(
+            "no primary key: `migrate run` refuses it (add one), or use --in-place, which"
+            " rewrites the table under an ACCESS EXCLUSIVE lock for the whole run"
+        )
+    if st.dangling:
+        notes.append(
+            f"{st.dangling:,} dangling references (no such LO:"
+            f" {refs.listed(st.dangling_sample, st.dangling)}): choose --missing null or skip"
+        )
+    if st.over_1gb_count:
+        notes.append(
+            f"{st.over_1gb_count:,} LOs are over 1 GB and cannot become bytea"
+            f" ({refs.listed(st.over_1gb, st.over_1gb_count)}): keep them as LOs"
+        )
+    if st.unreadable:
+        notes.append(
+            f"{st.unreadable:,} LOs may not be read by this role"
+            f" ({refs.listed(st.unreadable_sample, st.unreadable)}): migrate as their owner"
+            " or a superuser"
+        )
+    if st.shared_rows:
+        notes.append(f"{st.shared_rows:,} LOs are named by several rows: each row gets a copy")
+    if cp.shared_with_other_columns:
+        notes.append(
+            f"{cp.shared_with_other_columns:,} LOs are also referenced from other columns:"
+            " --unlink leaves them"
+        )
+    for t in cp.lo_manage_triggers:
+        notes.append(f"lo_manage trigger {t} is dropped at the switch")
+    for d in cp.blocking:
+        notes.append(f"{d} depends on the column: drop it first and recreate it after")
+    if st.present and st.total_bytes / st.present < TOAST_THRESHOLD:
+        notes.append("values average under ~2 KB: they will mostly stay inline in the heap")
+    notes.append(
+        f"needs about {format_bytes(copies + heap)} more while both copies exist"
+        f" ({format_bytes(copies)} of bytea, {format_bytes(heap)} of new row versions) and"
+        f" about {format_bytes(copies)} of WAL; LO space is freed only by --unlink and VACUUM"
+    )
+    return notes

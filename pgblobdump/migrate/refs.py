@@ -1,0 +1,201 @@
+"""The LOs a column references, counted on the server: present, dangling, shared, their
+sizes, and whether we may read them.
+
+The distinct OIDs of a column go once into a temporary table (``o`` with ``n``, the rows
+naming it); every figure is then a set-based statement over it, so a column of millions of
+rows costs one scan and the client holds no OIDs. Sizes come from ``pg_largeobject``'s
+index (the last page of each LO) when we may read that catalog (superusers), otherwise
+from ``lo_lseek64`` in batches of a thousand (a statement that opens many more descriptors
+gets slow on the server).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import psycopg
+from psycopg import sql
+
+from pgblobdump.migrate.columns import Column, quote
+
+MAX_BYTEA = (1 << 30) - 1 - 4
+"""The largest value a bytea can hold (1 GiB less its header): larger LOs cannot move."""
+
+SIZE_BATCH = 1000
+LIST_MAX = 20
+"""How many OIDs a message lists before it says ``and N more``."""
+
+READABLE = sql.SQL(
+    "(current_setting('is_superuser') = 'on'"
+    " OR current_setting('lo_compat_privileges') = 'on'"
+    " OR pg_has_role(m.lomowner, 'USAGE')"
+    " OR EXISTS (SELECT 1 FROM aclexplode(m.lomacl) x WHERE x.privilege_type = 'SELECT'"
+    " AND (x.grantee = 0 OR pg_has_role(x.grantee, 'USAGE'))))"
+)
+"""Whether the connected role may read LO ``m`` (a pg_largeobject_metadata row)."""
+
+
+@dataclass(frozen=True)
+class LoColumn:
+    """A column of type oid or lo in a user table (a possible LO reference, as vacuumlo
+    counts them)."""
+
+    relid: int
+    schema: str
+    table: str
+    name: str
+    type: str
+
+    @property
+    def qualified(self) -> str:
+        return ".".join(quote(p) for p in (self.schema, self.table, self.name))
+
+    def select(self) -> sql.Composed:
+        """``SELECT col FROM schema.table WHERE col IS NOT NULL``."""
+        return sql.SQL("SELECT {c} AS o FROM {t} WHERE {c} IS NOT NULL").format(
+            c=sql.Identifier(self.name), t=sql.Identifier(self.schema, self.table)
+        )
+
+
+def lo_columns(conn: psycopg.Connection, skip_schema: str = "pgblobdump") -> list[LoColumn]:
+    """Every oid or lo column of every table we can see, as vacuumlo finds references
+    (partitions are scanned through their parent; our own state schema is left out)."""
+    rows = conn.execute(
+        """
+        SELECT c.oid, n.nspname, c.relname, a.attname, format_type(a.atttypid, NULL)
+        FROM pg_attribute a
+        JOIN pg_class c ON c.oid = a.attrelid
+        JOIN pg_namespace n ON n.oid = c.relnamespace
+        JOIN pg_type t ON t.oid = a.atttypid
+        WHERE a.attnum > 0 AND NOT a.attisdropped
+          AND (a.atttypid = 'oid'::regtype OR t.typbasetype = 'oid'::regtype)
+          AND c.relkind IN ('r', 'p') AND NOT c.relispartition
+          AND n.nspname NOT IN ('pg_catalog', 'information_schema', %s)
+          AND n.nspname NOT LIKE 'pg\\_toast%%' AND n.nspname NOT LIKE 'pg\\_temp\\_%%'
+          AND has_table_privilege(c.oid, 'SELECT')
+        ORDER BY n.nspname, c.relname, a.attnum
+        """,
+        (skip_schema,),
+    ).fetchall()
+    return [LoColumn(int(r[0]), r[1], r[2], r[3], r[4]) for r in rows]
+
+
+def as_lo_column(col: Column) -> LoColumn:
+    return LoColumn(col.relid, col.schema, col.table, col.name, col.type)
+
+
+@dataclass(frozen=True)
+class RefStats:
+    """What a column references. Counts are of distinct OIDs unless they say rows."""
+
+    rows: int
+    null_rows: int
+    referenced: int
+    present: int
+    dangling: int
+    dangling_sample: tuple[int, ...]
+    unreadable: int
+    unreadable_sample: tuple[int, ...]
+    shared_rows: int
+    """LOs named by more than one row of this column."""
+    total_bytes: int
+    largest: int
+    over_1gb: tuple[int, ...]
+    over_1gb_count: int
+
+
+def collect(conn: psycopg.Connection, col: LoColumn, temp: str) -> None:
+    """(Re)build the temporary table ``temp`` (``o oid primary key, n bigint``) from ``col``."""
+    conn.execute(sql.SQL("DROP TABLE IF EXISTS pg_temp.{}").format(sql.Identifier(temp)))
+    conn.execute(
+        sql.SQL(
+            "CREATE TEMP TABLE {t} AS SELECT o, count(*) AS n, false AS present,"
+            " false AS readable, 0::int8 AS size FROM ({s}) r GROUP BY o"
+        ).format(t=sql.Identifier(temp), s=col.select())
+    )
+    conn.execute(sql.SQL("ALTER TABLE pg_temp.{} ADD PRIMARY KEY (o)").format(sql.Identifier(temp)))
+    conn.execute(
+        sql.SQL(
+            "UPDATE pg_temp.{} r SET present = true, readable = {} FROM pg_largeobject_metadata m"
+            " WHERE m.oid = r.o"
+        ).format(sql.Identifier(temp), READABLE)
+    )
+    fill_sizes(conn, temp)
+    conn.execute(sql.SQL("ANALYZE pg_temp.{}").format(sql.Identifier(temp)))
+
+
+def catalog_readable(conn: psycopg.Connection) -> bool:
+    row = conn.execute("SELECT has_table_privilege('pg_largeobject', 'SELECT')").fetchone()
+    return bool(row and row[0])
+
+
+def fill_sizes(conn: psycopg.Connection, temp: str) -> None:
+    """Set ``size`` of every present, readable LO in ``temp``."""
+    t = sql.Identifier(temp)
+    if catalog_readable(conn):
+        conn.execute(
+            sql.SQL(
+                "UPDATE pg_temp.{} r SET size = coalesce((SELECT p.pageno::int8 * b.blk"
+                " + octet_length(p.data) FROM pg_largeobject p WHERE p.loid = r.o"
+                " ORDER BY p.pageno DESC LIMIT 1), 0)"
+                " FROM (SELECT current_setting('block_size')::int8 / 4 AS blk) b"
+                " WHERE r.present"
+            ).format(t)
+        )
+        return
+    last = -1
+    while True:
+        # One statement per batch (autocommit): its LO descriptors close at its end.
+        row = conn.execute(
+            sql.SQL(
+                "WITH b AS (SELECT o FROM pg_temp.{t} WHERE o > %s::oid AND present AND readable"
+                " ORDER BY o LIMIT %s), s AS (UPDATE pg_temp.{t} r"
+                " SET size = lo_lseek64(lo_open(r.o, 262144), 0, 2) FROM b WHERE r.o = b.o"
+                " RETURNING r.o) SELECT max(o::int8), count(*) FROM s"
+            ).format(t=t),
+            (last, SIZE_BATCH),
+        ).fetchone()
+        if row is None or not row[1]:
+            return
+        last = int(row[0])
+
+
+def stats(conn: psycopg.Connection, col: LoColumn, temp: str) -> RefStats:
+    """Figures for a column whose references ``collect`` put in ``temp``."""
+    t = sql.Identifier(temp)
+    row = conn.execute(
+        sql.SQL("SELECT count(*), count(*) FILTER (WHERE {c} IS NULL) FROM {tab}").format(
+            c=sql.Identifier(col.name), tab=sql.Identifier(col.schema, col.table)
+        )
+    ).fetchone()
+    assert row is not None
+    rows, nulls = int(row[0]), int(row[1])
+    agg = conn.execute(
+        sql.SQL(
+            "SELECT count(*), count(*) FILTER (WHERE present),"
+            " count(*) FILTER (WHERE present AND NOT readable),"
+            " count(*) FILTER (WHERE n > 1), coalesce(sum(size), 0), coalesce(max(size), 0),"
+            " count(*) FILTER (WHERE size > %s) FROM pg_temp.{}"
+        ).format(t),
+        (MAX_BYTEA,),
+    ).fetchone()
+    assert agg is not None
+    referenced, present, unreadable, shared, total, largest, big = (int(v) for v in agg)
+
+    def sample(where: str) -> tuple[int, ...]:
+        q = sql.SQL("SELECT o FROM pg_temp.{} WHERE " + where + " ORDER BY o LIMIT %s")
+        return tuple(int(r[0]) for r in conn.execute(q.format(t), (LIST_MAX,)))
+
+    return RefStats(
+        rows=rows, null_rows=nulls, referenced=referenced, present=present,
+        dangling=referenced - present, dangling_sample=sample("NOT present"),
+        unreadable=unreadable, unreadable_sample=sample("present AND NOT readable"),
+        shared_rows=shared, total_bytes=total, largest=largest,
+        over_1gb=sample(f"size > {MAX_BYTEA}"), over_1gb_count=big,
+    )  # fmt: skip
+
+
+def listed(oids: tuple[int, ...], count: int) -> str:
+    """``1, 2, 3 and 7 more``."""
+    text = ", ".join(str(o) for o in oids)
+    return f"{text} and {count - len(oids)} more" if count > len(oids) else text

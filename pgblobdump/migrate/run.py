@@ -1,0 +1,441 @@
+"""``migrate run``: move a column online, from LOs to bytea or back, in phases that a
+kill at any moment leaves safe and a rerun resumes.
+
+1. **start** (one short exclusive moment): add the new column with its storage and
+   compression, the sync triggers, and for a NOT NULL column a NOT VALID check.
+2. **filling**: copy rows in primary-key batches, one short transaction each.
+3. **verifying**: compare every row byte for byte, re-copying any that changed; then the
+   check is validated (no lock that blocks writes) and rows the triggers could not copy
+   are re-copied.
+4. **switch** (one short exclusive moment): drop the triggers and ``lo_manage``, rename
+   the old column away and the new one in, carry NOT NULL, the comment and column grants.
+5. **finishing**: remember the LOs the old column named, drop it (unless ``--keep-old``),
+   and with ``--unlink`` unlink those nothing else references, in lock-sized batches.
+
+Up to the switch the old column is untouched; from the switch on the new one is verified.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import psycopg
+from psycopg import sql
+
+from pgblobdump.errors import DatabaseError, UsageError
+from pgblobdump.migrate import batches, columns, finish, refs, state
+from pgblobdump.migrate.columns import Column
+from pgblobdump.migrate.locking import LockClock, LockPolicy, exclusively
+from pgblobdump.migrate.move import Move, check_name, drop_triggers_ddl, trigger_ddl
+from pgblobdump.migrate.plan import advise, compress_ratio, lz4_available
+from pgblobdump.migrate.state import Migration
+from pgblobdump.report.reporter import QUIET, Reporter
+
+MISSING = ("error", "null", "skip")
+BATCH_BYTES = 32 << 20
+"""A batch copies about this many bytes (its rows from the average LO size)."""
+BATCH_ROWS = (100, 10_000)
+REPAIR_ROUNDS = 5
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    to: str = "bytea"
+    missing: str = "error"
+    """Dangling OIDs: ``error`` refuses, ``null`` gives those rows NULL, ``skip`` gives them
+    NULL and keeps the old column (their OIDs) as ``<column>_lo``."""
+    unlink: bool = False
+    keep_old: bool = False
+    batch_rows: int | None = None
+    schema: str = "pgblobdump"
+    storage: str | None = None
+    compression: str | None = None
+    lock: LockPolicy = field(default_factory=LockPolicy)
+
+
+@dataclass
+class RunResult:
+    run_id: int
+    column: str
+    direction: str
+    phase: str
+    resumed: bool
+    rows: int
+    recopied: int
+    unlinked: int
+    kept_referenced: int
+    lock_ms: int
+    seconds: float
+    storage: str | None
+    compression: str | None
+    notes: list[str]
+
+
+class Runner:
+    """One run over one column; ``drive`` takes it from whatever phase it is in to done."""
+
+    def __init__(
+        self, conn: psycopg.Connection, col: Column, mig: Migration, opts: RunOptions,
+        reporter: Reporter,
+    ) -> None:  # fmt: skip
+        assert col.key is not None
+        self.conn, self.col, self.mig, self.opts, self.reporter = conn, col, mig, opts, reporter
+        self.clock = LockClock(mig.lock_ms)
+        self.move = Move(mig.direction, col.ident(), mig.column_name, mig.new_column, col.key)
+        self.recopied = mig.recopied
+        self.notes: list[str] = list(mig.notes)
+        self.kept_referenced = 0
+
+    def save(self, **values: object) -> None:
+        state.update(self.conn, self.opts.schema, self.mig.id, **values)
+        for k, v in values.items():
+            setattr(self.mig, k, v)
+
+    def drive(self) -> None:
+        if self.mig.phase == "filling":
+            self.fill()
+        if self.mig.phase == "verifying":
+            self.verify()
+            self.switch()
+        if self.mig.phase in ("switched", "finishing"):
+            self.kept_referenced = finish.finish(
+                self.conn, self.mig, self.opts.schema, self.opts.unlink, self.opts.lock,
+                self.clock, self.reporter,
+            )  # fmt: skip
+            self.mig = state.load(self.conn, self.opts.schema, self.mig.id)
+
+    def fill(self) -> None:
+        self.reporter.task("filling", self.mig.rows_total)
+        rows = self.batch_size()
+        done = self.mig.rows_done
+        for r in batches.walk(self.conn, self.col.ident(), self.move.key, self.mig.last_key, rows):
+            with self.conn.transaction():
+                self.conn.execute(self.move.fill(r.where(self.move.key)), r.params())
+                done = min(done + rows, self.mig.rows_total) if r.upto else self.mig.rows_total
+                self.save(last_key=r.upto, rows_done=done)
+            self.reporter.progress(done, 0)
+        with self.conn.transaction():
+            self.save(phase="verifying", last_key=None, rows_done=0)
+
+    def batch_size(self) -> int:
+        if self.opts.batch_rows:
+            return self.opts.batch_rows
+        if self.mig.direction == "lo":
+            return 1000  # each batch creates its LOs in one transaction
+        row = self.conn.execute(
+            sql.SQL(
+                "SELECT avg(octet_length(pg_catalog.lo_get(o, 0, 1048576)))::int8"
+                " FROM (SELECT {c} AS o FROM {t} WHERE {c} IS NOT NULL LIMIT 100) s"
+                " WHERE EXISTS (SELECT 1 FROM pg_largeobject_metadata m WHERE m.oid = s.o)"
+            ).format(c=sql.Identifier(self.mig.column_name), t=self.col.ident())
+        ).fetchone()
+        avg = int(row[0]) if row and row[0] else 4096
+        return max(BATCH_ROWS[0], min(BATCH_ROWS[1], BATCH_BYTES // max(avg, 1)))
+
+    def verify(self) -> None:
+        self.reporter.task("verifying", self.mig.rows_total)
+        rows = self.batch_size()
+        done = self.mig.rows_done
+        for r in batches.walk(self.conn, self.col.ident(), self.move.key, self.mig.last_key, rows):
+            with self.conn.transaction():
+                self._repair(r.where(self.move.key), r.params())
+                self._check_missing(r.where(self.move.key), r.params())
+                done = min(done + rows, self.mig.rows_total) if r.upto else self.mig.rows_total
+                self.save(last_key=r.upto, rows_done=done, recopied=self.recopied)
+            self.reporter.progress(done, 0)
+
+    def _repair(self, where: sql.Composable, params: dict[str, list[str]]) -> None:
+        """Re-copy the rows of ``where`` that differ until none does."""
+        for _ in range(REPAIR_ROUNDS):
+            row = self.conn.execute(self.move.repair(where), params).fetchone()
+            fixed = int(row[0]) if row else 0
+            self.recopied += fixed
+            if not fixed:
+                return
+        raise DatabaseError(
+            f"rows of {self.col.qualified} kept changing while they were re-copied;"
+            " run again when the writes calm down"
+        )
+
+    def _check_missing(self, where: sql.Composable, params: dict[str, list[str]]) -> None:
+        if self.mig.direction != "bytea" or self.opts.missing != "error":
+            return
+        rows = self.conn.execute(
+            sql.SQL(
+                "SELECT {s} FROM {t} WHERE {w} AND {s} IS NOT NULL AND NOT EXISTS"
+                " (SELECT 1 FROM pg_largeobject_metadata m WHERE m.oid = {s}) LIMIT %(n)s"
+            ).format(s=sql.Identifier(self.mig.column_name), t=self.col.ident(), w=where),
+            {**params, "n": refs.LIST_MAX},
+        ).fetchall()
+        if rows:
+            oids = tuple(int(r[0]) for r in rows)
+            raise DatabaseError(
+                f"{self.col.qualified} references LOs that do not exist"
+                f" ({refs.listed(oids, len(oids))}); rerun with --missing null or skip"
+            )
+
+    def _redo(self) -> None:
+        """Re-copy the rows the sync trigger logged as failed, and forget them."""
+        sch = sql.Identifier(self.opts.schema)
+        key = self.move.key
+        where = sql.SQL("{} IN (SELECT {} FROM {}.migration_redo WHERE run_id = %(run)s)").format(
+            key.row(), key.from_array("key"), sch
+        )
+        with self.conn.transaction():
+            self._repair(where, {"run": self.mig.id})  # type: ignore[dict-item]
+            self._check_missing(where, {"run": self.mig.id})  # type: ignore[dict-item]
+            self.conn.execute(
+                sql.SQL("DELETE FROM {}.migration_redo WHERE run_id = %s").format(sch),
+                (self.mig.id,),
+            )
+
+    def switch(self) -> None:
+        if self.col.not_null:
+            self.reporter.note("validating the NOT NULL check (writes go on meanwhile)")
+            self.conn.execute(
+                sql.SQL("ALTER TABLE {} VALIDATE CONSTRAINT {}").format(
+                    self.col.ident(), sql.Identifier(check_name(self.mig.id))
+                )
+            )
+        for _ in range(REPAIR_ROUNDS):
+            self._redo()
+            if exclusively(
+                self.conn, self.col.ident(), f"switching {self.col.qualified}", self._switch,
+                self.opts.lock, self.clock,
+            ):  # fmt: skip
+                self.save(lock_ms=self.clock.longest_ms)
+                self.reporter.note(f"switched {self.col.qualified} to {self.move.dst_type}")
+                return
+        raise DatabaseError(
+            f"rows of {self.col.qualified} kept failing to copy in the sync trigger; see"
+            f" {self.opts.schema}.migration_redo"
+        )
+
+    def _switch(self) -> bool:
+        c, m, t = self.conn, self.mig, self.col.ident()
+        row = c.execute(
+            sql.SQL("SELECT count(*) FROM {}.migration_redo WHERE run_id = %s").format(
+                sql.Identifier(self.opts.schema)
+            ),
+            (m.id,),
+        ).fetchone()
+        if row and row[0]:
+            return False  # re-copy them first, outside the lock
+        for stmt in drop_triggers_ddl(self.move, self.opts.schema, m.id):
+            c.execute(stmt)
+        if m.direction == "bytea":
+            for name in columns.lo_manage_triggers(c, self.col):
+                c.execute(sql.SQL("DROP TRIGGER {} ON {}").format(sql.Identifier(name), t))
+        src, dst, old = (sql.Identifier(n) for n in (m.column_name, m.new_column, m.old_column))
+        c.execute(sql.SQL("ALTER TABLE {} RENAME COLUMN {} TO {}").format(t, src, old))
+        c.execute(sql.SQL("ALTER TABLE {} RENAME COLUMN {} TO {}").format(t, dst, src))
+        if self.col.not_null:
+            c.execute(
+                sql.SQL(
+                    "ALTER TABLE {t} ALTER COLUMN {s} SET NOT NULL, DROP CONSTRAINT {k},"
+                    " ALTER COLUMN {o} DROP NOT NULL"
+                ).format(t=t, s=src, k=sql.Identifier(check_name(m.id)), o=old)
+            )
+        if self.col.default is not None:
+            c.execute(sql.SQL("ALTER TABLE {} ALTER COLUMN {} DROP DEFAULT").format(t, old))
+        if self.col.comment is not None:
+            c.execute(
+                sql.SQL("COMMENT ON COLUMN {} IS {}").format(
+                    sql.Identifier(self.col.schema, self.col.table, m.column_name),
+                    sql.Literal(self.col.comment),
+                )
+            )
+        for grant in self.col.grants:
+            priv, grantee, grantable = grant.split("|")
+            c.execute(
+                sql.SQL("GRANT {} ({}) ON {} TO {}{}").format(
+                    sql.SQL(priv),
+                    src,
+                    t,
+                    sql.SQL(grantee),
+                    sql.SQL(" WITH GRANT OPTION" if grantable == "y" else ""),
+                )
+            )
+        self.save(phase="switched", last_key=None)
+        return True
+
+
+def _new_names(col: Column, to: str) -> tuple[str, str]:
+    """A name for the new column while it fills, and for the old one after the switch."""
+    return (
+        f"{col.name[:40]}_pgbd_new",
+        f"{col.name[:55]}_{'lo' if to == 'bytea' else 'bytea'}",
+    )
+
+
+def _free_name(conn: psycopg.Connection, relid: int, name: str) -> str:
+    taken = {
+        r[0]
+        for r in conn.execute(
+            "SELECT attname FROM pg_attribute WHERE attrelid = %s AND attnum > 0", (relid,)
+        )
+    }
+    out, n = name, 1
+    while out in taken:
+        n += 1
+        out = f"{name[:60]}_{n}"
+    return out
+
+
+def start(
+    conn: psycopg.Connection, col: Column, opts: RunOptions, reporter: Reporter, clock: LockClock
+) -> Migration:
+    """Check the column, then add the new column and the sync triggers (one short lock)."""
+    columns.check_migratable(col, opts.to)
+    if col.key is None:
+        raise UsageError(
+            f"table {col.table_name} has no primary key: add one (online batches need it),"
+            " or use --in-place, which rewrites the table under an ACCESS EXCLUSIVE lock"
+        )
+    blocking = [d for d in columns.dependants(conn, col) if d.blocking]
+    if blocking:
+        listed = "; ".join(f"{d.kind} {d.name}" for d in blocking)
+        raise UsageError(
+            f"{col.qualified} has dependants the switch cannot carry over ({listed}):"
+            " drop them first and recreate them after"
+        )
+    notes: list[str] = []
+    storage = compression = None
+    rows_total = int(
+        conn.execute(sql.SQL("SELECT count(*) FROM {}").format(col.ident())).fetchone()[0]  # type: ignore[index]
+    )
+    if opts.to == "bytea":
+        refs.collect(conn, refs.as_lo_column(col), "pgbd_run_refs")
+        st = refs.stats(conn, refs.as_lo_column(col), "pgbd_run_refs")
+        check_refs(col, st, opts)
+        advice = advise(compress_ratio(conn, "pgbd_run_refs"), lz4_available(conn))
+        storage = (opts.storage or advice.storage).upper()
+        compression = opts.compression or (advice.compression if storage == "EXTENDED" else None)
+        if compression == "lz4" and not lz4_available(conn):
+            raise UsageError("this server was built without lz4: use --compression pglz")
+        reporter.note(f"new column storage {storage}{f' ({compression})' if compression else ''}")
+        if col.default is not None:
+            notes.append(f"the old column's default ({col.default}) cannot apply to bytea: dropped")
+    elif col.default is not None:
+        notes.append(f"the old column's default ({col.default}) cannot apply to oid: dropped")
+    keep_old = opts.keep_old or opts.missing == "skip"
+    new_name, old_name = (_free_name(conn, col.relid, n) for n in _new_names(col, opts.to))
+    holder: list[int] = []
+
+    def work() -> None:
+        run_id = state.insert(
+            conn, opts.schema, relid=col.relid, table_name=col.table_name,
+            column_name=col.name, new_column=new_name, old_column=old_name,
+            direction=opts.to, phase="filling", missing=opts.missing, keep_old=keep_old,
+            storage=storage, compression=compression, rows_total=rows_total, notes=notes,
+        )  # fmt: skip
+        holder.append(run_id)
+        m = Move(opts.to, col.ident(), col.name, new_name, col.key)  # type: ignore[arg-type]
+        t, d = col.ident(), sql.Identifier(new_name)
+        conn.execute(sql.SQL("ALTER TABLE {} ADD COLUMN {} {}").format(t, d, sql.SQL(m.dst_type)))
+        if storage:
+            conn.execute(
+                sql.SQL("ALTER TABLE {} ALTER COLUMN {} SET STORAGE {}").format(
+                    t, d, sql.SQL(storage)
+                )
+            )
+        if compression:
+            conn.execute(
+                sql.SQL("ALTER TABLE {} ALTER COLUMN {} SET COMPRESSION {}").format(
+                    t, d, sql.SQL(compression)
+                )
+            )
+        if col.not_null:
+            conn.execute(
+                sql.SQL("ALTER TABLE {} ADD CONSTRAINT {} CHECK ({} IS NOT NULL) NOT VALID").format(
+                    t, sql.Identifier(check_name(run_id)), d
+                )
+            )
+        for stmt in trigger_ddl(m, opts.schema, run_id):
+            conn.execute(stmt)
+
+    exclusively(conn, col.ident(), f"preparing {col.qualified}", work, opts.lock, clock)
+    state.update(conn, opts.schema, holder[0], lock_ms=clock.longest_ms)
+    return state.load(conn, opts.schema, holder[0])
+
+
+def check_refs(col: Column, st: refs.RefStats, opts: RunOptions) -> None:
+    """Refuse, listing them, LOs that cannot move: unreadable, over 1 GB, dangling."""
+    if st.unreadable:
+        raise DatabaseError(
+            f"this role may not read {st.unreadable:,} LOs of {col.qualified}"
+            f" ({refs.listed(st.unreadable_sample, st.unreadable)}): migrate as their owner"
+            " or a superuser"
+        )
+    if st.over_1gb_count:
+        raise UsageError(
+            f"{st.over_1gb_count:,} LOs of {col.qualified} are over 1 GB and cannot become"
+            f" bytea ({refs.listed(st.over_1gb, st.over_1gb_count)}): keep them as LOs"
+        )
+    if st.dangling and opts.missing == "error":
+        raise DatabaseError(
+            f"{col.qualified} references {st.dangling:,} LOs that do not exist"
+            f" ({refs.listed(st.dangling_sample, st.dangling)}); rerun with --missing null"
+            " (those rows get NULL) or --missing skip (NULL, and the old column is kept)"
+        )
+    if st.dangling and col.not_null:
+        raise UsageError(
+            f"{col.qualified} is NOT NULL but {st.dangling:,} of its OIDs name no LO:"
+            " they cannot become NULL"
+        )
+
+
+def run(
+    conn: psycopg.Connection, spec: str, opts: RunOptions, reporter: Reporter = QUIET
+) -> RunResult:
+    """Start, resume or finish the migration of ``spec`` (``[schema.]table.column``)."""
+    if opts.missing not in MISSING:
+        raise UsageError(f"--missing must be one of {', '.join(MISSING)}")
+    t0 = time.monotonic()
+    state.ensure(conn, opts.schema)
+    col = columns.resolve(conn, spec)
+    mig = state.active(conn, opts.schema, col.relid, col.name)
+    resumed = mig is not None
+    clock = LockClock()
+    if mig is None:
+        last = state.latest(conn, opts.schema, col.relid, col.name)
+        if (
+            last is not None
+            and last.phase == "done"
+            and opts.unlink
+            and finish.pending(conn, opts.schema, last.id)
+        ):
+            mig = last
+            state.update(conn, opts.schema, mig.id, phase="finishing")
+            mig.phase = "finishing"
+            resumed = True
+        else:
+            mig = start(conn, col, opts, reporter, clock)
+    elif mig.direction != opts.to:
+        raise UsageError(
+            f"a migration of {col.qualified} to {mig.direction} is under way (run {mig.id}):"
+            f" resume it with --to {mig.direction}, or `migrate abort` it"
+        )
+    else:
+        reporter.note(f"resuming run {mig.id} of {col.qualified} at {mig.phase}")
+        if mig.missing != opts.missing:
+            state.update(conn, opts.schema, mig.id, missing=opts.missing)
+    if mig.phase in ("filling", "verifying") and col.name != mig.column_name:
+        raise UsageError(f"run {mig.id} was on column {mig.column_name}")
+    # Before the switch this is the old column (NOT NULL, comment, grants to carry over).
+    runner = Runner(conn, columns.describe(conn, col.relid, mig.column_name), mig, opts, reporter)
+    try:
+        runner.drive()
+    except KeyboardInterrupt:
+        reporter.note(f"interrupted: run the same command again to resume run {mig.id}")
+        raise
+    final = runner.mig
+    return RunResult(
+        run_id=final.id, column=col.qualified, direction=final.direction, phase=final.phase,
+        resumed=resumed, rows=final.rows_total, recopied=runner.recopied,
+        unlinked=final.unlinked, kept_referenced=runner.kept_referenced,
+        lock_ms=max(final.lock_ms, runner.clock.longest_ms, clock.longest_ms),
+        seconds=time.monotonic() - t0, storage=final.storage, compression=final.compression,
+        notes=runner.notes,
+    )  # fmt: skip

@@ -1,0 +1,180 @@
+"""A migration's state, kept in the database it migrates (schema ``pgblobdump`` by default),
+so a resume needs nothing from the client machine.
+
+- ``migrations``: one row per run: the table (by OID, and its name when it started), the
+  column, the direction, the phase reached, the last key done and the counts so far.
+- ``migration_redo``: rows whose copy the sync trigger could not make (a dangling OID, an
+  LO it may not read); the switch re-copies them, or refuses.
+- ``migration_los``: after the switch, the LOs the old column referenced, which
+  ``--unlink`` removes (in batches, deleting each row as its LO goes).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from datetime import datetime
+
+import psycopg
+from psycopg import sql
+from psycopg.rows import class_row
+
+PHASES = ("filling", "verifying", "switched", "finishing", "done", "aborted")
+"""In order. Before ``switched`` the old column is intact; from it on the new one is
+verified and in place."""
+ACTIVE = ("filling", "verifying", "switched", "finishing")
+
+
+@dataclass
+class Migration:
+    id: int
+    relid: int
+    table_name: str
+    column_name: str
+    new_column: str
+    old_column: str
+    direction: str
+    """``bytea`` (LO to bytea) or ``lo`` (bytea to LO)."""
+    phase: str
+    missing: str
+    keep_old: bool
+    storage: str | None
+    compression: str | None
+    last_key: list[str] | None
+    rows_total: int
+    rows_done: int
+    recopied: int
+    unlinked: int
+    lock_ms: int
+    """The longest ACCESS EXCLUSIVE lock this run held, in milliseconds."""
+    started: datetime
+    updated: datetime
+    notes: list[str]
+
+
+def _ddl(schema: str) -> list[sql.Composed]:
+    s = sql.Identifier(schema)
+    return [
+        sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(s),
+        sql.SQL(
+            """CREATE TABLE IF NOT EXISTS {}.migrations (
+                id bigserial PRIMARY KEY, relid oid NOT NULL, table_name text NOT NULL,
+                column_name text NOT NULL, new_column text NOT NULL, old_column text NOT NULL,
+                direction text NOT NULL CHECK (direction IN ('bytea', 'lo')),
+                phase text NOT NULL, missing text NOT NULL, keep_old boolean NOT NULL,
+                storage text, compression text, last_key text[],
+                rows_total bigint NOT NULL DEFAULT 0, rows_done bigint NOT NULL DEFAULT 0,
+                recopied bigint NOT NULL DEFAULT 0, unlinked bigint NOT NULL DEFAULT 0,
+                lock_ms bigint NOT NULL DEFAULT 0,
+                started timestamptz NOT NULL DEFAULT now(),
+                updated timestamptz NOT NULL DEFAULT now(),
+                notes text[] NOT NULL DEFAULT '{{}}')"""
+        ).format(s),
+        sql.SQL(
+            "CREATE UNIQUE INDEX IF NOT EXISTS migrations_active ON {}.migrations"
+            " (relid, column_name) WHERE phase NOT IN ('done', 'aborted')"
+        ).format(s),
+        sql.SQL(
+            "CREATE TABLE IF NOT EXISTS {}.migration_redo (run_id bigint NOT NULL,"
+            " key text[] NOT NULL, error text, at timestamptz NOT NULL DEFAULT now())"
+        ).format(s),
+        sql.SQL(
+            "CREATE TABLE IF NOT EXISTS {}.migration_los (run_id bigint NOT NULL, oid oid NOT NULL,"
+            " PRIMARY KEY (run_id, oid))"
+        ).format(s),
+    ]
+
+
+def ensure(conn: psycopg.Connection, schema: str) -> None:
+    """Create the state schema and tables unless they exist (one transaction)."""
+    with conn.transaction():
+        # Two first runs at once would race on CREATE ... IF NOT EXISTS.
+        conn.execute("SELECT pg_advisory_xact_lock(hashtext('pgblobdump.migrate.state'))")
+        for stmt in _ddl(schema):
+            conn.execute(stmt)
+
+
+def exists(conn: psycopg.Connection, schema: str) -> bool:
+    row = conn.execute(
+        "SELECT to_regclass(quote_ident(%s) || '.migrations') IS NOT NULL", (schema,)
+    ).fetchone()
+    return bool(row and row[0])
+
+
+_COLUMNS = sql.SQL(", ").join(sql.Identifier(f.name) for f in fields(Migration))
+
+
+def load(conn: psycopg.Connection, schema: str, run_id: int) -> Migration:
+    with conn.cursor(row_factory=class_row(Migration)) as cur:
+        cur.execute(
+            sql.SQL("SELECT {} FROM {}.migrations WHERE id = %s").format(
+                _COLUMNS, sql.Identifier(schema)
+            ),
+            (run_id,),
+        )
+        row = cur.fetchone()
+    assert row is not None, f"migration {run_id} vanished"
+    return row
+
+
+def active(conn: psycopg.Connection, schema: str, relid: int, column: str) -> Migration | None:
+    """The unfinished run on ``relid``'s ``column``, if any."""
+    with conn.cursor(row_factory=class_row(Migration)) as cur:
+        cur.execute(
+            sql.SQL(
+                "SELECT {} FROM {}.migrations WHERE relid = %s AND column_name = %s"
+                " AND phase NOT IN ('done', 'aborted')"
+            ).format(_COLUMNS, sql.Identifier(schema)),
+            (relid, column),
+        )
+        return cur.fetchone()
+
+
+def latest(conn: psycopg.Connection, schema: str, relid: int, column: str) -> Migration | None:
+    """The most recent run on ``relid``'s ``column`` (finished or not)."""
+    with conn.cursor(row_factory=class_row(Migration)) as cur:
+        cur.execute(
+            sql.SQL(
+                "SELECT {} FROM {}.migrations WHERE relid = %s AND column_name = %s"
+                " ORDER BY id DESC LIMIT 1"
+            ).format(_COLUMNS, sql.Identifier(schema)),
+            (relid, column),
+        )
+        return cur.fetchone()
+
+
+def every(conn: psycopg.Connection, schema: str) -> list[Migration]:
+    if not exists(conn, schema):
+        return []
+    with conn.cursor(row_factory=class_row(Migration)) as cur:
+        cur.execute(
+            sql.SQL("SELECT {} FROM {}.migrations ORDER BY id").format(
+                _COLUMNS, sql.Identifier(schema)
+            )
+        )
+        return cur.fetchall()
+
+
+def update(conn: psycopg.Connection, schema: str, run_id: int, **values: object) -> None:
+    """Set fields of run ``run_id`` (and ``updated``), in the caller's transaction."""
+    sets = sql.SQL(", ").join(
+        sql.SQL("{} = {}").format(sql.Identifier(k), sql.Placeholder(k)) for k in values
+    )
+    conn.execute(
+        sql.SQL("UPDATE {}.migrations SET {}, updated = now() WHERE id = %(id)s").format(
+            sql.Identifier(schema), sets
+        ),
+        {**values, "id": run_id},
+    )
+
+
+def insert(conn: psycopg.Connection, schema: str, **values: object) -> int:
+    cols = sql.SQL(", ").join(sql.Identifier(k) for k in values)
+    vals = sql.SQL(", ").join(sql.Placeholder(k) for k in values)
+    row = conn.execute(
+        sql.SQL("INSERT INTO {}.migrations ({}) VALUES ({}) RETURNING id").format(
+            sql.Identifier(schema), cols, vals
+        ),
+        values,
+    ).fetchone()
+    assert row is not None
+    return int(row[0])
