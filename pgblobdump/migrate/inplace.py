@@ -74,11 +74,20 @@ def run_in_place(
             notes=["in place"],
         )  # fmt: skip
         holder.append(run_id)
+        using = move.copy()
         if opts.to == "bytea":
             finish.remember(
                 conn, opts.schema, run_id, sql.SQL("SELECT {} AS o FROM {}").format(c, t)
             )
             before = _digest(conn, t, move.copy())
+            # USING takes no subquery: dangling OIDs (--missing null) become NULL first.
+            conn.execute(
+                sql.SQL(
+                    "UPDATE {t} SET {c} = NULL WHERE {c} IS NOT NULL AND NOT EXISTS"
+                    " (SELECT 1 FROM pg_catalog.pg_largeobject_metadata m WHERE m.oid = {c})"
+                ).format(t=t, c=c)
+            )
+            using = sql.SQL("pg_catalog.lo_get({})").format(c)
             for name in columns.lo_manage_triggers(conn, col):
                 conn.execute(sql.SQL("DROP TRIGGER {} ON {}").format(sql.Identifier(name), t))
         else:
@@ -94,7 +103,7 @@ def run_in_place(
             )
         conn.execute(
             sql.SQL("ALTER TABLE {} ALTER COLUMN {} TYPE {} USING {}{}").format(
-                t, c, sql.SQL(move.dst_type), move.copy(), extra
+                t, c, sql.SQL(move.dst_type), using, extra
             )
         )
         after_value = c if opts.to == "bytea" else sql.SQL("pg_catalog.lo_get({})").format(c)

@@ -18,6 +18,9 @@ import psycopg
 from psycopg import sql
 from psycopg.rows import class_row
 
+from pgblobdump.errors import DatabaseError
+from pgblobdump.pg.connect import reason
+
 PHASES = ("filling", "verifying", "switched", "finishing", "done", "aborted")
 """In order. Before ``switched`` the old column is intact; from it on the new one is
 verified and in place."""
@@ -86,11 +89,17 @@ def _ddl(schema: str) -> list[sql.Composed]:
 
 def ensure(conn: psycopg.Connection, schema: str) -> None:
     """Create the state schema and tables unless they exist (one transaction)."""
-    with conn.transaction():
-        # Two first runs at once would race on CREATE ... IF NOT EXISTS.
-        conn.execute("SELECT pg_advisory_xact_lock(hashtext('pgblobdump.migrate.state'))")
-        for stmt in _ddl(schema):
-            conn.execute(stmt)
+    try:
+        with conn.transaction():
+            # Two first runs at once would race on CREATE ... IF NOT EXISTS.
+            conn.execute("SELECT pg_advisory_xact_lock(hashtext('pgblobdump.migrate.state'))")
+            for stmt in _ddl(schema):
+                conn.execute(stmt)
+    except psycopg.errors.InsufficientPrivilege as e:
+        raise DatabaseError(
+            f"cannot keep the migration state in schema {schema}: {reason(e)}; let this role"
+            " create it (GRANT CREATE ON DATABASE), or name one it owns with --state-schema"
+        ) from e
 
 
 def exists(conn: psycopg.Connection, schema: str) -> bool:

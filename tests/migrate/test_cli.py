@@ -1,0 +1,42 @@
+"""migrate through the command line: JSON on stdout, one-line errors, exit codes."""
+
+from __future__ import annotations
+
+import json
+
+import psycopg
+
+from pgblobdump.pg.cluster import EmbeddedCluster
+from tests.conftest import NewDb
+from tests.test_cli import assert_one_line_error, run
+
+
+def test_plan_and_run_as_json(pg17: EmbeddedCluster, new_db: NewDb) -> None:
+    db = new_db(pg17)
+    with psycopg.connect(db, autocommit=True) as conn:
+        conn.execute("CREATE TABLE files (id int PRIMARY KEY, data oid NOT NULL)")
+        conn.execute(
+            "INSERT INTO files SELECT g, lo_from_bytea(0, decode(repeat(md5(g::text), 100),"
+            " 'hex')) FROM generate_series(1, 20) g"
+        )
+    plan = run("migrate", "plan", "-d", db, "--json")
+    assert plan.exit_code == 0, plan.stderr
+    cols = json.loads(plan.stdout)["columns"]
+    assert [c["column"] for c in cols] == ["public.files.data"]
+    assert cols[0]["stats"]["present"] == 20 and cols[0]["stats"]["total_bytes"] == 20 * 1600
+    done = run("migrate", "run", "-d", db, "files.data", "--unlink", "--json")
+    assert done.exit_code == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["phase"] == "done" and result["unlinked"] == 20 and result["rows"] == 20
+    status = run("migrate", "status", "-d", db, "--json")
+    assert [m["phase"] for m in json.loads(status.stdout)] == ["done"]
+
+
+def test_bad_input_gets_one_line_errors(pg17: EmbeddedCluster, new_db: NewDb) -> None:
+    db = new_db(pg17)
+    with psycopg.connect(db, autocommit=True) as conn:
+        conn.execute("CREATE TABLE t (id int PRIMARY KEY, b oid, s text)")
+    assert_one_line_error(run("migrate", "run", "-d", db, "t.s"), 2, "not oid or lo")
+    assert_one_line_error(run("migrate", "run", "-d", db, "nope.b"), 8, "no table nope")
+    assert_one_line_error(run("migrate", "run", "-d", db, "t"), 2, "[schema.]table.column")
+    assert_one_line_error(run("migrate", "abort", "-d", db, "t.b"), 8, "no migration")
