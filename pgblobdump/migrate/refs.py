@@ -22,6 +22,7 @@ MAX_BYTEA = (1 << 30) - 1 - 4
 """The largest value a bytea can hold (1 GiB less its header): larger LOs cannot move."""
 
 SIZE_BATCH = 1000
+OID_MAX = (1 << 32) - 1
 LIST_MAX = 20
 """How many OIDs a message lists before it says ``and N more``."""
 
@@ -105,23 +106,33 @@ class RefStats:
 
 
 def collect(conn: psycopg.Connection, col: LoColumn, temp: str) -> None:
-    """(Re)build the temporary table ``temp`` (``o oid primary key, n bigint``) from ``col``."""
-    conn.execute(sql.SQL("DROP TABLE IF EXISTS pg_temp.{}").format(sql.Identifier(temp)))
+    """(Re)build the temporary table ``temp`` from ``col``: one row per distinct OID with
+    ``n`` (rows naming it), ``present``, ``readable`` (by this role) and ``size``."""
+    t = sql.Identifier(temp)
+    readable_catalog = catalog_readable(conn)
+    size = sql.SQL(
+        "CASE WHEN m.oid IS NULL THEN 0 ELSE coalesce((SELECT p.pageno::int8 * {blk}"
+        " + octet_length(p.data) FROM pg_largeobject p WHERE p.loid = r.o"
+        " ORDER BY p.pageno DESC LIMIT 1), 0) END"
+    ).format(blk=sql.SQL("(current_setting('block_size')::int8 / 4)"))
+    conn.execute(sql.SQL("DROP TABLE IF EXISTS pg_temp.{}").format(t))
     conn.execute(
         sql.SQL(
-            "CREATE TEMP TABLE {t} AS SELECT o, count(*) AS n, false AS present,"
-            " false AS readable, 0::int8 AS size FROM ({s}) r GROUP BY o"
-        ).format(t=sql.Identifier(temp), s=col.select())
+            "CREATE TEMP TABLE {t} AS SELECT r.o, r.n, m.oid IS NOT NULL AS present,"
+            " coalesce({readable}, false) AS readable, {size} AS size"
+            " FROM (SELECT o, count(*) AS n FROM ({s}) x GROUP BY o) r"
+            " LEFT JOIN pg_largeobject_metadata m ON m.oid = r.o"
+        ).format(
+            t=t,
+            readable=READABLE,
+            s=col.select(),
+            size=size if readable_catalog else sql.SQL("0::int8"),
+        )
     )
-    conn.execute(sql.SQL("ALTER TABLE pg_temp.{} ADD PRIMARY KEY (o)").format(sql.Identifier(temp)))
-    conn.execute(
-        sql.SQL(
-            "UPDATE pg_temp.{} r SET present = true, readable = {} FROM pg_largeobject_metadata m"
-            " WHERE m.oid = r.o"
-        ).format(sql.Identifier(temp), READABLE)
-    )
-    fill_sizes(conn, temp)
-    conn.execute(sql.SQL("ANALYZE pg_temp.{}").format(sql.Identifier(temp)))
+    conn.execute(sql.SQL("ALTER TABLE pg_temp.{} ADD PRIMARY KEY (o)").format(t))
+    if not readable_catalog:
+        lseek_sizes(conn, temp)
+    conn.execute(sql.SQL("ANALYZE pg_temp.{}").format(t))
 
 
 def catalog_readable(conn: psycopg.Connection) -> bool:
@@ -129,35 +140,24 @@ def catalog_readable(conn: psycopg.Connection) -> bool:
     return bool(row and row[0])
 
 
-def fill_sizes(conn: psycopg.Connection, temp: str) -> None:
-    """Set ``size`` of every present, readable LO in ``temp``."""
+def lseek_sizes(conn: psycopg.Connection, temp: str) -> None:
+    """Set ``size`` of every present, readable LO in ``temp`` with ``lo_lseek64``."""
     t = sql.Identifier(temp)
-    if catalog_readable(conn):
-        conn.execute(
-            sql.SQL(
-                "UPDATE pg_temp.{} r SET size = coalesce((SELECT p.pageno::int8 * b.blk"
-                " + octet_length(p.data) FROM pg_largeobject p WHERE p.loid = r.o"
-                " ORDER BY p.pageno DESC LIMIT 1), 0)"
-                " FROM (SELECT current_setting('block_size')::int8 / 4 AS blk) b"
-                " WHERE r.present"
-            ).format(t)
-        )
-        return
-    last = -1
+    first = 0
     while True:
         # One statement per batch (autocommit): its LO descriptors close at its end.
         row = conn.execute(
             sql.SQL(
-                "WITH b AS (SELECT o FROM pg_temp.{t} WHERE o > %s::oid AND present AND readable"
-                " ORDER BY o LIMIT %s), s AS (UPDATE pg_temp.{t} r"
+                "WITH b AS (SELECT o FROM pg_temp.{t} WHERE o >= %s::int8::oid AND present"
+                " AND readable ORDER BY o LIMIT %s), s AS (UPDATE pg_temp.{t} r"
                 " SET size = lo_lseek64(lo_open(r.o, 262144), 0, 2) FROM b WHERE r.o = b.o"
                 " RETURNING r.o) SELECT max(o::int8), count(*) FROM s"
             ).format(t=t),
-            (last, SIZE_BATCH),
+            (first, SIZE_BATCH),
         ).fetchone()
-        if row is None or not row[1]:
+        if row is None or not row[1] or int(row[0]) >= OID_MAX:
             return
-        last = int(row[0])
+        first = int(row[0]) + 1
 
 
 def stats(conn: psycopg.Connection, col: LoColumn, temp: str) -> RefStats:

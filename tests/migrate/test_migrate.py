@@ -203,9 +203,17 @@ def test_a_role_that_may_not_read_the_los_is_refused(pg17: EmbeddedCluster, new_
             run(conn, "w.b", RunOptions())
         conn.execute("RESET ROLE")
         conn.execute(f"GRANT CREATE ON DATABASE {conn.info.dbname} TO pgbd_mig_weak")
+        conn.execute("GRANT CREATE ON SCHEMA public TO pgbd_mig_weak")
         conn.execute("SET ROLE pgbd_mig_weak")
         with pytest.raises(DatabaseError, match="may not read 1 LOs"):
             run(conn, "w.b", RunOptions())
+        # Its own LOs it may read; their sizes come from lo_lseek64 (no pg_largeobject).
+        conn.execute("CREATE TABLE mine (id int PRIMARY KEY, b oid)")
+        conn.execute("INSERT INTO mine SELECT g, lo_from_bytea(0, repeat('x', g * 1000)::bytea)"
+                     " FROM generate_series(1, 3) g")  # fmt: skip
+        p = plan(conn, "test")
+        mine = next(c for c in p.columns if c.column == "public.mine.b")
+        assert mine.stats is not None and mine.stats.total_bytes == 6000
         conn.execute("RESET ROLE")
         assert conn.execute("SELECT format_type(atttypid, NULL) FROM pg_attribute WHERE"
                             " attrelid = 'w'::regclass AND attname = 'b'").fetchone()[0] == "oid"  # type: ignore[index]  # fmt: skip
