@@ -89,7 +89,7 @@ def finish(
     old = sql.Identifier(mig.old_column)
     if mig.phase == "switched":
         with conn.transaction():
-            if mig.direction == "bytea" and has_column(conn, mig.relid, mig.old_column):
+            if unlink and mig.direction == "bytea" and has_column(conn, mig.relid, mig.old_column):
                 remember(conn, schema, mig.id, sql.SQL("SELECT {} AS o FROM {}").format(old, table))
             state.update(conn, schema, mig.id, phase="finishing")
     if not mig.keep_old and has_column(conn, mig.relid, mig.old_column):
@@ -106,6 +106,11 @@ def finish(
         reporter.note(
             "the LOs the old column named are kept; `migrate run --unlink` on the same column"
             " unlinks those nothing else references"
+        )
+    elif mig.direction == "bytea" and mig.phase == "switched":
+        reporter.note(
+            "the LOs the old column named are kept (vacuumlo or `migrate plan` finds them as"
+            " orphans)"
         )
     with conn.transaction():
         state.update(conn, schema, mig.id, phase="done", lock_ms=clock.longest_ms)

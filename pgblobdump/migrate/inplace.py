@@ -19,7 +19,7 @@ from pgblobdump.errors import DatabaseError, UsageError
 from pgblobdump.migrate import columns, finish, refs, state
 from pgblobdump.migrate.locking import LockClock, exclusively
 from pgblobdump.migrate.move import Move
-from pgblobdump.migrate.plan import advise, compress_ratio, lz4_available
+from pgblobdump.migrate.plan import advise, column_sample, compress_ratio, lz4_available
 from pgblobdump.migrate.run import RunOptions, RunResult, check_refs
 from pgblobdump.report.reporter import QUIET, Reporter
 
@@ -54,10 +54,9 @@ def run_in_place(
         )
     storage = compression = None
     if opts.to == "bytea":
-        lo_col = refs.as_lo_column(col)
-        refs.collect(conn, lo_col, "pgbd_run_refs")
-        check_refs(col, refs.stats(conn, lo_col, "pgbd_run_refs"), opts)
-        advice = advise(compress_ratio(conn, "pgbd_run_refs"), lz4_available(conn))
+        check_refs(col, refs.blockers(conn, refs.as_lo_column(col)), opts)
+        ratio = compress_ratio(conn, column_sample(conn, col.ident(), col.name))
+        advice = advise(ratio, lz4_available(conn))
         storage = (opts.storage or advice.storage).upper()
         compression = opts.compression or (advice.compression if storage == "EXTENDED" else None)
     move = Move(opts.to, col.ident(), col.name, col.name, columns.Key((), ()))
@@ -76,9 +75,9 @@ def run_in_place(
         holder.append(run_id)
         using = move.copy()
         if opts.to == "bytea":
-            finish.remember(
-                conn, opts.schema, run_id, sql.SQL("SELECT {} AS o FROM {}").format(c, t)
-            )
+            if opts.unlink:
+                everything = sql.SQL("SELECT {} AS o FROM {}").format(c, t)
+                finish.remember(conn, opts.schema, run_id, everything)
             before = _digest(conn, t, move.copy())
             # USING takes no subquery: dangling OIDs (--missing null) become NULL first.
             conn.execute(

@@ -96,13 +96,22 @@ def confirm(conn: psycopg.Connection, col: LoColumn) -> tuple[int, int]:
     return int(row[0]), int(row[1])
 
 
-def compress_ratio(conn: psycopg.Connection, temp: str) -> float | None:
-    """zstd's compressed/raw ratio over the start of a few LOs, None when none is readable."""
+def sample_percent(conn: psycopg.Connection, relation: sql.Composable) -> float:
+    """A BERNOULLI percentage that picks about 8 x SAMPLE_LOS rows of ``relation``."""
+    row = conn.execute(
+        sql.SQL("SELECT reltuples FROM pg_class WHERE oid = {}::regclass").format(
+            sql.Literal(relation.as_string(conn))
+        )
+    ).fetchone()
+    rows = float(row[0]) if row and row[0] and row[0] > 0 else 0.0
+    return 100.0 if rows <= 8 * SAMPLE_LOS else max(0.0001, 800.0 * SAMPLE_LOS / rows)
+
+
+def compress_ratio(conn: psycopg.Connection, oids: sql.Composable) -> float | None:
+    """zstd's compressed/raw ratio over the start of a few LOs (``oids``: a query of
+    readable, existing LOs as column ``o``), None when none is sampled."""
     rows = conn.execute(
-        sql.SQL(
-            "SELECT lo_get(o, 0, %s) FROM pg_temp.{} WHERE present AND readable AND size > 0"
-            " ORDER BY md5(o::text) LIMIT %s"
-        ).format(sql.Identifier(temp)),
+        sql.SQL("SELECT lo_get(o, 0, %s) FROM ({}) s LIMIT %s").format(oids),
         (SAMPLE_BYTES, SAMPLE_LOS),
     ).fetchall()
     raw = sum(len(r[0]) for r in rows)
@@ -110,6 +119,15 @@ def compress_ratio(conn: psycopg.Connection, temp: str) -> float | None:
         return None
     packer = zstandard.ZstdCompressor(level=3)
     return sum(len(packer.compress(bytes(r[0]))) for r in rows) / raw
+
+
+def column_sample(conn: psycopg.Connection, table: sql.Identifier, column: str) -> sql.Composed:
+    """A sampling query of the existing LOs a column names, for ``compress_ratio``."""
+    c = sql.Identifier(column)
+    return sql.SQL(
+        "SELECT {c} AS o FROM {t} TABLESAMPLE BERNOULLI ({p}) WHERE {c} IS NOT NULL AND EXISTS"
+        " (SELECT 1 FROM pg_largeobject_metadata m WHERE m.oid = {c})"
+    ).format(c=c, t=table, p=sql.Literal(sample_percent(conn, table)))
 
 
 def advise(ratio: float | None, lz4: bool) -> Storage:
@@ -191,7 +209,13 @@ def _detail(conn: psycopg.Connection, col: LoColumn, cp: ColumnPlan, temp: str, 
         ).format(sql.Identifier(temp))
     ).fetchone()
     cp.shared_with_other_columns = int(row[0]) if row else 0
-    cp.compress_ratio = compress_ratio(conn, temp)
+    rel = sql.SQL("pg_temp.{}").format(sql.Identifier(temp))
+    cp.compress_ratio = compress_ratio(
+        conn,
+        sql.SQL("SELECT o FROM {} TABLESAMPLE BERNOULLI ({}) WHERE present AND readable").format(
+            rel, sql.Literal(sample_percent(conn, rel))
+        ),
+    )
     cp.storage = advise(cp.compress_ratio, lz4)
     full = columns.describe(conn, col.relid, col.name)
     cp.lo_manage_triggers = columns.lo_manage_triggers(conn, full)

@@ -195,6 +195,65 @@ def stats(conn: psycopg.Connection, col: LoColumn, temp: str) -> RefStats:
     )  # fmt: skip
 
 
+@dataclass(frozen=True)
+class Blockers:
+    """Rows whose LO cannot move to bytea: dangling, unreadable by this role, over 1 GB."""
+
+    dangling: int
+    dangling_sample: tuple[int, ...]
+    unreadable: int
+    unreadable_sample: tuple[int, ...]
+    over_1gb: int
+    over_1gb_sample: tuple[int, ...]
+
+
+def blockers(conn: psycopg.Connection, col: LoColumn) -> Blockers:
+    """One pass over the column joined with the LO catalog (no temporary table): what
+    ``run`` must refuse before it changes anything. Only LOs with a page past the bytea
+    limit are sized, one index probe each; a role that may not read pg_largeobject sizes
+    every LO with ``lo_lseek64`` (``collect``) instead."""
+    if not catalog_readable(conn):
+        collect(conn, col, "pgbd_run_refs")
+        st = stats(conn, col, "pgbd_run_refs")
+        return Blockers(st.dangling, st.dangling_sample, st.unreadable, st.unreadable_sample,
+                        st.over_1gb_count, st.over_1gb)  # fmt: skip
+    c, t = sql.Identifier(col.name), sql.Identifier(col.schema, col.table)
+    conds = {
+        "dangling": sql.SQL("m.oid IS NULL"),
+        "unreadable": sql.SQL("m.oid IS NOT NULL AND NOT {}").format(READABLE),
+        "big": sql.SQL(
+            "m.oid IS NOT NULL AND EXISTS (SELECT 1 FROM pg_largeobject p WHERE p.loid = x.{c}"
+            " AND p.pageno >= {max} / (current_setting('block_size')::int8 / 4)"
+            " AND p.pageno::int8 * (current_setting('block_size')::int8 / 4)"
+            " + octet_length(p.data) > {max})"
+        ).format(c=c, max=sql.Literal(MAX_BYTEA)),
+    }
+    base = sql.SQL(
+        "FROM {t} x LEFT JOIN pg_largeobject_metadata m ON m.oid = x.{c} WHERE x.{c} IS NOT NULL"
+    ).format(t=t, c=c)
+    row = conn.execute(
+        sql.SQL("SELECT {} {}").format(
+            sql.SQL(", ").join(
+                sql.SQL("count(*) FILTER (WHERE {})").format(w) for w in conds.values()
+            ),
+            base,
+        )
+    ).fetchone()
+    assert row is not None
+    counts = dict(zip(conds, (int(v) for v in row), strict=True))
+
+    def sample(name: str) -> tuple[int, ...]:
+        if not counts[name]:
+            return ()
+        q = sql.SQL("SELECT DISTINCT x.{c} {b} AND {w} ORDER BY 1 LIMIT %s").format(
+            c=c, b=base, w=conds[name]
+        )
+        return tuple(int(r[0]) for r in conn.execute(q, (LIST_MAX,)))
+
+    return Blockers(counts["dangling"], sample("dangling"), counts["unreadable"],
+                    sample("unreadable"), counts["big"], sample("big"))  # fmt: skip
+
+
 def listed(oids: tuple[int, ...], count: int) -> str:
     """``1, 2, 3 and 7 more``."""
     text = ", ".join(str(o) for o in oids)

@@ -28,7 +28,7 @@ from pgblobdump.migrate import batches, columns, finish, refs, state
 from pgblobdump.migrate.columns import Column
 from pgblobdump.migrate.locking import LockClock, LockPolicy, exclusively
 from pgblobdump.migrate.move import Move, check_name, drop_triggers_ddl, trigger_ddl
-from pgblobdump.migrate.plan import advise, compress_ratio, lz4_available
+from pgblobdump.migrate.plan import advise, column_sample, compress_ratio, lz4_available
 from pgblobdump.migrate.state import Migration
 from pgblobdump.report.reporter import QUIET, Reporter
 
@@ -138,9 +138,18 @@ class Runner:
         rows = self.batch_size()
         done = self.mig.rows_done
         for r in batches.walk(self.conn, self.col.ident(), self.move.key, self.mig.last_key, rows):
+            where, params = r.where(self.move.key), r.params()
             with self.conn.transaction():
-                self._repair(r.where(self.move.key), r.params())
-                self._check_missing(r.where(self.move.key), r.params())
+                # One scan compares every row; only a batch with differences is rewritten.
+                row = self.conn.execute(
+                    sql.SQL("SELECT count(*) FILTER (WHERE NOT {e}) FROM {t} WHERE {w}").format(
+                        e=self.move.equal(), t=self.col.ident(), w=where
+                    ),
+                    params,
+                ).fetchone()
+                if row and row[0]:
+                    self._repair(where, params)
+                self._check_missing(where, params)
                 done = min(done + rows, self.mig.rows_total) if r.upto else self.mig.rows_total
                 self.save(last_key=r.upto, rows_done=done, recopied=self.recopied)
             self.reporter.progress(done, 0)
@@ -159,13 +168,19 @@ class Runner:
         )
 
     def _check_missing(self, where: sql.Composable, params: dict[str, list[str]]) -> None:
+        """With ``--missing error``, refuse rows whose OID names no LO. Called on verified
+        rows, where a NULL copy of a non-NULL OID means exactly that (no LO is read)."""
         if self.mig.direction != "bytea" or self.opts.missing != "error":
             return
         rows = self.conn.execute(
             sql.SQL(
-                "SELECT {s} FROM {t} WHERE {w} AND {s} IS NOT NULL AND NOT EXISTS"
-                " (SELECT 1 FROM pg_largeobject_metadata m WHERE m.oid = {s}) LIMIT %(n)s"
-            ).format(s=sql.Identifier(self.mig.column_name), t=self.col.ident(), w=where),
+                "SELECT {s} FROM {t} WHERE {w} AND {d} IS NULL AND {s} IS NOT NULL LIMIT %(n)s"
+            ).format(
+                s=sql.Identifier(self.mig.column_name),
+                d=sql.Identifier(self.mig.new_column),
+                t=self.col.ident(),
+                w=where,
+            ),
             {**params, "n": refs.LIST_MAX},
         ).fetchall()
         if rows:
@@ -306,10 +321,9 @@ def start(
         conn.execute(sql.SQL("SELECT count(*) FROM {}").format(col.ident())).fetchone()[0]  # type: ignore[index]
     )
     if opts.to == "bytea":
-        refs.collect(conn, refs.as_lo_column(col), "pgbd_run_refs")
-        st = refs.stats(conn, refs.as_lo_column(col), "pgbd_run_refs")
-        check_refs(col, st, opts)
-        advice = advise(compress_ratio(conn, "pgbd_run_refs"), lz4_available(conn))
+        check_refs(col, refs.blockers(conn, refs.as_lo_column(col)), opts)
+        ratio = compress_ratio(conn, column_sample(conn, col.ident(), col.name))
+        advice = advise(ratio, lz4_available(conn))
         storage = (opts.storage or advice.storage).upper()
         compression = opts.compression or (advice.compression if storage == "EXTENDED" else None)
         if compression == "lz4" and not lz4_available(conn):
@@ -360,22 +374,22 @@ def start(
     return state.load(conn, opts.schema, holder[0])
 
 
-def check_refs(col: Column, st: refs.RefStats, opts: RunOptions) -> None:
+def check_refs(col: Column, st: refs.Blockers, opts: RunOptions) -> None:
     """Refuse, listing them, LOs that cannot move: unreadable, over 1 GB, dangling."""
     if st.unreadable:
         raise DatabaseError(
-            f"this role may not read {st.unreadable:,} LOs of {col.qualified}"
+            f"this role may not read the LOs of {st.unreadable:,} rows of {col.qualified}"
             f" ({refs.listed(st.unreadable_sample, st.unreadable)}): migrate as their owner"
             " or a superuser"
         )
-    if st.over_1gb_count:
+    if st.over_1gb:
         raise UsageError(
-            f"{st.over_1gb_count:,} LOs of {col.qualified} are over 1 GB and cannot become"
-            f" bytea ({refs.listed(st.over_1gb, st.over_1gb_count)}): keep them as LOs"
+            f"{st.over_1gb:,} rows of {col.qualified} name LOs over 1 GB, which cannot become"
+            f" bytea ({refs.listed(st.over_1gb_sample, st.over_1gb)}): keep them as LOs"
         )
     if st.dangling and opts.missing == "error":
         raise DatabaseError(
-            f"{col.qualified} references {st.dangling:,} LOs that do not exist"
+            f"{st.dangling:,} rows of {col.qualified} name LOs that do not exist"
             f" ({refs.listed(st.dangling_sample, st.dangling)}); rerun with --missing null"
             " (those rows get NULL) or --missing skip (NULL, and the old column is kept)"
         )

@@ -205,7 +205,7 @@ def test_a_role_that_may_not_read_the_los_is_refused(pg17: EmbeddedCluster, new_
         conn.execute(f"GRANT CREATE ON DATABASE {conn.info.dbname} TO pgbd_mig_weak")
         conn.execute("GRANT CREATE ON SCHEMA public TO pgbd_mig_weak")
         conn.execute("SET ROLE pgbd_mig_weak")
-        with pytest.raises(DatabaseError, match="may not read 1 LOs"):
+        with pytest.raises(DatabaseError, match="may not read the LOs of 1 rows"):
             run(conn, "w.b", RunOptions())
         # Its own LOs it may read; their sizes come from lo_lseek64 (no pg_largeobject).
         conn.execute("CREATE TABLE mine (id int PRIMARY KEY, b oid)")
@@ -385,3 +385,20 @@ def test_both_ways_on_16_and_18(major: int, request: pytest.FixtureRequest, new_
     assert lo_count(db) == 0
     go(db, to="lo")
     assert contents(db) == before and lo_count(db) == 50
+
+
+def test_an_lo_over_1gb_is_refused_and_named(pg17: EmbeddedCluster, new_db: NewDb) -> None:
+    db = new_db(pg17)
+    with psycopg.connect(db, autocommit=True) as conn:
+        conn.execute("CREATE TABLE big (id int PRIMARY KEY, b oid)")
+        small = conn.execute("SELECT lo_from_bytea(0, 'small')").fetchone()[0]  # type: ignore[index]
+        # A sparse LO: one page at 1.1 GB, so it is over the bytea limit yet cheap to make.
+        huge = conn.execute("SELECT lo_create(0)").fetchone()[0]  # type: ignore[index]
+        conn.execute("SELECT lo_put(%s, 1100000000, 'x')", (huge,))
+        conn.execute("INSERT INTO big VALUES (1, %s), (2, %s)", (small, huge))
+        with pytest.raises(UsageError, match=f"over 1 GB.*{huge}"):
+            run(conn, "big.b", RunOptions())
+        p = plan(conn, "test")
+    st = next(c for c in p.columns if c.column == "public.big.b").stats
+    assert st is not None and st.over_1gb == (int(huge),) and st.largest == 1_100_000_001
+    assert columns_of(db, "big")["b"][0] == "oid"
