@@ -195,6 +195,24 @@ def stats(conn: psycopg.Connection, col: LoColumn, temp: str) -> RefStats:
     )  # fmt: skip
 
 
+PROBE_SECONDS = 1.5e-6
+INDEX_BYTES_PER_SECOND = 500e6
+"""Rough costs on this kind of machine: one index probe per row, or reading the whole
+pg_largeobject index once; ``blockers`` takes the cheaper."""
+
+
+def _scan_whole_index(conn: psycopg.Connection, relid: int) -> bool:
+    row = conn.execute(
+        "SELECT (SELECT relpages::float8 * current_setting('block_size')::int"
+        " FROM pg_class WHERE oid = 'pg_catalog.pg_largeobject_loid_pn_index'::regclass),"
+        " (SELECT greatest(reltuples, 0) FROM pg_class WHERE oid = %s)",
+        (relid,),
+    ).fetchone()
+    assert row is not None
+    index_bytes, rows = float(row[0] or 0), float(row[1] or 0)
+    return index_bytes / INDEX_BYTES_PER_SECOND < rows * PROBE_SECONDS
+
+
 @dataclass(frozen=True)
 class Blockers:
     """Rows whose LO cannot move to bytea: dangling, unreadable by this role, over 1 GB."""
@@ -218,15 +236,31 @@ def blockers(conn: psycopg.Connection, col: LoColumn) -> Blockers:
         return Blockers(st.dangling, st.dangling_sample, st.unreadable, st.unreadable_sample,
                         st.over_1gb_count, st.over_1gb)  # fmt: skip
     c, t = sql.Identifier(col.name), sql.Identifier(col.schema, col.table)
+    past_limit = sql.SQL(
+        "p.pageno >= {max} / (current_setting('block_size')::int8 / 4)"
+        " AND p.pageno::int8 * (current_setting('block_size')::int8 / 4)"
+        " + octet_length(p.data) > {max}"
+    ).format(max=sql.Literal(MAX_BYTEA))
+    if _scan_whole_index(conn, col.relid):
+        # One pass over pg_largeobject's index finds every page past the limit, whatever
+        # LO it belongs to: cheaper than a probe per row when the index is small.
+        conn.execute("DROP TABLE IF EXISTS pg_temp.pgbd_big_los")
+        conn.execute(
+            sql.SQL(
+                "CREATE TEMP TABLE pgbd_big_los AS SELECT DISTINCT p.loid FROM pg_largeobject p"
+                " WHERE {}"
+            ).format(past_limit)
+        )
+        big = sql.SQL("x.{} IN (SELECT loid FROM pg_temp.pgbd_big_los)").format(c)
+    else:
+        big = sql.SQL(
+            "m.oid IS NOT NULL AND EXISTS (SELECT 1 FROM pg_largeobject p WHERE p.loid = x.{c}"
+            " AND {w})"
+        ).format(c=c, w=past_limit)
     conds = {
         "dangling": sql.SQL("m.oid IS NULL"),
         "unreadable": sql.SQL("m.oid IS NOT NULL AND NOT {}").format(READABLE),
-        "big": sql.SQL(
-            "m.oid IS NOT NULL AND EXISTS (SELECT 1 FROM pg_largeobject p WHERE p.loid = x.{c}"
-            " AND p.pageno >= {max} / (current_setting('block_size')::int8 / 4)"
-            " AND p.pageno::int8 * (current_setting('block_size')::int8 / 4)"
-            " + octet_length(p.data) > {max})"
-        ).format(c=c, max=sql.Literal(MAX_BYTEA)),
+        "big": big,
     }
     base = sql.SQL(
         "FROM {t} x LEFT JOIN pg_largeobject_metadata m ON m.oid = x.{c} WHERE x.{c} IS NOT NULL"

@@ -387,7 +387,13 @@ def test_both_ways_on_16_and_18(major: int, request: pytest.FixtureRequest, new_
     assert contents(db) == before and lo_count(db) == 50
 
 
-def test_an_lo_over_1gb_is_refused_and_named(pg17: EmbeddedCluster, new_db: NewDb) -> None:
+@pytest.mark.parametrize("probe", ["per row", "whole index"])
+def test_an_lo_over_1gb_is_refused_and_named(
+    pg17: EmbeddedCluster, new_db: NewDb, probe: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pgblobdump.migrate import refs
+
+    monkeypatch.setattr(refs, "PROBE_SECONDS", 0.0 if probe == "per row" else 1.0)
     db = new_db(pg17)
     with psycopg.connect(db, autocommit=True) as conn:
         conn.execute("CREATE TABLE big (id int PRIMARY KEY, b oid)")
@@ -396,6 +402,7 @@ def test_an_lo_over_1gb_is_refused_and_named(pg17: EmbeddedCluster, new_db: NewD
         huge = conn.execute("SELECT lo_create(0)").fetchone()[0]  # type: ignore[index]
         conn.execute("SELECT lo_put(%s, 1100000000, 'x')", (huge,))
         conn.execute("INSERT INTO big VALUES (1, %s), (2, %s)", (small, huge))
+        conn.execute("ANALYZE big")
         with pytest.raises(UsageError, match=f"over 1 GB.*{huge}"):
             run(conn, "big.b", RunOptions())
         p = plan(conn, "test")
