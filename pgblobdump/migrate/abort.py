@@ -42,6 +42,7 @@ def abort(
             f"run {mig.id} of {col.qualified} has switched already: to go back, run"
             f" `migrate run {spec} --to {back}`"
         )
+    state.claim(conn, mig.id)  # not while a run drives it; released when the session ends
     table = col.ident()
     move = Move(mig.direction, table, mig.column_name, mig.new_column, columns.Key((), ()))
     clock = LockClock()

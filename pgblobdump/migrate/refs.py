@@ -205,7 +205,9 @@ def _scan_whole_index(conn: psycopg.Connection, relid: int) -> bool:
     row = conn.execute(
         "SELECT (SELECT relpages::float8 * current_setting('block_size')::int"
         " FROM pg_class WHERE oid = 'pg_catalog.pg_largeobject_loid_pn_index'::regclass),"
-        " (SELECT greatest(reltuples, 0) FROM pg_class WHERE oid = %s)",
+        # A table never analyzed has reltuples -1: guess from its size (rows of 40 bytes).
+        " (SELECT CASE WHEN reltuples >= 0 THEN reltuples ELSE pg_relation_size(oid) / 40 END"
+        " FROM pg_class WHERE oid = %s)",
         (relid,),
     ).fetchone()
     assert row is not None
@@ -236,27 +238,28 @@ def blockers(conn: psycopg.Connection, col: LoColumn) -> Blockers:
         return Blockers(st.dangling, st.dangling_sample, st.unreadable, st.unreadable_sample,
                         st.over_1gb_count, st.over_1gb)  # fmt: skip
     c, t = sql.Identifier(col.name), sql.Identifier(col.schema, col.table)
-    past_limit = sql.SQL(
-        "p.pageno >= {max} / (current_setting('block_size')::int8 / 4)"
-        " AND p.pageno::int8 * (current_setting('block_size')::int8 / 4)"
-        " + octet_length(p.data) > {max}"
-    ).format(max=sql.Literal(MAX_BYTEA))
+    last_page = sql.SQL("p.pageno >= {max} / (current_setting('block_size')::int8 / 4)").format(
+        max=sql.Literal(MAX_BYTEA)
+    )
+    big = sql.SQL(
+        "m.oid IS NOT NULL AND EXISTS (SELECT 1 FROM pg_largeobject p WHERE p.loid = x.{c}"
+        " AND {last} AND p.pageno::int8 * (current_setting('block_size')::int8 / 4)"
+        " + octet_length(p.data) > {max})"
+    ).format(c=c, last=last_page, max=sql.Literal(MAX_BYTEA))
     if _scan_whole_index(conn, col.relid):
-        # One pass over pg_largeobject's index finds every page past the limit, whatever
-        # LO it belongs to: cheaper than a probe per row when the index is small.
-        conn.execute("DROP TABLE IF EXISTS pg_temp.pgbd_big_los")
-        conn.execute(
-            sql.SQL(
-                "CREATE TEMP TABLE pgbd_big_los AS SELECT DISTINCT p.loid FROM pg_largeobject p"
-                " WHERE {}"
-            ).format(past_limit)
-        )
-        big = sql.SQL("x.{} IN (SELECT loid FROM pg_temp.pgbd_big_los)").format(c)
-    else:
-        big = sql.SQL(
-            "m.oid IS NOT NULL AND EXISTS (SELECT 1 FROM pg_largeobject p WHERE p.loid = x.{c}"
-            " AND {w})"
-        ).format(c=c, w=past_limit)
+        # One pass over pg_largeobject's index (never its data: the planner is told so)
+        # finds the LOs with a page near the limit, whatever LO they are; only rows naming
+        # one of those are probed. Cheaper than a probe per row when the index is small.
+        with conn.transaction():
+            conn.execute("SET LOCAL enable_seqscan = off")
+            conn.execute("DROP TABLE IF EXISTS pg_temp.pgbd_big_los")
+            conn.execute(
+                sql.SQL(
+                    "CREATE TEMP TABLE pgbd_big_los AS SELECT DISTINCT p.loid"
+                    " FROM pg_largeobject p WHERE {}"
+                ).format(last_page)
+            )
+        big = sql.SQL("x.{} IN (SELECT loid FROM pg_temp.pgbd_big_los) AND {}").format(c, big)
     conds = {
         "dangling": sql.SQL("m.oid IS NULL"),
         "unreadable": sql.SQL("m.oid IS NOT NULL AND NOT {}").format(READABLE),

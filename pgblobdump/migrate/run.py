@@ -366,6 +366,7 @@ def start(
             storage=storage, compression=compression, rows_total=rows_total, notes=notes,
         )  # fmt: skip
         holder.append(run_id)
+        state.claim(conn, run_id)  # held for the session, past this transaction
         m = Move(opts.to, col.ident(), col.name, new_name, col.key)  # type: ignore[arg-type]
         t, d = col.ident(), sql.Identifier(new_name)
         conn.execute(sql.SQL("ALTER TABLE {} ADD COLUMN {} {}").format(t, d, sql.SQL(m.dst_type)))
@@ -458,13 +459,16 @@ def run(
             state.update(conn, opts.schema, mig.id, missing=opts.missing)
     if mig.phase in ("filling", "verifying") and col.name != mig.column_name:
         raise UsageError(f"run {mig.id} was on column {mig.column_name}")
-    # Before the switch this is the old column (NOT NULL, comment, grants to carry over).
-    runner = Runner(conn, columns.describe(conn, col.relid, mig.column_name), mig, opts, reporter)
-    try:
-        runner.drive()
-    except KeyboardInterrupt:
-        reporter.note(f"interrupted: run the same command again to resume run {mig.id}")
-        raise
+    with state.claimed(conn, mig.id, held=not resumed):
+        mig = state.load(conn, opts.schema, mig.id)  # as the last session to hold it left it
+        # Before the switch this is the old column (NOT NULL, comment, grants to carry over).
+        column = columns.describe(conn, col.relid, mig.column_name)
+        runner = Runner(conn, column, mig, opts, reporter)
+        try:
+            runner.drive()
+        except KeyboardInterrupt:
+            reporter.note(f"interrupted: run the same command again to resume run {mig.id}")
+            raise
     final = runner.mig
     return RunResult(
         run_id=final.id, column=col.qualified, direction=final.direction, phase=final.phase,

@@ -11,6 +11,8 @@ so a resume needs nothing from the client machine.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass, fields
 from datetime import datetime
 
@@ -187,3 +189,36 @@ def insert(conn: psycopg.Connection, schema: str, **values: object) -> int:
     ).fetchone()
     assert row is not None
     return int(row[0])
+
+
+_LOCK = "SELECT {}(hashtext('pgblobdump.migrate'), %s)"
+
+
+def claim(conn: psycopg.Connection, run_id: int) -> None:
+    """Take run ``run_id`` for this session (a session advisory lock), or say who has it:
+    two sessions driving one run would copy and switch over each other."""
+    row = conn.execute(_LOCK.format("pg_try_advisory_lock"), (run_id,)).fetchone()
+    if not (row and row[0]):
+        holder = conn.execute(
+            "SELECT string_agg(l.pid::text, ', ') FROM pg_locks l WHERE l.locktype = 'advisory'"
+            " AND l.classid::int = hashtext('pgblobdump.migrate') AND l.objid::int = %s"
+            " AND l.granted",
+            (run_id,),
+        ).fetchone()
+        pid = f" (server process {holder[0]})" if holder and holder[0] else ""
+        raise DatabaseError(
+            f"run {run_id} is going on in another session{pid}: wait for it, or stop it first"
+        )
+
+
+@contextlib.contextmanager
+def claimed(conn: psycopg.Connection, run_id: int, held: bool = False) -> Iterator[None]:
+    """``claim`` for the length of a block (``held``: it was claimed already); released
+    after, if the connection still is."""
+    if not held:
+        claim(conn, run_id)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(psycopg.Error):
+            conn.execute(_LOCK.format("pg_advisory_unlock"), (run_id,))

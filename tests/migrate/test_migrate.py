@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 
 import psycopg
 import pytest
@@ -318,8 +319,11 @@ def _phase(db: str) -> tuple[str, int] | None:
     return (row[0], int(row[1])) if row else None
 
 
-def _kill_when_filled(db: str, rows: int, *args: str) -> None:
-    """Run ``migrate run`` and kill -9 it once it has filled ``rows`` rows."""
+def _kill_when_filled(
+    db: str, rows: int, *args: str, during: Callable[[], None] = lambda: None
+) -> None:
+    """Run ``migrate run`` and kill -9 it once it has filled ``rows`` rows (calling
+    ``during`` first, while it still runs)."""
     with subprocess.Popen(
         _argv(db, *args), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         start_new_session=True,
@@ -330,7 +334,10 @@ def _kill_when_filled(db: str, rows: int, *args: str) -> None:
             if p is not None and p[0] == "filling" and p[1] >= rows:
                 break
             time.sleep(0.05)
-        os.killpg(proc.pid, signal.SIGKILL)
+        try:
+            during()
+        finally:
+            os.killpg(proc.pid, signal.SIGKILL)
 
 
 @pytest.mark.parametrize("to", ["bytea", "lo"])
@@ -363,7 +370,16 @@ def test_abort_before_the_switch_gives_the_table_back(pg17: EmbeddedCluster, new
     generated(db, n=200)
     go(db)
     before, los = contents(db), lo_count(db)
-    _kill_when_filled(db, 20, "docs.lo", "--to", "lo", "--batch-rows", "2")
+
+    def meanwhile() -> None:
+        # Another session may neither drive nor abort a run that one is driving.
+        with psycopg.connect(db, autocommit=True) as conn:
+            with pytest.raises(DatabaseError, match="going on in another session"):
+                run(conn, "docs.lo", RunOptions(to="lo"))
+            with pytest.raises(DatabaseError, match="going on in another session"):
+                abort(conn, "docs.lo", "pgblobdump", LockPolicy())
+
+    _kill_when_filled(db, 20, "docs.lo", "--to", "lo", "--batch-rows", "2", during=meanwhile)
     assert lo_count(db) > los  # the killed run had created some
     with psycopg.connect(db, autocommit=True) as conn:
         mig = abort(conn, "docs.lo", "pgblobdump", LockPolicy())
