@@ -16,11 +16,10 @@ import psycopg
 from psycopg import sql
 
 from pgblobdump.errors import DatabaseError, UsageError
-from pgblobdump.migrate import columns, finish, refs, state
+from pgblobdump.migrate import columns, finish, state
 from pgblobdump.migrate.locking import LockClock, exclusively
 from pgblobdump.migrate.move import Move
-from pgblobdump.migrate.plan import advise, column_sample, compress_ratio, lz4_available
-from pgblobdump.migrate.run import RunOptions, RunResult, check_refs
+from pgblobdump.migrate.run import RunOptions, RunResult, defaults_note, prepare
 from pgblobdump.report.reporter import QUIET, Reporter
 
 
@@ -43,22 +42,9 @@ def run_in_place(
     t0 = time.monotonic()
     state.ensure(conn, opts.schema)
     col = columns.resolve(conn, spec)
-    columns.check_migratable(col, opts.to)
     if opts.missing == "skip":
         raise UsageError("--in-place keeps no old column: use --missing error or null")
-    blocking = [d for d in columns.dependants(conn, col) if d.blocking]
-    if blocking:
-        raise UsageError(
-            f"{col.qualified} has dependants the rewrite cannot carry over"
-            f" ({'; '.join(f'{d.kind} {d.name}' for d in blocking)})"
-        )
-    storage = compression = None
-    if opts.to == "bytea":
-        check_refs(col, refs.blockers(conn, refs.as_lo_column(col)), opts)
-        ratio = compress_ratio(conn, column_sample(conn, col.ident(), col.name))
-        advice = advise(ratio, lz4_available(conn))
-        storage = (opts.storage or advice.storage).upper()
-        compression = opts.compression or (advice.compression if storage == "EXTENDED" else None)
+    storage, compression = prepare(conn, col, opts, reporter)
     move = Move(opts.to, col.ident(), col.name, col.name, columns.Key((), ()))
     t, c = col.ident(), sql.Identifier(col.name)
     clock = LockClock()
@@ -70,7 +56,7 @@ def run_in_place(
             conn, opts.schema, relid=col.relid, table_name=col.table_name, column_name=col.name,
             new_column=col.name, old_column="", direction=opts.to, phase="switched",
             missing=opts.missing, keep_old=False, storage=storage, compression=compression,
-            notes=["in place"],
+            notes=["in place", *defaults_note(col, opts.to)],
         )  # fmt: skip
         holder.append(run_id)
         using = move.copy()

@@ -323,37 +323,16 @@ def start(
     conn: psycopg.Connection, col: Column, opts: RunOptions, reporter: Reporter, clock: LockClock
 ) -> Migration:
     """Check the column, then add the new column and the sync triggers (one short lock)."""
-    columns.check_migratable(col, opts.to)
     if col.key is None:
         raise UsageError(
             f"table {col.table_name} has no primary key: add one (online batches need it),"
             " or use --in-place, which rewrites the table under an ACCESS EXCLUSIVE lock"
         )
-    blocking = [d for d in columns.dependants(conn, col) if d.blocking]
-    if blocking:
-        listed = "; ".join(f"{d.kind} {d.name}" for d in blocking)
-        raise UsageError(
-            f"{col.qualified} has dependants the switch cannot carry over ({listed}):"
-            " drop them first and recreate them after"
-        )
-    notes: list[str] = []
-    storage = compression = None
+    storage, compression = prepare(conn, col, opts, reporter)
+    notes = defaults_note(col, opts.to)
     rows_total = int(
         conn.execute(sql.SQL("SELECT count(*) FROM {}").format(col.ident())).fetchone()[0]  # type: ignore[index]
     )
-    if opts.to == "bytea":
-        check_refs(col, refs.blockers(conn, refs.as_lo_column(col)), opts)
-        ratio = compress_ratio(conn, column_sample(conn, col.ident(), col.name))
-        advice = advise(ratio, lz4_available(conn))
-        storage = (opts.storage or advice.storage).upper()
-        compression = opts.compression or (advice.compression if storage == "EXTENDED" else None)
-        if compression == "lz4" and not lz4_available(conn):
-            raise UsageError("this server was built without lz4: use --compression pglz")
-        reporter.note(f"new column storage {storage}{f' ({compression})' if compression else ''}")
-        if col.default is not None:
-            notes.append(f"the old column's default ({col.default}) cannot apply to bytea: dropped")
-    elif col.default is not None:
-        notes.append(f"the old column's default ({col.default}) cannot apply to oid: dropped")
     keep_old = opts.keep_old or opts.missing == "skip"
     new_name, old_name = (_free_name(conn, col.relid, n) for n in _new_names(col, opts.to))
     holder: list[int] = []
@@ -394,6 +373,38 @@ def start(
     exclusively(conn, col.ident(), f"preparing {col.qualified}", work, opts.lock, clock)
     state.update(conn, opts.schema, holder[0], lock_ms=clock.longest_ms)
     return state.load(conn, opts.schema, holder[0])
+
+
+def prepare(
+    conn: psycopg.Connection, col: Column, opts: RunOptions, reporter: Reporter
+) -> tuple[str | None, str | None]:
+    """The checks every run makes before it changes anything (type, rights, dependants,
+    LOs that cannot move); for a move to bytea, the new column's storage and compression."""
+    columns.check_migratable(col, opts.to)
+    blocking = [d for d in columns.dependants(conn, col) if d.blocking]
+    if blocking:
+        listed = "; ".join(f"{d.kind} {d.name}" for d in blocking)
+        raise UsageError(
+            f"{col.qualified} has dependants a migration cannot carry over ({listed}):"
+            " drop them first and recreate them after"
+        )
+    if opts.to != "bytea":
+        return None, None
+    check_refs(col, refs.blockers(conn, refs.as_lo_column(col)), opts)
+    lz4 = lz4_available(conn)
+    advice = advise(compress_ratio(conn, column_sample(conn, col.ident(), col.name)), lz4)
+    storage = (opts.storage or advice.storage).upper()
+    compression = opts.compression or (advice.compression if storage == "EXTENDED" else None)
+    if compression == "lz4" and not lz4:
+        raise UsageError("this server was built without lz4: use --compression pglz")
+    reporter.note(f"new column storage {storage}{f' ({compression})' if compression else ''}")
+    return storage, compression
+
+
+def defaults_note(col: Column, to: str) -> list[str]:
+    if col.default is None:
+        return []
+    return [f"the old column's default ({col.default}) cannot apply to {to}: dropped"]
 
 
 def check_refs(col: Column, st: refs.Blockers, opts: RunOptions) -> None:

@@ -129,27 +129,25 @@ def load(conn: psycopg.Connection, schema: str, run_id: int) -> Migration:
 
 def active(conn: psycopg.Connection, schema: str, relid: int, column: str) -> Migration | None:
     """The unfinished run on ``relid``'s ``column``, if any."""
-    with conn.cursor(row_factory=class_row(Migration)) as cur:
-        cur.execute(
-            sql.SQL(
-                "SELECT {} FROM {}.migrations WHERE relid = %s AND column_name = %s"
-                " AND phase NOT IN ('done', 'aborted')"
-            ).format(_COLUMNS, sql.Identifier(schema)),
-            (relid, column),
-        )
-        return cur.fetchone()
+    return _last(conn, schema, relid, column, "AND phase NOT IN ('done', 'aborted')")
 
 
 def latest(conn: psycopg.Connection, schema: str, relid: int, column: str) -> Migration | None:
     """The most recent run on ``relid``'s ``column`` (finished or not)."""
+    return _last(conn, schema, relid, column, "")
+
+
+def _last(
+    conn: psycopg.Connection, schema: str, relid: int, column: str, extra: str
+) -> Migration | None:
     with conn.cursor(row_factory=class_row(Migration)) as cur:
         cur.execute(
             sql.SQL(
-                "SELECT {} FROM {}.migrations WHERE relid = %s AND column_name = %s"
-                " ORDER BY id DESC LIMIT 1"
+                "SELECT {} FROM {}.migrations WHERE relid = %s AND column_name = %s "
+                + extra + " ORDER BY id DESC LIMIT 1"
             ).format(_COLUMNS, sql.Identifier(schema)),
             (relid, column),
-        )
+        )  # fmt: skip
         return cur.fetchone()
 
 
