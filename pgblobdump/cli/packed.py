@@ -35,7 +35,8 @@ from pgblobdump.packed.verify import check_archive, compare_database
 from pgblobdump.pg.lostream import Selection
 from pgblobdump.pg.target import ConnectionTarget
 from pgblobdump.report import Column, Table, stream
-from pgblobdump.storage import LocalDirectory
+from pgblobdump.storage import LocalDirectory, Storage
+from pgblobdump.storage.s3 import S3Prefix, is_s3
 from pgblobdump.units import format_bytes, parse_count, parse_size
 
 ARCHIVE = click.argument("archive", metavar="ARCHIVE")
@@ -77,9 +78,13 @@ def parse_references(values: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
 
 
 @contextlib.contextmanager
-def new_directory(output: str) -> Iterator[LocalDirectory]:
+def new_directory(output: str) -> Iterator[Storage]:
     """The archive directory ``output``: new, or existing and empty; on failure it is
-    removed again if this run created it (the writers leave it empty, as they should)."""
+    removed again if this run created it (the writers leave it empty, as they should).
+    ``s3://bucket/prefix``: a prefix holding nothing yet, in a bucket that exists."""
+    if is_s3(output):
+        yield S3Prefix(output, create=True)
+        return
     path = Path(output)
     if path.exists() and (not path.is_dir() or any(path.iterdir())):
         raise FileError(f"{path} exists and is not an empty directory; choose a new name")
@@ -201,6 +206,12 @@ def dump(target: ConnectionTarget, output: str, oids: str | None, referenced_by:
     help="A --full archive: pg_restore's pre-data and data, the LOs, then post-data.",
 )
 @click.option(
+    "--part",
+    metavar="K/N",
+    help="Restore share K of N (OID ranges of equal LO counts): N restores at once, one"
+    " archive, one database.",
+)
+@click.option(
     "-j",
     "--jobs",
     type=int,
@@ -211,7 +222,7 @@ def dump(target: ConnectionTarget, output: str, oids: str | None, referenced_by:
 @output_options
 def restore(archive: str, target: ConnectionTarget, no_owner: bool, no_acl: bool,
             no_comments: bool, on_conflict: str, resume: bool, skip_damaged: bool,
-            full: bool, jobs: int, fmt: Format) -> None:  # fmt: skip
+            full: bool, part: str | None, jobs: int, fmt: Format) -> None:  # fmt: skip
     """Restore a packed archive's LOs: same OIDs, owners, ACLs and comments.
 
     ARCHIVE is a directory, a stream file, or - for standard input. Batches are sized
@@ -236,6 +247,19 @@ def restore(archive: str, target: ConnectionTarget, no_owner: bool, no_acl: bool
         directory = packed_source.directory(archive)
         with reporter("restoring LOs", 0) as rep:
             result = restore_full(conninfo, directory, req, jobs, rep)
+    elif part is not None:
+        from pgblobdump.packed.parts import parse_part, share, share_items
+
+        k, n = parse_part(part)
+        if skip_damaged:
+            raise UsageError("--part and --skip-damaged do not go together")
+        directory = packed_source.directory(archive)
+        first, last = share(directory, k, n)
+        click.echo(f"part {k}/{n}: OIDs {first}..{last}", err=True)
+        with reporter("restoring LOs", 0) as rep:
+            items = share_items(directory, first, last)
+            metas = directory.index.metas.values
+            result = run_restore(conninfo, items, req, rep, directory.index, metas, (first, last))
     else:
         with open_source(archive, skip_damaged) as src, reporter("restoring LOs", 0) as rep:
             result = run_restore(conninfo, src.items, req, rep, src.index, src.metas)
@@ -393,12 +417,15 @@ def unpack_cmd(archive: str, output: str, out_format: str, pg_dump_major: int | 
     """
     from pgblobdump.packed.unpack import unpack, unpack_custom
 
+    if is_s3(output):
+        raise UsageError("unpack writes a pg_dump archive for pg_restore: give a local -o")
     a = packed_source.directory(archive)
     if out_format == "custom":
         with reporter("unpacking LOs", 0) as rep:
             result = unpack_custom(a, Path(output), rep, pg_dump_major)
     else:
         with new_directory(output) as storage, reporter("unpacking LOs", 0) as rep:
+            assert isinstance(storage, LocalDirectory)
             result = unpack(a, storage.path, rep, pg_dump_major)
     record = {"los": result.los, "bytes": result.bytes, "files": result.files,
               "seconds": round(result.seconds, 3)}  # fmt: skip

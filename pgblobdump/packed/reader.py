@@ -111,9 +111,13 @@ _EMPTY = xxhash.xxh3_64_intdigest(b"")
 class _Assembler:
     """Turns frames' pieces into LoPieces, checking each LO's checksum and continuity."""
 
-    def __init__(self, metas: MetaTable | None, where: str) -> None:
+    def __init__(
+        self, metas: MetaTable | None, where: str, keep: tuple[int, int] | None = None
+    ) -> None:
         self.metas = metas
         self.where = where
+        self.keep = keep
+        """Only LOs with OIDs in this range (restore --part); the others are passed over."""
         self._open: tuple[int, int, Any] | None = None  # (oid, next offset, hasher)
         self.los = 0
         self.bytes = 0
@@ -139,10 +143,13 @@ class _Assembler:
         datas: list[bytes | memoryview] = []
         sums: list[int] = []
         at = total = whole = 0
+        keep = self.keep
         for p in frame.pieces:
             oid, meta_id, size, offset, length, checksum = p
             data = view[at : at + length]
             at += length
+            if keep is not None and not keep[0] <= oid <= keep[1]:
+                continue
             if offset or length != size:  # a piece of a large LO
                 if oids:
                     out.append(WholeLos(oids, metas, datas, sums))

@@ -377,15 +377,17 @@ class _Restorer:
         self._writer.shutdown()
 
 
-def precheck(conn: psycopg.Connection, index: Index) -> None:
+def precheck(conn: psycopg.Connection, index: Index, part: tuple[int, int] | None = None) -> None:
     """Refuse before writing anything when an archive's OID already exists on the target.
 
     One query asks which of the index's blocks (4,096 LOs each, by first and last OID)
     overlap an existing LO; only those blocks are read and their OIDs looked up: a target
     with no LOs in the archive's range costs one statement, whatever the LO count.
     """
-    firsts = [b.first for b in index.blocks]
-    lasts = [b.last for b in index.blocks]
+    lo, hi = part or (0, 2**32 - 1)
+    blocks = [b for b in index.blocks if b.last >= lo and b.first <= hi]
+    firsts = [max(b.first, lo) for b in blocks]
+    lasts = [min(b.last, hi) for b in blocks]
     if not firsts:
         return
     hits = conn.execute(
@@ -394,8 +396,8 @@ def precheck(conn: psycopg.Connection, index: Index) -> None:
         (firsts, lasts),
     ).fetchall()
     for (first,) in hits:
-        block = next(b for b in index.blocks if b.first == first)
-        oids = [r.oid for r in index.range(block.first, block.last)]
+        last = lasts[firsts.index(first)]
+        oids = [r.oid for r in index.range(first, last)]
         rows = conn.execute(
             "SELECT oid::int8 FROM pg_largeobject_metadata WHERE oid = ANY(%s::int8[]::oid[])"
             " ORDER BY 1 LIMIT 5",
@@ -416,6 +418,7 @@ def restore(
     reporter: Reporter = QUIET,
     index: Index | None = None,
     metas: Iterable[Meta] | None = None,
+    part: tuple[int, int] | None = None,
 ) -> RestoreResult:
     """Restore ``items`` (Source.items) into the database at ``conninfo``. With an
     archive's ``index`` and ``metas``, conflicts and missing roles are found before
@@ -429,7 +432,7 @@ def restore(
             r.check_roles(metas)
             r.all_checked = True
         if index is not None and not req.skipping:
-            precheck(conn, index)
+            precheck(conn, index, part)
         try:
             last = time.monotonic()
             for item in items:

@@ -13,6 +13,7 @@ from pgblobdump.packed.format import STREAM_MAGIC
 from pgblobdump.packed.index import Index, Meta
 from pgblobdump.packed.reader import Item, PackedDirectory, stream_items
 from pgblobdump.storage import LocalDirectory
+from pgblobdump.storage.s3 import S3Prefix, is_s3
 
 
 @dataclass
@@ -31,6 +32,11 @@ class Source:
 def open_source(path: str, skip_damaged: bool = False) -> Iterator[Source]:
     """``skip_damaged``: a directory archive's damaged frames become Damaged items (only
     a directory has the index that names what a damaged frame held)."""
+    if is_s3(path):
+        archive = PackedDirectory(S3Prefix(path))
+        items = archive.items(skip_damaged)
+        yield Source(items, archive.index, archive.index.metas.values, archive)
+        return
     if skip_damaged and not Path(path).is_dir():
         raise UsageError(
             "--skip-damaged needs a directory archive: only its index can name the LOs a"
@@ -58,7 +64,9 @@ def open_source(path: str, skip_damaged: bool = False) -> Iterator[Source]:
 
 
 def directory(path: str) -> PackedDirectory:
-    """A directory archive (``ls``, ``cat``, ``verify`` need its index)."""
+    """A directory archive (``ls``, ``cat``, ``verify`` need its index), or one on S3."""
+    if is_s3(path):
+        return PackedDirectory(S3Prefix(path))
     p = Path(path)
     if p.is_file():
         with contextlib.suppress(OSError), p.open("rb") as f:

@@ -1,0 +1,80 @@
+"""Split a packed archive's LOs into N shares for N restores at once (``restore --part
+K/N``): N hosts or processes restore one archive into one database in parallel.
+
+Shares are OID ranges holding as many LOs each as can be (cut from the index), covering
+every OID, so together they are the whole archive and no two overlap. A share reads only
+its own frames: from the index, the first frame of its LOs in each volume, and from there
+only until the last of its LOs that starts in that volume is complete (on into the
+worker's next volume for a large LO that continues there).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+
+from pgblobdump.errors import CorruptArchive, UsageError
+from pgblobdump.packed.format import volume_name, volume_of
+from pgblobdump.packed.reader import Item, LoPiece, PackedDirectory, WholeLos, _Assembler
+
+OID_MAX = 2**32 - 1
+
+
+def parse_part(text: str) -> tuple[int, int]:
+    """``K/N`` -> (K, N), 1 <= K <= N."""
+    k, sep, n = text.partition("/")
+    if not sep or not k.isdigit() or not n.isdigit() or not 1 <= int(k) <= int(n) <= 1024:
+        raise UsageError(f"--part {text!r} must be K/N with 1 <= K <= N (2/3: the second third)")
+    return int(k), int(n)
+
+
+def share(archive: PackedDirectory, k: int, n: int) -> tuple[int, int]:
+    """The OID range of share ``k`` of ``n``."""
+    total = sum(b.records for b in archive.index.blocks)
+    cuts = [total * i // n for i in range(1, n)]  # record positions where shares end
+    bounds: list[int] = []
+    if cuts:
+        pending = list(reversed(cuts))
+        for pos, r in enumerate(archive.index, start=1):
+            while pending and pending[-1] <= pos:
+                pending.pop()
+                bounds.append(r.oid)
+            if not pending:
+                break
+        while len(bounds) < n - 1:  # fewer LOs than shares: the rest are empty
+            bounds.append(bounds[-1] if bounds else 0)
+    first = 0 if k == 1 else bounds[k - 2] + 1
+    last = OID_MAX if k == n else bounds[k - 1]
+    return first, last
+
+
+def share_items(archive: PackedDirectory, first: int, last: int) -> Iterator[Item]:
+    """The LOs with OIDs in ``first..last``, reading only the frames that hold them."""
+    starts: dict[str, int] = {}
+    count: Counter[str] = Counter()
+    for r in archive.index.range(first, last):
+        name = volume_name(*volume_of(r.volume))
+        starts[name] = min(starts.get(name, r.offset), r.offset)
+        count[name] += 1
+    asm = _Assembler(archive.index.metas, archive.where, keep=(first, last))
+    expected = sum(count.values())
+    for name in archive.volumes():
+        carry = asm._open is not None  # a large LO goes on at this volume's start
+        if name not in starts and not carry:
+            continue
+        begun = 0
+        with archive._frames(name, None if carry else starts[name]) as frames:
+            for frame in frames:
+                for item in asm.items(frame, frames.name):
+                    if isinstance(item, WholeLos):
+                        begun += len(item.oids)
+                    elif isinstance(item, LoPiece) and item.offset == 0:
+                        begun += 1
+                    yield item
+                if begun >= count[name] and asm._open is None:
+                    break
+    if asm.los != expected or asm._open is not None:
+        raise CorruptArchive(
+            f"{archive.where}: the volumes hold {asm.los:,} of the {expected:,} LOs the index"
+            f" places in OIDs {first}..{last}"
+        )

