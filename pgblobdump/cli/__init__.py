@@ -142,14 +142,24 @@ class _Group(click.Group):
     cls=_Group, context_settings={"help_option_names": ["--help"], "max_content_width": 100}
 )
 @click.version_option(__version__, prog_name="pgblobdump")
-def cli() -> None:
-    """PostgreSQL large objects at scale: generate them, measure pg_dump/pg_restore of them,
-    read pg_dump archives without a server.
+@click.option(
+    "--s3-endpoint",
+    metavar="URL",
+    help="The S3-compatible server of s3:// archives (else AWS_ENDPOINT_URL, a profile's"
+    " endpoint_url, or AWS).",
+)
+def cli(s3_endpoint: str | None) -> None:
+    """PostgreSQL large objects at scale: generate them, dump and restore them in packed
+    archives (on disk or s3://), measure pg_dump/pg_restore of them, read pg_dump archives
+    without a server, move LO columns to bytea.
 
     Data goes to stdout, progress and diagnostics to stderr. Every listing takes --json.
 
     Example: pgblobdump doctor
     """
+    if s3_endpoint:
+        # Read where every S3 setting is read (storage.s3.S3Settings), like the AWS CLI's.
+        os.environ["AWS_ENDPOINT_URL"] = s3_endpoint
 
 
 def main() -> None:

@@ -47,6 +47,7 @@ from pgblobdump.errors import (
 PART_SIZE = 16 << 20
 PARTS_IN_FLIGHT = 3
 READ_CHUNK = 8 << 20
+FIRST_CHUNK = 256 << 10
 READS_IN_FLIGHT = 3
 RETRIES = 5
 SCHEME = "s3://"
@@ -200,6 +201,10 @@ class S3Prefix:
             reason = (
                 "access denied (check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY or the profile)"
             )
+        elif re.search(r"\b(5\d\d)\b [A-Z]", text) or "SlowDown" in str(e):
+            status = re.search(r"\b(5\d\d) [A-Za-z ]+", text)
+            said = status.group(0).strip() if status else "SlowDown"
+            reason = f"the server kept answering {said} ({RETRIES} retries with backoff)"
         elif "error sending request" in text or "connect" in text.lower():
             reason = f"cannot reach {self.settings.endpoint or 'the S3 endpoint'}"
         else:
@@ -314,8 +319,10 @@ class _Writer:
 
 
 class _Reader:
-    """Front-to-back reading with ``READS_IN_FLIGHT`` ranged GETs of ``READ_CHUNK`` ahead;
-    ``seek`` starts the read-ahead again from the new place."""
+    """Front-to-back reading with ``READS_IN_FLIGHT`` ranged GETs ahead. Their size starts
+    at ``FIRST_CHUNK`` and doubles up to ``READ_CHUNK``, so a reader that wants a few
+    frames (``cat``) fetches little and one that reads on (restore) soon fetches large;
+    ``seek`` out of what is buffered starts again from the new place."""
 
     def __init__(self, owner: S3Prefix, name: str, size: int) -> None:
         self._owner, self._name, self._size = owner, name, size
@@ -325,11 +332,13 @@ class _Reader:
         self._pool = ThreadPoolExecutor(max_workers=READS_IN_FLIGHT)
         self._ahead: deque[tuple[int, Future[bytes]]] = deque()
         self._next = 0
+        self._chunk = FIRST_CHUNK
 
     def _fill(self) -> None:
         while len(self._ahead) < READS_IN_FLIGHT and self._next < self._size:
             start = self._next
-            length = min(READ_CHUNK, self._size - start)
+            length = min(self._chunk, self._size - start)
+            self._chunk = min(self._chunk * 2, READ_CHUNK)
             fut = self._pool.submit(self._owner.read_range, self._name, start, length)
             self._ahead.append((start, fut))
             self._next = start + length
@@ -343,6 +352,7 @@ class _Reader:
                 fut.cancel()
             self._ahead.clear()
             self._buf, self._buf_start, self._next = b"", target, target
+            self._chunk = FIRST_CHUNK
         self._pos = target
         return target
 

@@ -16,6 +16,7 @@ from pgblobdump.storage.seaweed import BUCKET, SECRET_KEY, LocalS3
 from tests.conftest import NewDb
 from tests.losets import fill, state
 from tests.losets import roles as _roles
+from tests.storage.flaky import FlakyProxy
 from tests.test_cli import assert_one_line_error, run
 
 LOS = {
@@ -170,3 +171,29 @@ def _remove(url: str, name: str, env: dict[str, str]) -> None:
         for k, v in env.items():
             mp.setenv(k, v)
         S3Prefix(url).remove(name)
+
+
+def test_throttling_is_retried_then_reported(
+    pg17: EmbeddedCluster, new_db: NewDb, s3_url: str, local_s3: LocalS3,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    db = new_db(pg17)
+    _roles(pg17)
+    fill(db, {40000 + i: (100, 0, 0, False) for i in range(10)})
+    assert run("dump", "-d", db, "-o", s3_url).exit_code == 0
+    port = int(local_s3.endpoint.rsplit(":", 1)[1])
+    flaky = FlakyProxy(port, fail=3)
+    try:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", flaky.endpoint)
+        result = run("ls", s3_url, "--json")
+        assert result.exit_code == 0, result.stderr
+        assert flaky.failed == 3 and '"oid": 40009' in result.stdout
+    finally:
+        flaky.close()
+    always = FlakyProxy(port, fail=None)
+    try:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", always.endpoint)
+        assert_one_line_error(run("ls", s3_url), 12, "503")
+        assert always.failed > 3  # it retried before giving up
+    finally:
+        always.close()
