@@ -90,7 +90,8 @@ class LocalS3:
             f"-volume.port={p[2]}", f"-volume.port.grpc={p[3]}",
             f"-filer.port={p[4]}", f"-filer.port.grpc={p[5]}",
             "-s3", f"-s3.port={p[6]}", f"-s3.port.grpc={p[7]}", f"-s3.config={config}",
-            "-s3.port.iceberg=0", "-iam=false", "-master.volumeSizeLimitMB=1024",
+            "-s3.port.iceberg=0", "-s3.port.lance=0", "-iam=false",
+            "-master.volumeSizeLimitMB=1024",
             "-volume.max=0",
         ]  # fmt: skip
         log = (self.data_dir / "weed.log").open("ab")
@@ -118,7 +119,7 @@ class LocalS3:
                 raise ServerError(f"SeaweedFS exited at start; see {self.data_dir / 'weed.log'}")
             try:
                 # The first PUT creates the bucket (SeaweedFS does, for an admin key).
-                obstore.put(store, ".pgbd-ready", b"")
+                obstore.put(store, ".pgbd-ready", b"ready")  # also makes the first volume
                 obstore.delete(store, ".pgbd-ready")
                 return
             except Exception as e:  # not up yet: connection refused, 503, ...
