@@ -84,7 +84,11 @@ class LocalS3:
         }]}))  # fmt: skip
         p = self.ports
         args = [
-            str(weed_binary()), "server", f"-dir={self.data_dir / 'data'}",
+            # Logs and sockets in its own directory too (they default to /tmp).
+            str(weed_binary()), f"-logdir={self.data_dir}", "server",
+            f"-dir={self.data_dir / 'data'}",
+            f"-filer.localSocket={self.data_dir / 'filer.sock'}",
+            f"-s3.localSocket={self.data_dir / 's3.sock'}",
             "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
             f"-master.port={p[0]}", f"-master.port.grpc={p[1]}",
             f"-volume.port={p[2]}", f"-volume.port.grpc={p[3]}",
@@ -141,6 +145,11 @@ class LocalS3:
                 os.killpg(self._proc.pid, signal.SIGKILL)
             self._proc.wait()
             self._proc = None
+        # Its gRPC sockets go to /tmp whatever the flags say; a killed server leaves them.
+        for port in self.ports:
+            for sock in Path(tempfile.gettempdir()).glob(f"seaweedfs-*-grpc-{port}.sock"):
+                with contextlib.suppress(OSError):
+                    sock.unlink()
 
     def __enter__(self) -> LocalS3:
         self.start()
