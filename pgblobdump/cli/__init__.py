@@ -63,6 +63,7 @@ SUBCOMMANDS = {
     "pack": "pgblobdump.cli.packed:pack_cmd",
     "unpack": "pgblobdump.cli.packed:unpack_cmd",
     "migrate": "pgblobdump.cli.migrate:migrate",
+    "bench": "pgblobdump.cli.bench:bench",
 }
 """Each command's module, imported only when that command runs (or help lists them all),
 so ``toc`` never loads libpq or matplotlib."""

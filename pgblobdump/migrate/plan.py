@@ -22,6 +22,7 @@ from psycopg import sql
 
 from pgblobdump.migrate import columns, refs
 from pgblobdump.migrate.refs import LoColumn, RefStats
+from pgblobdump.pg.toast import lz4_available
 from pgblobdump.units import format_bytes
 
 SAMPLE_VALUES = 1000
@@ -73,14 +74,6 @@ class Plan:
     orphans: int
     columns: list[ColumnPlan]
     notes: list[str] = field(default_factory=list)
-
-
-def lz4_available(conn: psycopg.Connection) -> bool:
-    """Whether the server was built with lz4 (it then offers it for TOAST compression)."""
-    row = conn.execute(
-        "SELECT 'lz4' = ANY (enumvals) FROM pg_settings WHERE name = 'default_toast_compression'"
-    ).fetchone()
-    return bool(row and row[0])
 
 
 def confirm(conn: psycopg.Connection, col: LoColumn) -> tuple[int, int]:

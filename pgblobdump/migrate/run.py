@@ -29,8 +29,9 @@ from pgblobdump.migrate import batches, columns, finish, refs, state
 from pgblobdump.migrate.columns import Column
 from pgblobdump.migrate.locking import LockClock, LockPolicy, exclusively
 from pgblobdump.migrate.move import Move, check_name, drop_triggers_ddl, trigger_ddl
-from pgblobdump.migrate.plan import advise, column_sample, compress_ratio, lz4_available
+from pgblobdump.migrate.plan import advise, column_sample, compress_ratio
 from pgblobdump.migrate.state import Migration
+from pgblobdump.pg.toast import lz4_available
 from pgblobdump.report.reporter import QUIET, Reporter
 
 MISSING = ("error", "null", "skip")

@@ -309,6 +309,18 @@ class EmbeddedCluster:
                 if self.remove:
                     shutil.rmtree(self._tmp or self.datadir, ignore_errors=True)
 
+    def restart(self) -> None:
+        """Stop and start the server on the same port, keeping the cluster: what a cold
+        read needs (empty shared_buffers)."""
+        with signals.uninterrupted():
+            if self.status().running:
+                self._run(
+                    [self._tool("pg_ctl"), "-D", str(self.datadir), "-m", "fast", "-w", "stop"],
+                    f"stopping PostgreSQL in {self.datadir}",
+                )
+        self.port = self.port or self._configured_port()
+        self._start(log_kept=False)
+
     def info(self, running: bool = True) -> ClusterInfo:
         """How to reach the cluster, from its configuration (no pg_ctl round trip)."""
         return ClusterInfo(

@@ -1,0 +1,14 @@
+"""What a server offers for TOAST."""
+
+from __future__ import annotations
+
+import psycopg
+
+
+def lz4_available(conn: psycopg.Connection) -> bool:
+    """Whether the server was built with lz4 (it then offers it for TOAST compression;
+    of the wheels, only PostgreSQL 17's is)."""
+    row = conn.execute(
+        "SELECT 'lz4' = ANY (enumvals) FROM pg_settings WHERE name = 'default_toast_compression'"
+    ).fetchone()
+    return bool(row and row[0])
