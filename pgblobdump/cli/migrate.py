@@ -69,8 +69,14 @@ def plan_table(p: core.Plan) -> Table:
 
 @migrate.command("plan")
 @connection_options
+@click.option(
+    "--measure",
+    is_flag=True,
+    help="Advise storage from the server: write a sample of each column's LOs with each"
+    " storage it offers and compare size and time (as bench toast does).",
+)
 @output_options
-def plan_cmd(target: ConnectionTarget, fmt: Format) -> None:
+def plan_cmd(target: ConnectionTarget, measure: bool, fmt: Format) -> None:
     """List the columns that reference LOs and what moving each to bytea would meet.
 
     Per column: rows, LOs referenced, dangling OIDs, total and largest size, LOs over 1 GB,
@@ -82,7 +88,7 @@ def plan_cmd(target: ConnectionTarget, fmt: Format) -> None:
     """
     conninfo = target.conninfo()
     with connect(conninfo, doing="planning the migration") as conn:
-        p = core.plan(conn, describe(conninfo))
+        p = core.plan(conn, describe(conninfo), measure)
     emit(plan_table(p), fmt, jsonable(p))
 
 

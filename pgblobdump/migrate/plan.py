@@ -137,7 +137,7 @@ def advise(ratio: float | None, lz4: bool) -> Storage:
     return Storage("EXTENDED", "pglz", f"{pct}: compressible; this server has no lz4, so pglz")
 
 
-def plan(conn: psycopg.Connection, database: str) -> Plan:
+def plan(conn: psycopg.Connection, database: str, measure: bool = False) -> Plan:
     """Look at every oid/lo column of the database (read only; temporary tables only)."""
     lz4 = lz4_available(conn)
     version = str(conn.execute("SHOW server_version").fetchone()[0])  # type: ignore[index]
@@ -177,7 +177,7 @@ def plan(conn: psycopg.Connection, database: str) -> Plan:
     orphans = int(conn.execute(orphans_sql).fetchone()[0])  # type: ignore[index]
     for col, cp, temp in zip(cols, plans, temps, strict=True):
         if cp.confirmed:
-            _detail(conn, col, cp, temp, lz4)
+            _detail(conn, col, cp, temp, lz4, measure)
     notes = []
     if not lz4:
         notes.append(
@@ -192,7 +192,9 @@ def plan(conn: psycopg.Connection, database: str) -> Plan:
     return Plan(database, version, lz4, total_los, orphans, plans, notes)
 
 
-def _detail(conn: psycopg.Connection, col: LoColumn, cp: ColumnPlan, temp: str, lz4: bool) -> None:
+def _detail(
+    conn: psycopg.Connection, col: LoColumn, cp: ColumnPlan, temp: str, lz4: bool, measure: bool
+) -> None:
     st = refs.stats(conn, col, temp)
     cp.stats = st
     row = conn.execute(
@@ -203,13 +205,17 @@ def _detail(conn: psycopg.Connection, col: LoColumn, cp: ColumnPlan, temp: str, 
     ).fetchone()
     cp.shared_with_other_columns = int(row[0]) if row else 0
     rel = sql.SQL("pg_temp.{}").format(sql.Identifier(temp))
-    cp.compress_ratio = compress_ratio(
-        conn,
-        sql.SQL("SELECT o FROM {} TABLESAMPLE BERNOULLI ({}) WHERE present AND readable").format(
-            rel, sql.Literal(sample_percent(conn, rel))
-        ),
-    )
-    cp.storage = advise(cp.compress_ratio, lz4)
+    sample = sql.SQL(
+        "SELECT o FROM {} TABLESAMPLE BERNOULLI ({}) WHERE present AND readable"
+    ).format(rel, sql.Literal(sample_percent(conn, rel)))
+    cp.compress_ratio = compress_ratio(conn, sample)
+    if measure:
+        from pgblobdump.migrate.measure import advise_measured
+        from pgblobdump.migrate.measure import measure as measure_storages
+
+        cp.storage = advise_measured(measure_storages(conn, sample, lz4))
+    else:
+        cp.storage = advise(cp.compress_ratio, lz4)
     full = columns.describe(conn, col.relid, col.name)
     cp.lo_manage_triggers = columns.lo_manage_triggers(conn, full)
     deps = columns.dependants(conn, full)

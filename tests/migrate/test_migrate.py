@@ -425,3 +425,18 @@ def test_an_lo_over_1gb_is_refused_and_named(
     st = next(c for c in p.columns if c.column == "public.big.b").stats
     assert st is not None and st.over_1gb == (int(huge),) and st.largest == 1_100_000_001
     assert columns_of(db, "big")["b"][0] == "oid"
+
+
+def test_plan_measure_advises_from_the_server(pg17: EmbeddedCluster, new_db: NewDb) -> None:
+    db = new_db(pg17)
+    generated(db, n=30)  # text: compresses
+    with psycopg.connect(db, autocommit=True) as conn:
+        conn.execute("CREATE TABLE bin (id int PRIMARY KEY, b oid)")
+        conn.execute("INSERT INTO bin SELECT g, lo_from_bytea(0, decode(string_agg(md5(g::text"
+                     " || r::text), ''), 'hex')) FROM generate_series(1, 20) g,"
+                     " generate_series(1, 300) r GROUP BY g")  # fmt: skip
+        p = plan(conn, "test", measure=True)
+    by = {c.column: c.storage for c in p.columns if c.storage}
+    docs, binary = by["public.docs.lo"], by["public.bin.b"]
+    assert docs.storage == "EXTENDED" and docs.reason.startswith("measured")
+    assert binary.storage == "EXTERNAL" and "saves under a quarter" in binary.reason
