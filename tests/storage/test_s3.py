@@ -7,14 +7,17 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
+from pgblobdump.pg import toolchain
 from pgblobdump.pg.cluster import EmbeddedCluster
 from pgblobdump.storage.s3 import S3Prefix
 from pgblobdump.storage.seaweed import BUCKET, SECRET_KEY, LocalS3
 from tests.conftest import NewDb
 from tests.losets import fill, state
+from tests.packed.test_pack import _as_pg_dump_sees
 from tests.losets import roles as _roles
 from tests.storage.flaky import FlakyProxy
 from tests.test_cli import assert_one_line_error, run
@@ -197,3 +200,22 @@ def test_throttling_is_retried_then_reported(
         assert always.failed > 3  # it retried before giving up
     finally:
         always.close()
+
+
+def test_pack_into_s3_and_unpack_from_it(
+    pg17: EmbeddedCluster, new_db: NewDb, s3_url: str, tmp_path: Path
+) -> None:
+    _roles(pg17)
+    src, dst = new_db(pg17), new_db(pg17)
+    fill(src, {50000 + i: (i * 31 % 3000, i % 3, i % 3, i % 2 == 0) for i in range(40)})
+    pg_dump = toolchain.find(17, ("pg_dump",)).tool("pg_dump")
+    dumped = tmp_path / "db.dump"
+    subprocess.run([str(pg_dump), "-Fc", "-f", str(dumped), "-d", src], check=True)
+    assert run("pack", str(dumped), "-o", s3_url).exit_code == 0
+    assert run("restore", s3_url, "-d", dst).exit_code == 0
+    assert state(dst) == _as_pg_dump_sees(state(src))
+    back = tmp_path / "back.dump"
+    result = run("unpack", s3_url, "--format", "custom", "-o", str(back))
+    assert result.exit_code == 0, result.stderr
+    assert back.stat().st_size > 0
+    assert_one_line_error(run("unpack", s3_url, "-o", s3_url + "-x"), 2, "give a local -o")
