@@ -74,13 +74,9 @@ def write_plots(results: Results, folder: Path) -> list[Path]:
         fig.suptitle(
             f"pg_dump of empty large objects (server {server}, figures from {results.via})"
         )
-        fig.tight_layout()
-        paths = [folder / f"{PLOT_NAME}.png", folder / f"{PLOT_NAME}.svg"]
-        for path in paths:
-            fig.savefig(path, dpi=110)
+        return _save(fig, folder, PLOT_NAME)
     finally:
         plt.close(fig)
-    return paths
 
 
 def _lines(ax: Any, panel: Panel, by_contender: dict[Contender, list[DumpSummary]],
@@ -159,10 +155,15 @@ def grouped_bars(
             ax.set_yscale("log")
         ax.grid(True, axis="y", alpha=0.3)
         ax.legend(fontsize="small")
-        fig.tight_layout()
-        paths = [folder / f"{name}.png", folder / f"{name}.svg"]
-        for path in paths:
-            fig.savefig(path, dpi=110)
+        return _save(fig, folder, name)
     finally:
         plt.close(fig)
+
+
+def _save(fig: Any, folder: Path, name: str) -> list[Path]:
+    """``NAME.png`` and ``NAME.svg`` of ``fig`` in ``folder``."""
+    fig.tight_layout()
+    paths = [folder / f"{name}.png", folder / f"{name}.svg"]
+    for path in paths:
+        fig.savefig(path, dpi=110)
     return paths
