@@ -17,8 +17,8 @@ from pgblobdump.storage.s3 import S3Prefix
 from pgblobdump.storage.seaweed import BUCKET, SECRET_KEY, LocalS3
 from tests.conftest import NewDb
 from tests.losets import fill, state
-from tests.packed.test_pack import _as_pg_dump_sees
 from tests.losets import roles as _roles
+from tests.packed.test_pack import _as_pg_dump_sees
 from tests.storage.flaky import FlakyProxy
 from tests.test_cli import assert_one_line_error, run
 
