@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
 
+from pgblobdump.compare.results import machine_info
 from pgblobdump.errors import UsageError
 from pgblobdump.pg.cluster import EmbeddedCluster
 from pgblobdump.pg.connect import connect
@@ -40,6 +42,15 @@ checkpoint timeout stay raised: a checkpoint in the middle of one run would be n
 REPORTED = ("fsync", "full_page_writes", "synchronous_commit", "wal_level", "shared_buffers",
             "default_toast_compression", "server_version")  # fmt: skip
 DROP_CACHES = "/proc/sys/vm/drop_caches"
+PREFIX = "pgbd_bench_"
+"""Every table a benchmark creates is named ``PREFIX`` + ``unique_tag()`` + a suffix."""
+
+
+def unique_tag() -> str:
+    """This process's id and a random part: two runs never pick the same table names, even
+    from two machines (same pid) against one server, so a benchmark only ever creates,
+    and then drops, tables of its own."""
+    return f"{os.getpid()}_{secrets.token_hex(4)}"
 
 
 @dataclass
@@ -56,8 +67,9 @@ class Server:
         return connect(self.conninfo, doing=doing)
 
     def describe(self) -> dict[str, Any]:
+        """For the JSON output: the server, and the machine facts compare records too."""
         return {"embedded": self.embedded is not None, "settings": self.settings,
-                "lz4": self.lz4, "notes": self.notes}  # fmt: skip
+                "lz4": self.lz4, "notes": self.notes, "machine": machine_info()}  # fmt: skip
 
     def cold(self) -> None:
         """Empty the caches between repetitions (see the module's docstring)."""
@@ -102,8 +114,9 @@ def server(conninfo: str | None, major: int, cold: bool) -> Iterator[Server]:
         s = Server(conninfo, None)
         _inspect(s)
         if cold:
-            s.notes.append("cold: the OS page cache is dropped, but not this server's"
-                           " shared_buffers (it is not ours to restart)")  # fmt: skip
+            s.notes.append("cold: this machine's OS page cache is dropped (the server's only if"
+                           " it runs here), but not the server's shared_buffers (it is not"
+                           " ours to restart)")  # fmt: skip
         yield s
         return
     with EmbeddedCluster(major, settings=DURABLE) as c:

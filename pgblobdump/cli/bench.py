@@ -12,7 +12,6 @@ from pgblobdump.bench.server import server
 from pgblobdump.cli.options import connection_options, output_options
 from pgblobdump.cli.output import Format, emit
 from pgblobdump.cli.progress import note, reporter
-from pgblobdump.errors import UsageError
 from pgblobdump.generate.spec import Content
 from pgblobdump.pg.target import ConnectionTarget
 from pgblobdump.report import Column, Table
@@ -47,6 +46,15 @@ def bench() -> None:
 
 def _target(target: ConnectionTarget) -> str | None:
     return target.conninfo() if target.given else None
+
+
+def _sizes(text: str, what: str) -> tuple[int, ...]:
+    return tuple(parse_size(s.strip(), what) for s in text.split(",") if s.strip())
+
+
+def _size_label(n: int) -> str:
+    """``4.5 MB`` for a size given in decimal megabytes (as the article's), else binary."""
+    return f"{n / 1e6:g} MB" if n >= 1_000_000 and n % 10_000 == 0 else format_bytes(n)
 
 
 def _settings_note(described: dict[str, object]) -> str:
@@ -84,15 +92,13 @@ def read_cmd(target: ConnectionTarget, major: int, sizes: str, chunk: str, repea
 
     Example: pgblobdump bench read --sizes 350MB,4.5MB --repeat 5 --markdown
     """
-    size_list = tuple(parse_size(s.strip(), "--sizes") for s in sizes.split(",") if s.strip())
-    if not size_list or min(size_list) <= 0:
-        raise UsageError("--sizes needs one or more sizes above zero")
-    spec = read_bench.ReadSpec(size_list, parse_size(chunk, "--chunk"), repeat,
+    spec = read_bench.ReadSpec(_sizes(sizes, "--sizes"), parse_size(chunk, "--chunk"), repeat,
                                Content(content), cold, directory)  # fmt: skip
+    spec.check()
     with server(_target(target), major, cold) as srv, reporter("reading", repeat) as rep:
         result = read_bench.run(srv, spec, rep)
     rows = [{
-        "size": format_bytes(r.size), "method": r.method, "mode": r.mode,
+        "size": _size_label(r.size), "method": r.method, "mode": r.mode,
         "median ms": f"{r.seconds.median * 1000:,.1f}",
         "min-max ms": f"{r.seconds.low * 1000:,.1f}-{r.seconds.high * 1000:,.1f}",
         "MB/s": f"{r.mb_per_s:,.0f}",
@@ -107,8 +113,8 @@ def read_cmd(target: ConnectionTarget, major: int, sizes: str, chunk: str, repea
 
         for path in grouped_bars(
             plot_dir, "bench-read", "median read time (ms, log)",
-            list(dict.fromkeys(f"{format_bytes(r.size)} {r.mode}" for r in result.rows)),
-            [(f"{format_bytes(r.size)} {r.mode}", r.method, r.seconds.median * 1000)
+            list(dict.fromkeys(f"{_size_label(r.size)} {r.mode}" for r in result.rows)),
+            [(f"{_size_label(r.size)} {r.mode}", r.method, r.seconds.median * 1000)
              for r in result.rows],
         ):  # fmt: skip
             note(f"wrote {path}")
@@ -134,16 +140,15 @@ def toast_cmd(target: ConnectionTarget, major: int, lengths: str, rows: int, kin
 
     Example: pgblobdump bench toast --lengths 1000,2000,4000 --rows 5000 --json
     """
-    length_list = tuple(parse_size(s.strip(), "--lengths") for s in lengths.split(",") if s.strip())
-    if not length_list:
-        raise UsageError("--lengths needs one or more lengths")
-    spec = toast_bench.ToastSpec(length_list, rows, kind)
+    spec = toast_bench.ToastSpec(_sizes(lengths, "--lengths"), rows, kind)
+    spec.check()
     with server(_target(target), major, False) as srv, reporter("toast", 0) as rep:
         result = toast_bench.run(srv, spec, rep)
     table_rows = [{
         "length": f"{r.length:,}", "storage": r.storage,
-        "bytes/row": f"{r.bytes_per_row:,.0f}", "toast bytes/row": f"{r.toast_bytes_per_row:,.0f}",
-        "compressed": f"{r.compressed_share:.0%}", "stored avg": f"{r.stored_avg:,.0f}",
+        "bytes/row": f"{r.bytes_per_row:,.0f}", "heap/row": f"{r.heap_bytes_per_row:,.0f}",
+        "toast/row": f"{r.toast_bytes_per_row:,.0f}", "compressed": f"{r.compressed_share:.0%}",
+        "stored/length": f"{r.stored_ratio:.2f}",
         "insert MB/s": f"{r.insert_mb_per_s:,.1f}",
         "substring rows/s": f"{r.substring_rows_per_s:,.0f}",
         "buffers/access": str(r.buffers_per_access),

@@ -1,5 +1,6 @@
 """bench read and bench toast against real servers (-d), small sizes: the shape of what
-they report, that the figures are sane, and that nothing is left behind."""
+they report, that the figures are sane, and that nothing is left behind, and nothing that
+was not theirs is touched."""
 
 from __future__ import annotations
 
@@ -8,50 +9,90 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from click.testing import Result
 
 from pgblobdump.bench import read as read_bench
+from pgblobdump.bench import toast as toast_bench
 from pgblobdump.bench.server import server
 from pgblobdump.errors import DatabaseError
 from pgblobdump.pg.cluster import EmbeddedCluster
 from tests.conftest import NewDb
-from tests.test_cli import run
+from tests.test_cli import assert_one_line_error, run
+
+STRANGER = "pgbd_bench_not_ours"
+"""A table whose name looks like a benchmark's, made by someone else: it must survive."""
 
 
-def leftovers(db: str) -> tuple[int, int]:
+def leftovers(db: str) -> tuple[list[str], int]:
+    """Tables named like a benchmark's, other than STRANGER, and the number of LOs."""
     with psycopg.connect(db) as conn:
-        tables = conn.execute("SELECT count(*) FROM pg_class WHERE relname LIKE 'pgbd_bench%'")
-        los = conn.execute("SELECT count(*) FROM pg_largeobject_metadata")
-        return int(tables.fetchone()[0]), int(los.fetchone()[0])  # type: ignore[index]
+        tables = conn.execute(
+            "SELECT relname FROM pg_class WHERE relname LIKE 'pgbd\\_bench%%' AND relname <> %s",
+            (STRANGER,),
+        )
+        names = [str(r[0]) for r in tables.fetchall()]
+        los = conn.execute("SELECT count(*) FROM pg_largeobject_metadata").fetchone()
+        return names, int(los[0]) if los else -1
+
+
+def strangers(db: str) -> int:
+    """A table and an LO that were there before the benchmark; returns the LO's OID."""
+    with psycopg.connect(db, autocommit=True) as conn:
+        conn.execute(f"CREATE TABLE {STRANGER} (x text)")
+        conn.execute(f"INSERT INTO {STRANGER} VALUES ('still here')")
+        row = conn.execute("SELECT lo_from_bytea(0, 'not ours')").fetchone()
+        return int(row[0]) if row else 0
+
+
+def strangers_intact(db: str, oid: int) -> None:
+    with psycopg.connect(db) as conn:
+        assert conn.execute(f"SELECT x FROM {STRANGER}").fetchone() == ("still here",)
+        assert conn.execute("SELECT lo_get(%s)", (oid,)).fetchone() == (b"not ours",)
+
+
+def assert_last_line_error(result: Result, code: int, fragment: str) -> None:
+    """As assert_one_line_error, after the progress notes on stderr."""
+    assert result.exit_code == code, (result.exit_code, result.output, result.stderr)
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("Error: ") and fragment in last, last
+    assert "Traceback" not in result.output
 
 
 def test_read_reports_every_method_and_mode(
     pg17: EmbeddedCluster, new_db: NewDb, tmp_path: Path
 ) -> None:
     db = new_db(pg17)
-    with psycopg.connect(db, autocommit=True) as conn:
-        stranger = conn.execute("SELECT lo_from_bytea(0, 'not ours')").fetchone()[0]  # type: ignore[index]
-    result = run("bench", "read", "-d", db, "--sizes", "300KiB", "--chunk", "64KiB", "--repeat",
-                 "2", "--content", "text", "--plot", str(tmp_path), "--json")  # fmt: skip
+    oid = strangers(db)
+    plots = tmp_path / "plots"
+    result = run("bench", "read", "-d", db, "--sizes", "300KiB,64KiB", "--chunk", "64KiB",
+                 "--repeat", "2", "--content", "text", "--dir", str(tmp_path), "--plot",
+                 str(plots), "--json")  # fmt: skip
     assert result.exit_code == 0, result.stderr
     doc = json.loads(result.stdout)
-    seen = {(r["method"], r["mode"]) for r in doc["rows"]}
-    assert seen == {(m, d) for m in read_bench.METHODS for d in read_bench.MODES}
+    seen = {(r["size"], r["method"], r["mode"]) for r in doc["rows"]}
+    assert seen == {
+        (s, m, d) for s in (300 * 1024, 64 * 1024) for m in read_bench.METHODS
+        for d in read_bench.MODES
+    }  # fmt: skip
     for r in doc["rows"]:
-        assert r["size"] == 300 * 1024 and r["seconds"]["n"] == 2 and r["mb_per_s"] > 0
+        assert r["bytes_read"] == r["size"] and r["seconds"]["n"] == 2 and r["mb_per_s"] > 0
         assert r["seconds"]["low"] <= r["seconds"]["median"] <= r["seconds"]["high"]
+        assert r["vs_file"] > 0
         if r["method"] == "file":
             assert r["vs_file"] == 1.0
     assert doc["server"]["settings"]["fsync"] in ("on", "off")
-    assert (tmp_path / "bench-read.png").stat().st_size > 0
-    assert leftovers(db) == (0, 1)  # only the LO that was there before
-    with psycopg.connect(db) as conn:
-        assert conn.execute("SELECT lo_get(%s)", (stranger,)).fetchone()[0] == b"not ours"  # type: ignore[index]
+    assert doc["cache"] == "warm" and any("warm" in n for n in doc["notes"])
+    assert (plots / "bench-read.png").stat().st_size > 0
+    assert list(tmp_path.iterdir()) == [plots]  # the file copy's temporary folder is gone
+    assert leftovers(db) == ([], 1)  # only the LO that was there before
+    strangers_intact(db, oid)
 
 
 def test_read_cleans_up_after_a_failure(
     pg17: EmbeddedCluster, new_db: NewDb, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     db = new_db(pg17)
+    oid = strangers(db)
 
     def broken(*args: object) -> object:
         def read() -> int:
@@ -62,30 +103,102 @@ def test_read_cleans_up_after_a_failure(
     monkeypatch.setattr(read_bench, "_reader", broken)
     with server(db, 17, False) as s, pytest.raises(DatabaseError, match="read 1 of"):
         read_bench.run(s, read_bench.ReadSpec(sizes=(10_000,), repeat=1))
-    assert leftovers(db) == (0, 0)
+    assert leftovers(db) == ([], 1)
+    strangers_intact(db, oid)
+
+
+def test_a_taken_table_name_fails_the_run_and_is_not_dropped(
+    pg17: EmbeddedCluster, new_db: NewDb, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = new_db(pg17)
+    oid = strangers(db)
+    monkeypatch.setattr(read_bench, "unique_tag", lambda: "not_ours")
+    monkeypatch.setattr(toast_bench, "unique_tag", lambda: "not_ours")
+    # bench read names its tables pgbd_bench_<tag>_<size>_<method>: the last one is taken
+    with psycopg.connect(db, autocommit=True) as conn:
+        conn.execute(f"ALTER TABLE {STRANGER} RENAME TO pgbd_bench_not_ours_100_bytea_extended")
+    result = run("bench", "read", "-d", db, "--sizes", "100", "--repeat", "1")
+    assert_last_line_error(result, 4, "already exists")
+    with psycopg.connect(db, autocommit=True) as conn:
+        conn.execute(f"ALTER TABLE pgbd_bench_not_ours_100_bytea_extended RENAME TO {STRANGER}")
+        conn.execute(f"CREATE TABLE pgbd_bench_not_ours_toast AS SELECT * FROM {STRANGER}")
+    result = run("bench", "toast", "-d", db, "--lengths", "100", "--rows", "10")
+    assert_last_line_error(result, 4, "already exists")
+    with psycopg.connect(db, autocommit=True) as conn:
+        assert conn.execute("SELECT x FROM pgbd_bench_not_ours_toast").fetchone() == (
+            "still here",)  # fmt: skip
+        conn.execute("DROP TABLE pgbd_bench_not_ours_toast")
+    assert leftovers(db) == ([], 1)
+    strangers_intact(db, oid)
 
 
 @pytest.mark.parametrize("major", [17, 18])
 def test_toast_sweeps_the_threshold(major: int, request: pytest.FixtureRequest,
-                                    new_db: NewDb) -> None:  # fmt: skip
+                                    new_db: NewDb, tmp_path: Path) -> None:  # fmt: skip
     db = new_db(request.getfixturevalue(f"pg{major}"))
-    result = run("bench", "toast", "-d", db, "--lengths", "500,4000", "--rows", "200", "--json")
+    oid = strangers(db)
+    result = run("bench", "toast", "-d", db, "--lengths", "500,4000", "--rows", "200",
+                 "--plot", str(tmp_path), "--json")  # fmt: skip
     assert result.exit_code == 0, result.stderr
     doc = json.loads(result.stdout)
     storages = {r["storage"] for r in doc["rows"]}
     if major == 17:
         assert storages == {"EXTENDED pglz", "EXTENDED lz4", "EXTERNAL"}
+        assert doc["server"]["lz4"] is True
     else:
         assert storages == {"EXTENDED pglz", "EXTERNAL"}
+        assert doc["server"]["lz4"] is False
         assert any("without lz4" in n for n in doc["notes"])
     by = {(r["length"], r["storage"]): r for r in doc["rows"]}
     assert by[(500, "EXTENDED pglz")]["compressed_share"] == 0  # under the threshold
     assert by[(4000, "EXTENDED pglz")]["compressed_share"] == 1  # text compresses
+    assert by[(4000, "EXTENDED pglz")]["stored_ratio"] < 0.7
     assert by[(4000, "EXTERNAL")]["compressed_share"] == 0
+    assert by[(4000, "EXTERNAL")]["stored_ratio"] >= 1
     assert by[(4000, "EXTERNAL")]["toast_bytes_per_row"] > 3000
     assert by[(4000, "EXTENDED pglz")]["bytes_per_row"] < by[(4000, "EXTERNAL")]["bytes_per_row"]
-    assert all(r["buffers_per_access"] > 0 and r["insert_mb_per_s"] > 0 for r in doc["rows"])
-    assert leftovers(db)[0] == 0
+    # one access of an inline value: the index and the heap; of a TOASTed one, more
+    assert by[(4000, "EXTERNAL")]["buffers_per_access"] > by[(500, "EXTERNAL")][
+        "buffers_per_access"]  # fmt: skip
+    for r in doc["rows"]:
+        assert r["buffers_per_access"] > 0 and r["insert_mb_per_s"] > 0
+        assert r["substring_rows_per_s"] > 0
+        assert r["bytes_per_row"] == pytest.approx(
+            r["heap_bytes_per_row"] + r["toast_bytes_per_row"]
+        )
+    assert (tmp_path / "bench-toast.svg").stat().st_size > 0
+    assert leftovers(db) == ([], 1)
+    strangers_intact(db, oid)
+
+
+def test_toast_cleans_up_after_a_failure(
+    pg17: EmbeddedCluster, new_db: NewDb, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = new_db(pg17)
+
+    def broken(*args: object) -> object:
+        raise DatabaseError("measurement failed")
+
+    monkeypatch.setattr(toast_bench, "_measure", broken)
+    with server(db, 17, False) as s, pytest.raises(DatabaseError, match="measurement failed"):
+        toast_bench.run(s, toast_bench.ToastSpec(lengths=(100,), rows=10))
+    assert leftovers(db) == ([], 0)
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["read", "--chunk", "0"], "--chunk 0 B is out of range"),
+        (["read", "--sizes", "2GiB"], "--sizes 2.0 GiB is out of range"),
+        (["read", "--sizes", ","], "--sizes needs one or more"),
+        (["read", "--sizes", "12 parsecs"], "is not a size"),
+        (["toast", "--lengths", "0"], "--lengths needs one or more lengths from 1"),
+    ],
+)
+def test_bad_options_are_refused_before_any_server_starts(args: list[str], fragment: str) -> None:
+    # -d names no server that exists: the options are checked first
+    result = run("bench", *args, "-d", "host=/nonexistent port=1")
+    assert_one_line_error(result, 2, fragment)
 
 
 def test_read_on_the_embedded_default_server_is_durable() -> None:
@@ -108,4 +221,5 @@ def test_cold_reads_drop_the_caches() -> None:
         pytest.skip(f"cannot drop caches here: {why}")
     result = run("bench", "read", "--sizes", "64KiB", "--repeat", "1", "--cold", "--json")
     assert result.exit_code == 0, result.stderr
-    assert json.loads(result.stdout)["cache"].startswith("cold")
+    assert json.loads(result.stdout)["cache"] == (
+        "cold (OS page cache dropped before each read, server restarted)")  # fmt: skip
