@@ -28,6 +28,7 @@ from pgblobdump.bench.server import PREFIX, Server, unique_tag
 from pgblobdump.errors import UsageError
 from pgblobdump.generate.content import ContentSource
 from pgblobdump.generate.spec import Content, SizeSpec
+from pgblobdump.pg.toast import storages
 from pgblobdump.report.reporter import QUIET, Reporter
 
 DEFAULT_LENGTHS = (500, 1000, 1500, 2000, 2500, 4000, 8000, 32_000, 128_000)
@@ -85,15 +86,6 @@ class ToastResult:
     rows: list[ToastRow]
     server: dict[str, object]
     notes: list[str] = field(default_factory=list)
-
-
-def storages(lz4: bool) -> list[tuple[str, str | None]]:
-    """(storage, compression) pairs to measure; lz4 only where the server was built with it."""
-    out: list[tuple[str, str | None]] = [("EXTENDED", "pglz")]
-    if lz4:
-        out.append(("EXTENDED", "lz4"))
-    out.append(("EXTERNAL", None))
-    return out
 
 
 def run(server: Server, spec: ToastSpec, reporter: Reporter = QUIET) -> ToastResult:

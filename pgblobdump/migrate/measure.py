@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import psycopg
 from psycopg import sql
 
-from pgblobdump.bench.toast import storages
 from pgblobdump.migrate.plan import Storage
+from pgblobdump.pg.toast import storages
 
 SAMPLE_LOS = 64
 PER_LO = 1 << 20

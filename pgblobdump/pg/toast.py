@@ -12,3 +12,12 @@ def lz4_available(conn: psycopg.Connection) -> bool:
         "SELECT 'lz4' = ANY (enumvals) FROM pg_settings WHERE name = 'default_toast_compression'"
     ).fetchone()
     return bool(row and row[0])
+
+
+def storages(lz4: bool) -> list[tuple[str, str | None]]:
+    """(storage, compression) pairs to measure; lz4 only where the server was built with it."""
+    out: list[tuple[str, str | None]] = [("EXTENDED", "pglz")]
+    if lz4:
+        out.append(("EXTENDED", "lz4"))
+    out.append(("EXTERNAL", None))
+    return out
