@@ -18,6 +18,7 @@ from __future__ import annotations
 import psycopg
 from psycopg import sql
 
+from pgblobdump.errors import DatabaseError
 from pgblobdump.migrate import refs, state
 from pgblobdump.migrate.locking import LockClock, LockPolicy, exclusively
 from pgblobdump.migrate.move import lo_exists
@@ -118,11 +119,20 @@ def finish(
 
 
 def unlink_los(conn: psycopg.Connection, mig: Migration, schema: str, reporter: Reporter) -> int:
+    """Unlink the LOs the old column named that no oid/lo column references (a kept old
+    column counts); returns how many were kept for such references."""
     sch = sql.Identifier(schema)
+    blind = refs.unreadable(conn, schema)
+    if blind:
+        names = ", ".join(c.qualified for c in blind[:5]) + (", ..." if len(blind) > 5 else "")
+        raise DatabaseError(
+            f"--unlink must see every oid/lo column to keep the LOs they reference, and this"
+            f" role cannot read all of {names} (no SELECT, or row security): nothing unlinked;"
+            f" run `migrate run --unlink` on {mig.table_name}.{mig.column_name} again as a"
+            f" role that can"
+        )
     kept = 0
     for col in refs.lo_columns(conn, schema):
-        if col.relid == mig.relid and col.name == mig.old_column:
-            continue
         cur = conn.execute(
             sql.SQL(
                 "DELETE FROM {}.migration_los l USING ({}) r WHERE l.run_id = %s AND l.oid = r.o"

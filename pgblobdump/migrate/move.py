@@ -129,8 +129,13 @@ def trigger_ddl(m: Move, schema: str, run_id: int) -> list[sql.Composed]:
                  kt=m.key_text("new"), c=m.copy())  # fmt: skip
         declare = sql.SQL("cur oid;")
     else:
+        # On INSERT the new column is always ours to set: a row copied whole from another
+        # (INSERT ... SELECT *) must not bring that row's new LO, which the deferred
+        # trigger would replace and unlink. On UPDATE it keeps the run's LO, so the
+        # deferred trigger unlinks that one once the new copy is made.
         placeholder = sql.SQL(
-            "IF NEW.{d} IS NULL AND NEW.{s} IS NOT NULL THEN NEW.{d} := 0; END IF;"
+            "IF TG_OP = 'INSERT' THEN NEW.{d} := CASE WHEN NEW.{s} IS NULL THEN NULL ELSE 0 END;"
+            " ELSIF NEW.{d} IS NULL AND NEW.{s} IS NOT NULL THEN NEW.{d} := 0; END IF;"
         ).format(d=d, s=s)
         body = sql.SQL(
             "SELECT {d} INTO prev FROM {t} WHERE {k} FOR UPDATE;"
@@ -141,6 +146,10 @@ def trigger_ddl(m: Move, schema: str, run_id: int) -> list[sql.Composed]:
             " END IF;"
         ).format(d=d, t=m.table, k=m.key_match("new"), c=m.copy())  # fmt: skip
         declare = sql.SQL("prev oid;")
+    # A change of the key fires them too: the deferred copy finds its row by the key the
+    # row had when it was queued, and a later change of key in the same transaction
+    # queues the copy again under the new one.
+    watched = sql.SQL(", ").join([s, *(sql.Identifier(k) for k in m.key.names if k != m.src)])
     fn_b = sql.Identifier(schema, before)
     fn_a = sql.Identifier(schema, after)
     return [
@@ -161,13 +170,21 @@ def trigger_ddl(m: Move, schema: str, run_id: int) -> list[sql.Composed]:
             fn=fn_a, decl=declare, body=body, sch=sch, id=sql.Literal(run_id), kt=m.key_text("new")
         ),
         sql.SQL(
-            "CREATE TRIGGER {n} BEFORE INSERT OR UPDATE OF {s} ON {t} FOR EACH ROW"
+            "CREATE TRIGGER {n} BEFORE INSERT OR UPDATE OF {c} ON {t} FOR EACH ROW"
             " EXECUTE FUNCTION {fn}()"
-        ).format(n=sql.Identifier(before), s=s, t=m.table, fn=fn_b),
+        ).format(n=sql.Identifier(before), c=watched, t=m.table, fn=fn_b),
         sql.SQL(
-            "CREATE CONSTRAINT TRIGGER {n} AFTER INSERT OR UPDATE OF {s} ON {t}"
+            "CREATE CONSTRAINT TRIGGER {n} AFTER INSERT OR UPDATE OF {c} ON {t}"
             " DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION {fn}()"
-        ).format(n=sql.Identifier(after), s=s, t=m.table, fn=fn_a),
+        ).format(n=sql.Identifier(after), c=watched, t=m.table, fn=fn_a),
+        # ALWAYS: they fire under session_replication_role = replica too (a logical
+        # replication apply worker, pg_restore --disable-triggers sessions).
+        *(
+            sql.SQL("ALTER TABLE {t} ENABLE ALWAYS TRIGGER {n}").format(
+                t=m.table, n=sql.Identifier(n)
+            )
+            for n in (before, after)
+        ),
     ]
 
 

@@ -58,27 +58,46 @@ class LoColumn:
         )
 
 
-def lo_columns(conn: psycopg.Connection, skip_schema: str = "pgblobdump") -> list[LoColumn]:
-    """Every oid or lo column of every table we can see, as vacuumlo finds references
-    (partitions are scanned through their parent; our own state schema is left out)."""
+STATE_TABLES = ("migrations", "migration_redo", "migration_los")
+"""The state tables in the state schema (``migration_los`` holds OIDs, not references)."""
+
+
+def lo_columns(
+    conn: psycopg.Connection, state_schema: str = "pgblobdump", readable: bool = True
+) -> list[LoColumn]:
+    """Every oid or lo column of every table, as vacuumlo finds references (partitions
+    are scanned through their parent; our own state tables are left out, and nothing
+    else of their schema, which may be an application's). With ``readable`` only those
+    the connected role can read whole: SELECT on the table, and no row security that
+    applies to it; without, only those it cannot (see ``unreadable``)."""
     rows = conn.execute(
         """
-        SELECT c.oid, n.nspname, c.relname, a.attname, format_type(a.atttypid, NULL)
+        SELECT c.oid, n.nspname, c.relname, a.attname, format_type(a.atttypid, NULL),
+               has_table_privilege(c.oid, 'SELECT')
+               AND (NOT c.relrowsecurity OR r.rolbypassrls OR r.rolsuper
+                    OR (c.relowner = r.oid AND NOT c.relforcerowsecurity))
         FROM pg_attribute a
         JOIN pg_class c ON c.oid = a.attrelid
         JOIN pg_namespace n ON n.oid = c.relnamespace
         JOIN pg_type t ON t.oid = a.atttypid
+        JOIN pg_roles r ON r.rolname = current_user
         WHERE a.attnum > 0 AND NOT a.attisdropped
           AND (a.atttypid = 'oid'::regtype OR t.typbasetype = 'oid'::regtype)
           AND c.relkind IN ('r', 'p') AND NOT c.relispartition
-          AND n.nspname NOT IN ('pg_catalog', 'information_schema', %s)
+          AND n.nspname NOT IN ('pg_catalog', 'information_schema')
+          AND NOT (n.nspname = %s AND c.relname = ANY (%s))
           AND n.nspname NOT LIKE 'pg\\_toast%%' AND n.nspname NOT LIKE 'pg\\_temp\\_%%'
-          AND has_table_privilege(c.oid, 'SELECT')
         ORDER BY n.nspname, c.relname, a.attnum
         """,
-        (skip_schema,),
+        (state_schema, list(STATE_TABLES)),
     ).fetchall()
-    return [LoColumn(int(r[0]), r[1], r[2], r[3], r[4]) for r in rows]
+    return [LoColumn(int(r[0]), r[1], r[2], r[3], r[4]) for r in rows if bool(r[5]) == readable]
+
+
+def unreadable(conn: psycopg.Connection, state_schema: str = "pgblobdump") -> list[LoColumn]:
+    """The oid or lo columns the connected role cannot read whole (no SELECT, or row
+    security hides rows): references there cannot be seen."""
+    return lo_columns(conn, state_schema, readable=False)
 
 
 def as_lo_column(col: Column) -> LoColumn:

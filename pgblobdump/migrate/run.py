@@ -17,8 +17,9 @@ Up to the switch the old column is untouched; from the switch on the new one is 
 
 from __future__ import annotations
 
+import json
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 import psycopg
@@ -35,6 +36,9 @@ from pgblobdump.pg.toast import lz4_available
 from pgblobdump.report.reporter import QUIET, Reporter
 
 MISSING = ("error", "null", "skip")
+REDO_UNDER_LOCK = 100
+"""Rows the sync trigger logged that the switch re-copies under its lock (more: outside
+it first, so the exclusive moment stays short)."""
 BATCH_BYTES = 32 << 20
 """A batch copies about this many bytes (its rows from the average LO size)."""
 BATCH_ROWS = (100, 10_000)
@@ -176,7 +180,7 @@ class Runner:
                 self.save(last_key=r.upto, rows_done=done, recopied=self.recopied)
             self.reporter.progress(done, 0)
 
-    def _repair(self, where: sql.Composable, params: dict[str, list[str]]) -> None:
+    def _repair(self, where: sql.Composable, params: Mapping[str, object]) -> None:
         """Re-copy the rows of ``where`` that differ until none does."""
         for _ in range(REPAIR_ROUNDS):
             row = self.conn.execute(self.move.repair(where), params).fetchone()
@@ -189,7 +193,7 @@ class Runner:
             " run again when the writes calm down"
         )
 
-    def _check_missing(self, where: sql.Composable, params: dict[str, list[str]]) -> None:
+    def _check_missing(self, where: sql.Composable, params: Mapping[str, object]) -> None:
         """With ``--missing error``, refuse rows whose OID names no LO. Called on verified
         rows, where a NULL copy of a non-NULL OID means exactly that (no LO is read)."""
         if self.mig.direction != "bytea" or self.opts.missing != "error":
@@ -213,18 +217,33 @@ class Runner:
             )
 
     def _redo(self) -> None:
-        """Re-copy the rows the sync trigger logged as failed, and forget them."""
+        """Re-copy the rows the sync trigger logged as failed, and forget exactly those: a
+        row logged while this runs stays logged for the next round (the switch refuses
+        while any remain)."""
         sch = sql.Identifier(self.opts.schema)
         key = self.move.key
-        where = sql.SQL("{} IN (SELECT {} FROM {}.migration_redo WHERE run_id = %(run)s)").format(
-            key.row(), key.from_array("key"), sch
+        logged = self.conn.execute(
+            sql.SQL("SELECT DISTINCT key FROM {}.migration_redo WHERE run_id = %s").format(sch),
+            (self.mig.id,),
+        ).fetchall()
+        if not logged:
+            return
+        keys = sql.SQL(
+            "SELECT ARRAY(SELECT jsonb_array_elements_text(e)) AS key"
+            " FROM jsonb_array_elements(%(keys)s::jsonb) AS e"
         )
+        where = sql.SQL("{} IN (SELECT {} FROM ({}) AS r)").format(
+            key.row(), key.from_array("key"), keys
+        )
+        params = {"keys": json.dumps([list(r[0]) for r in logged]), "run": self.mig.id}
         with self.conn.transaction():
-            self._repair(where, {"run": self.mig.id})  # type: ignore[dict-item]
-            self._check_missing(where, {"run": self.mig.id})  # type: ignore[dict-item]
+            self._repair(where, params)
+            self._check_missing(where, params)
             self.conn.execute(
-                sql.SQL("DELETE FROM {}.migration_redo WHERE run_id = %s").format(sch),
-                (self.mig.id,),
+                sql.SQL(
+                    "DELETE FROM {}.migration_redo WHERE run_id = %(run)s AND key IN ({})"
+                ).format(sch, keys),
+                params,
             )
 
     def switch(self) -> None:
@@ -257,8 +276,10 @@ class Runner:
             ),
             (m.id,),
         ).fetchone()
-        if row and row[0]:
+        if row and row[0] > REDO_UNDER_LOCK:
             return False  # re-copy them first, outside the lock
+        if row and row[0]:
+            self._redo()  # a few, logged since the last round: nobody writes meanwhile
         for stmt in drop_triggers_ddl(self.move, self.opts.schema, m.id):
             c.execute(stmt)
         if m.direction == "bytea":
@@ -440,6 +461,11 @@ def run(
     """Start, resume or finish the migration of ``spec`` (``[schema.]table.column``)."""
     if opts.missing not in MISSING:
         raise UsageError(f"--missing must be one of {', '.join(MISSING)}")
+    if opts.unlink and opts.keep_old:
+        raise UsageError(
+            "--unlink with --keep-old: the kept column still names those LOs; drop it"
+            " first, then unlink the orphans (vacuumlo)"
+        )
     t0 = time.monotonic()
     state.ensure(conn, opts.schema)
     col = columns.resolve(conn, spec)

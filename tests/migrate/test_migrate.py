@@ -270,6 +270,18 @@ def test_writes_during_the_run_end_up_right(pg17: EmbeddedCluster, new_db: NewDb
                             "SELECT lo_from_bytea(0, %s)", (f"upd {i}".encode(),)
                         ).fetchone()[0]  # type: ignore[index]
                         conn.execute("UPDATE docs SET lo = %s WHERE id = %s", (new, 1 + i % 300))
+                    with conn.transaction():
+                        # A new LO, then a new key, in one transaction: the copy queued
+                        # under the old key finds no row; the one under the new key must.
+                        new = conn.execute(
+                            "SELECT lo_from_bytea(0, %s)", (f"moved {i}".encode(),)
+                        ).fetchone()[0]  # type: ignore[index]
+                        conn.execute(
+                            "UPDATE docs SET lo = %s WHERE id = %s", (new, 1 + (i * 3) % 300)
+                        )
+                        conn.execute(
+                            "UPDATE docs SET id = %s WHERE id = %s", (20_000 + i, 1 + (i * 3) % 300)
+                        )
                     conn.execute("DELETE FROM docs WHERE id = %s", (1 + (i * 7) % 300,))
                     time.sleep(0.002)
         except psycopg.errors.DatatypeMismatch:
@@ -297,12 +309,106 @@ def test_writes_during_the_run_end_up_right(pg17: EmbeddedCluster, new_db: NewDb
             " count(*) FILTER (WHERE lo IS NULL) FROM docs"
         ).fetchone()  # type: ignore[misc]
         bad_late = conn.execute(
-            "SELECT count(*) FROM docs WHERE id > 10000"
+            "SELECT count(*) FROM docs WHERE id BETWEEN 10001 AND 19999"
             " AND lo <> convert_to('late ' || (id - 10000), 'UTF8')"
         ).fetchone()[0]  # type: ignore[index]
+        moved = conn.execute("SELECT count(*) FROM docs WHERE id > 20000").fetchone()[0]  # type: ignore[index]
     # Every row holds the bytes of the LO it named when the switch came, including rows
-    # whose LO was written after the row in the same transaction.
-    assert late > 0 and wrong == 0 and null == 0 and bad_late == 0, (n, late, wrong, null)
+    # whose LO was written after the row in the same transaction, and rows whose key
+    # changed after their LO did.
+    assert late > 0 and moved > 0, (late, moved)
+    assert wrong == 0 and null == 0 and bad_late == 0, (n, late, wrong, null)
+
+
+def _during_run(
+    db: str, write: Callable[[psycopg.Connection, int], None], **opts: object
+) -> object:
+    """Run the migration of docs.lo while ``write(conn, i)`` runs in a loop on another
+    connection, until the switch makes its statements fail."""
+    stop, errors = threading.Event(), []
+
+    def writer() -> None:
+        try:
+            with psycopg.connect(db, autocommit=True) as conn:
+                i = 0
+                while not stop.is_set():
+                    i += 1
+                    write(conn, i)
+                    time.sleep(0.002)
+        except (psycopg.errors.DatatypeMismatch, psycopg.errors.UndefinedColumn):
+            pass  # the switch: the column has another type now
+        except BaseException as e:
+            errors.append(e)
+
+    t = threading.Thread(target=writer)
+    t.start()
+    try:
+        time.sleep(0.2)
+        r = go(db, **opts)
+    finally:
+        stop.set()
+        t.join()
+    assert not errors, errors
+    return r
+
+
+def test_rows_the_trigger_cannot_copy_are_recopied_at_the_switch(
+    pg17: EmbeddedCluster, new_db: NewDb
+) -> None:
+    """A row naming no LO, written during the run, is logged by the sync trigger and
+    re-copied (NULL, with --missing null) before the switch; the log ends empty."""
+    db = new_db(pg17)
+    generated(db, n=200)
+    with psycopg.connect(db) as conn:
+        conn.execute("ALTER TABLE docs ALTER COLUMN lo DROP NOT NULL")
+
+    def write(conn: psycopg.Connection, i: int) -> None:
+        conn.execute(
+            "INSERT INTO docs (id, lo, size, name) VALUES (%s, %s, 0, 'dangling')",
+            (30_000 + i, 4_000_000_000 - i),
+        )
+
+    r = _during_run(db, write, batch_rows=5, missing="null", keep_old=True)
+    assert r.phase == "done"  # type: ignore[attr-defined]
+    with psycopg.connect(db) as conn:
+        dangling, not_null = conn.execute(
+            "SELECT count(*), count(lo) FROM docs WHERE name = 'dangling'"
+        ).fetchone()  # type: ignore[misc]
+        wrong = conn.execute(
+            "SELECT count(*) FROM docs"
+            " WHERE name <> 'dangling' AND lo IS DISTINCT FROM lo_get(lo_lo)"
+        ).fetchone()[0]  # type: ignore[index]
+        logged = conn.execute("SELECT count(*) FROM pgblobdump.migration_redo").fetchone()[0]  # type: ignore[index]
+    assert dangling > 0 and not_null == 0 and wrong == 0 and logged == 0
+
+
+def test_to_lo_rows_copied_whole_get_los_of_their_own(pg17: EmbeddedCluster, new_db: NewDb) -> None:
+    """Back to LOs while the application copies rows whole (INSERT ... SELECT *, the new
+    column included): each copy gets a new LO, and no row loses the LO it names."""
+    db = new_db(pg17)
+    generated(db, n=150)
+    go(db)  # to bytea first
+
+    def write(conn: psycopg.Connection, i: int) -> None:
+        # Every column, the run's new one included, with only the key changed; until the
+        # switch (after it the application's copies share OIDs, as they always did).
+        conn.execute(
+            "INSERT INTO docs SELECT (jsonb_populate_record(d, jsonb_build_object('id', %s))).*"
+            " FROM docs d WHERE id = %s AND pg_typeof(d.lo) = 'bytea'::regtype",
+            (40_000 + i, 1 + i % 150),
+        )
+
+    r = _during_run(db, write, to="lo", batch_rows=5, keep_old=True)
+    assert r.phase == "done"  # type: ignore[attr-defined]
+    with psycopg.connect(db) as conn:
+        copies, dangling, shared, wrong = conn.execute(
+            "SELECT count(*) FILTER (WHERE id > 40000),"
+            " count(*) FILTER (WHERE lo IS NOT NULL AND NOT EXISTS"
+            "  (SELECT 1 FROM pg_largeobject_metadata m WHERE m.oid = lo)),"
+            " count(*) - count(DISTINCT lo), count(*) FILTER (WHERE lo_get(lo) <> lo_bytea)"
+            " FROM docs"
+        ).fetchone()  # type: ignore[misc]
+    assert copies > 0 and dangling == 0 and shared == 0 and wrong == 0
 
 
 def _argv(db: str, *args: str) -> list[str]:
