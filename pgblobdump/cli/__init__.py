@@ -14,6 +14,7 @@ from typing import Any, NoReturn
 import click
 
 from pgblobdump import __version__, signals
+from pgblobdump.cli.pipes import silence_stdout
 from pgblobdump.errors import Interrupted, PgBlobDumpError, UsageError, from_os_error, scrub
 
 
@@ -39,14 +40,6 @@ def _database_error(e: Exception) -> PgBlobDumpError | None:
 def _interrupted(e: KeyboardInterrupt) -> Interrupted:
     signum = signals.signum_of(e)
     return Interrupted(f"interrupted by {signals.name(signum)}", signum)
-
-
-def _stop_quietly_on_broken_pipe() -> None:
-    """The reader of stdout went away (``| head``): stop quietly with status 0, as cat
-    does, and keep Python from complaining when it flushes stdout at exit."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
-    os.close(devnull)
 
 
 SUBCOMMANDS = {
@@ -124,7 +117,7 @@ class _Group(click.Group):
         except KeyboardInterrupt as e:
             ctx.exit(report_error(_interrupted(e)))
         except BrokenPipeError:
-            _stop_quietly_on_broken_pipe()
+            silence_stdout()  # the reader of stdout went away (| head): stop quietly, as cat
             ctx.exit(0)
         except OSError as e:
             # The safety net for files the core did not name itself (stdout on a full disk).

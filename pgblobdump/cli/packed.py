@@ -13,6 +13,7 @@ import click
 
 from pgblobdump.cli.options import connection_options, output_options
 from pgblobdump.cli.output import Format, emit
+from pgblobdump.cli.pipes import silence_stdout
 from pgblobdump.cli.progress import reporter
 from pgblobdump.errors import CorruptArchive, FileError, PgBlobDumpError, UsageError
 from pgblobdump.fileio import refuse_input, write_atomically
@@ -165,8 +166,15 @@ def dump(target: ConnectionTarget, output: str, oids: str | None, referenced_by:
     if output == "-":
         if sys.stdout.isatty():
             raise UsageError("-o - writes binary data: redirect stdout to a file or a pipe")
-        with reporter("dumping LOs", 0) as rep:
-            result = run_dump(conninfo, req, stream=sys.stdout.buffer, reporter=rep)
+        try:
+            with reporter("dumping LOs", 0) as rep:
+                result = run_dump(conninfo, req, stream=sys.stdout.buffer, reporter=rep)
+        except BrokenPipeError as e:
+            silence_stdout()
+            # Not `| head`: what the reader got is not an archive, and it must not pass.
+            raise FileError(
+                "the reader of the stream (-o -) went away: what it got is incomplete"
+            ) from e
     else:
         with new_directory(output) as storage, reporter("dumping LOs", 0) as rep:
             result = run_dump(conninfo, req, storage=storage, reporter=rep)

@@ -66,14 +66,30 @@ def test_round_trip_16_to_16_17_18(
 def test_through_a_pipe(pg17: EmbeddedCluster, new_db: NewDb) -> None:
     """``pgblobdump dump -o - | pgblobdump restore -``, two real processes."""
     src, dst = new_db(pg17), new_db(pg17)
-    fill(src, {oid: (oid % 5000, 0, 0, oid % 7 == 0) for oid in range(20_000, 20_300)})
     _roles(pg17)
+    fill(src, {oid: (oid % 5000, 0, 0, oid % 7 == 0) for oid in range(20_000, 20_300)})
     cmd = (f"{sys.executable} -m pgblobdump dump -d '{src}' -o - --jobs 2 |"
            f" {sys.executable} -m pgblobdump restore - -d '{dst}' --json")  # fmt: skip
     done = subprocess.run(["/bin/bash", "-o", "pipefail", "-c", cmd], capture_output=True,
                           text=True, timeout=120)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert state(dst) == state(src)
+
+
+def test_a_reader_that_goes_away_fails_the_dump(pg17: EmbeddedCluster, new_db: NewDb) -> None:
+    """``dump -o - | head -c``: the consumer died (ssh, an upload), so the dump must not
+    report success, as it would for a listing cut short by ``| head``."""
+    src = new_db(pg17)
+    _roles(pg17)
+    fill(src, {oid: (8000, 0, 0, False) for oid in range(20_000, 20_400)})
+    cmd = f"{sys.executable} -m pgblobdump dump -d '{src}' -o - | head -c 1000 >/dev/null"
+    done = subprocess.run(["/bin/bash", "-o", "pipefail", "-c", cmd], capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 11, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (
+        "Error: the reader of the stream (-o -) went away: what it got is incomplete"
+    ), done.stderr
+    assert "Traceback" not in done.stderr and "Exception ignored" not in done.stderr
 
 
 def _archive(db: str, tmp: Path) -> Path:
