@@ -248,6 +248,8 @@ def restore(archive: str, target: ConnectionTarget, no_owner: bool, no_acl: bool
     if jobs > 1 and not full:
         raise UsageError("--jobs goes with --full (LOs are restored by one connection)")
     conninfo = target.conninfo()
+    if full and part is not None:
+        raise UsageError("--part restores a share of the LOs alone; --full restores everything")
     if full:
         if archive == "-" or Path(archive).is_file():
             raise UsageError("--full restores a directory archive (dump --full writes one),"

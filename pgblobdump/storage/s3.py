@@ -29,7 +29,7 @@ import re
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, BinaryIO, TypeVar, cast
@@ -85,8 +85,8 @@ class S3Settings:
     endpoint: str | None
     region: str
     access_key_id: str | None
-    secret_access_key: str | None
-    session_token: str | None
+    secret_access_key: str | None = field(repr=False)
+    session_token: str | None = field(repr=False)
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> S3Settings:
