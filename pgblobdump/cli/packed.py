@@ -304,7 +304,17 @@ def verify(archive: str, target: ConnectionTarget, fmt: Format) -> None:
     if first is None:
         click.echo(f"the database holds the archive's {check.los:,} LOs, equal", err=True)
         return
-    stream.write_rows(sys.stdout, fmt, columns, first)
+    found = 0
+
+    def counted() -> Iterator[dict[str, Any]]:
+        nonlocal found
+        for row in first:
+            found += 1
+            yield row
+
+    stream.write_rows(sys.stdout, fmt, columns, counted())
+    click.echo(f"Error: the database differs from the archive: {found:,} differences"
+               " (listed on stdout)", err=True)  # fmt: skip
     raise SystemExit(1)
 
 

@@ -66,6 +66,9 @@ def test_differences_by_oid(dumped: tuple[str, Path]) -> None:
         80001: ("differs", f"{(5 << 19) + 4:,} bytes vs {5 << 19:,} in the archive"),
         90000: ("extra", "in the database, not in the archive"),
     }
+    assert result.stderr.strip().splitlines()[-1] == (
+        "Error: the database differs from the archive: 6 differences (listed on stdout)"
+    )
 
 
 @pytest.mark.parametrize("damage", ["flip", "truncate", "no manifest", "no index"])
