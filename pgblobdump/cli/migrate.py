@@ -188,6 +188,7 @@ def run_cmd(
         schema=schema, storage=storage, compression=compression,
         lock=core.LockPolicy(wait_s=lock_wait),
     )  # fmt: skip
+    opts.check()  # before connecting: a bad combination needs no server
     with (
         connect(target.conninfo(), doing=f"migrating {column}") as conn,
         reporter("migrating", 0) as rep,

@@ -4,8 +4,9 @@ resumable), abort (before the switch). The state of a run lives in the database.
 from pgblobdump.migrate.abort import abort
 from pgblobdump.migrate.inplace import run_in_place
 from pgblobdump.migrate.locking import LockPolicy
+from pgblobdump.migrate.options import MISSING, RunOptions, RunResult
 from pgblobdump.migrate.plan import ColumnPlan, Plan, plan
-from pgblobdump.migrate.run import MISSING, RunOptions, RunResult, run
+from pgblobdump.migrate.run import run
 from pgblobdump.migrate.state import Migration, every
 
 __all__ = [

@@ -122,7 +122,8 @@ def unlink_los(conn: psycopg.Connection, mig: Migration, schema: str, reporter: 
     """Unlink the LOs the old column named that no oid/lo column references (a kept old
     column counts); returns how many were kept for such references."""
     sch = sql.Identifier(schema)
-    blind = refs.unreadable(conn, schema)
+    others = refs.lo_columns(conn, schema)
+    blind = [c for c in others if not c.readable]
     if blind:
         names = ", ".join(c.qualified for c in blind[:5]) + (", ..." if len(blind) > 5 else "")
         raise DatabaseError(
@@ -132,7 +133,7 @@ def unlink_los(conn: psycopg.Connection, mig: Migration, schema: str, reporter: 
             f" role that can"
         )
     kept = 0
-    for col in refs.lo_columns(conn, schema):
+    for col in others:
         cur = conn.execute(
             sql.SQL(
                 "DELETE FROM {}.migration_los l USING ({}) r WHERE l.run_id = %s AND l.oid = r.o"

@@ -19,7 +19,8 @@ from pgblobdump.errors import DatabaseError, UsageError
 from pgblobdump.migrate import columns, finish, state
 from pgblobdump.migrate.locking import LockClock, exclusively
 from pgblobdump.migrate.move import Move
-from pgblobdump.migrate.run import RunOptions, RunResult, defaults_note, prepare
+from pgblobdump.migrate.options import RunOptions, RunResult
+from pgblobdump.migrate.start import defaults_note, prepare
 from pgblobdump.report.reporter import QUIET, Reporter
 
 
@@ -39,6 +40,7 @@ def _digest(
 def run_in_place(
     conn: psycopg.Connection, spec: str, opts: RunOptions, reporter: Reporter = QUIET
 ) -> RunResult:
+    opts.check()
     t0 = time.monotonic()
     state.ensure(conn, opts.schema)
     col = columns.resolve(conn, spec)

@@ -142,7 +142,7 @@ def plan(conn: psycopg.Connection, database: str, measure: bool = False) -> Plan
     lz4 = lz4_available(conn)
     version = str(conn.execute("SHOW server_version").fetchone()[0])  # type: ignore[index]
     total_los = int(conn.execute("SELECT count(*) FROM pg_largeobject_metadata").fetchone()[0])  # type: ignore[index]
-    cols = refs.lo_columns(conn)
+    cols = [c for c in refs.lo_columns(conn) if c.readable]
     plans: list[ColumnPlan] = []
     temps: list[str] = []
     for i, col in enumerate(cols):

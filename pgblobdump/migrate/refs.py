@@ -46,6 +46,8 @@ class LoColumn:
     table: str
     name: str
     type: str
+    readable: bool = True
+    """Whether the connected role can read every row (see ``lo_columns``)."""
 
     @property
     def qualified(self) -> str:
@@ -62,14 +64,11 @@ STATE_TABLES = ("migrations", "migration_redo", "migration_los")
 """The state tables in the state schema (``migration_los`` holds OIDs, not references)."""
 
 
-def lo_columns(
-    conn: psycopg.Connection, state_schema: str = "pgblobdump", readable: bool = True
-) -> list[LoColumn]:
+def lo_columns(conn: psycopg.Connection, state_schema: str = "pgblobdump") -> list[LoColumn]:
     """Every oid or lo column of every table, as vacuumlo finds references (partitions
     are scanned through their parent; our own state tables are left out, and nothing
-    else of their schema, which may be an application's). With ``readable`` only those
-    the connected role can read whole: SELECT on the table, and no row security that
-    applies to it; without, only those it cannot (see ``unreadable``)."""
+    else of their schema, which may be an application's). ``readable`` says whether the
+    connected role can read the table whole: SELECT on it, and no row security for it."""
     rows = conn.execute(
         """
         SELECT c.oid, n.nspname, c.relname, a.attname, format_type(a.atttypid, NULL),
@@ -91,13 +90,7 @@ def lo_columns(
         """,
         (state_schema, list(STATE_TABLES)),
     ).fetchall()
-    return [LoColumn(int(r[0]), r[1], r[2], r[3], r[4]) for r in rows if bool(r[5]) == readable]
-
-
-def unreadable(conn: psycopg.Connection, state_schema: str = "pgblobdump") -> list[LoColumn]:
-    """The oid or lo columns the connected role cannot read whole (no SELECT, or row
-    security hides rows): references there cannot be seen."""
-    return lo_columns(conn, state_schema, readable=False)
+    return [LoColumn(int(r[0]), r[1], r[2], r[3], r[4], bool(r[5])) for r in rows]
 
 
 def as_lo_column(col: Column) -> LoColumn:

@@ -138,6 +138,45 @@ def test_unlink_removes_only_what_nothing_else_references(
     assert left == kept | {int(stranger)}
 
 
+def test_unlink_refuses_when_it_cannot_see_every_reference(
+    pg17: EmbeddedCluster, new_db: NewDb
+) -> None:
+    """A table of oids the migrating role may not read, or only partly (row security),
+    could reference the LOs: --unlink unlinks nothing and says which."""
+    db = new_db(pg17)
+    with psycopg.connect(db, autocommit=True) as conn:
+        conn.execute("DO $$ BEGIN CREATE ROLE pgbd_mig_unl; EXCEPTION WHEN duplicate_object"
+                     " THEN NULL; END $$")  # fmt: skip
+        conn.execute(f"GRANT CREATE ON DATABASE {conn.info.dbname} TO pgbd_mig_unl")
+        conn.execute("GRANT CREATE ON SCHEMA public TO pgbd_mig_unl")
+        conn.execute("SET ROLE pgbd_mig_unl")
+        conn.execute("CREATE TABLE mine (id int PRIMARY KEY, b oid)")
+        conn.execute(
+            "INSERT INTO mine SELECT g, lo_from_bytea(0, 'x') FROM generate_series(1, 4) g"
+        )
+        conn.execute("RESET ROLE")
+        conn.execute("CREATE TABLE hidden (ref oid)")
+        conn.execute("INSERT INTO hidden SELECT b FROM mine WHERE id = 1")
+        conn.execute("SET ROLE pgbd_mig_unl")
+        with pytest.raises(DatabaseError, match=r"cannot read all of public\.hidden\.ref"):
+            run(conn, "mine.b", RunOptions(unlink=True))
+        conn.execute("RESET ROLE")
+        assert conn.execute("SELECT count(*) FROM pg_largeobject_metadata").fetchone()[0] == 4  # type: ignore[index]
+        # Row security that applies to the role hides rows just as well.
+        conn.execute("GRANT SELECT ON hidden TO pgbd_mig_unl")
+        conn.execute("ALTER TABLE hidden ENABLE ROW LEVEL SECURITY")
+        conn.execute("SET ROLE pgbd_mig_unl")
+        with pytest.raises(DatabaseError, match="row security"):
+            run(conn, "mine.b", RunOptions(unlink=True))
+        conn.execute("RESET ROLE")
+        conn.execute("ALTER TABLE hidden DISABLE ROW LEVEL SECURITY")
+        conn.execute("SET ROLE pgbd_mig_unl")
+        r = run(conn, "mine.b", RunOptions(unlink=True))
+        conn.execute("RESET ROLE")
+        assert (r.unlinked, r.kept_referenced) == (3, 1)
+        assert conn.execute("SELECT count(*) FROM pg_largeobject_metadata").fetchone()[0] == 1  # type: ignore[index]
+
+
 def test_dangling_references_follow_missing(pg17: EmbeddedCluster, new_db: NewDb) -> None:
     db = new_db(pg17)
     generated(db, n=20)

@@ -1,0 +1,154 @@
+"""The start of a run: the checks every run makes before it changes anything, and the
+one short exclusive moment that adds the new column, its check and the sync triggers."""
+
+from __future__ import annotations
+
+import psycopg
+from psycopg import sql
+
+from pgblobdump.errors import DatabaseError, UsageError
+from pgblobdump.migrate import columns, refs, state
+from pgblobdump.migrate.columns import Column
+from pgblobdump.migrate.locking import LockClock, exclusively
+from pgblobdump.migrate.move import Move, check_name, trigger_ddl
+from pgblobdump.migrate.options import RunOptions
+from pgblobdump.migrate.plan import advise, column_sample, compress_ratio
+from pgblobdump.migrate.state import Migration
+from pgblobdump.pg.toast import lz4_available
+from pgblobdump.report.reporter import Reporter
+
+
+def _new_names(col: Column, to: str) -> tuple[str, str]:
+    """A name for the new column while it fills, and for the old one after the switch."""
+    return (
+        f"{col.name[:40]}_pgbd_new",
+        f"{col.name[:55]}_{'lo' if to == 'bytea' else 'bytea'}",
+    )
+
+
+def _free_name(conn: psycopg.Connection, relid: int, name: str) -> str:
+    taken = {
+        r[0]
+        for r in conn.execute(
+            "SELECT attname FROM pg_attribute WHERE attrelid = %s AND attnum > 0", (relid,)
+        )
+    }
+    out, n = name, 1
+    while out in taken:
+        n += 1
+        out = f"{name[:60]}_{n}"
+    return out
+
+
+def start(
+    conn: psycopg.Connection, col: Column, opts: RunOptions, reporter: Reporter, clock: LockClock
+) -> Migration:
+    """Check the column, then add the new column and the sync triggers (one short lock)."""
+    if col.key is None:
+        raise UsageError(
+            f"table {col.table_name} has no primary key: add one (online batches need it),"
+            " or use --in-place, which rewrites the table under an ACCESS EXCLUSIVE lock"
+        )
+    storage, compression = prepare(conn, col, opts, reporter)
+    notes = defaults_note(col, opts.to)
+    rows_total = int(
+        conn.execute(sql.SQL("SELECT count(*) FROM {}").format(col.ident())).fetchone()[0]  # type: ignore[index]
+    )
+    keep_old = opts.keep_old or opts.missing == "skip"
+    new_name, old_name = (_free_name(conn, col.relid, n) for n in _new_names(col, opts.to))
+    holder: list[int] = []
+
+    def work() -> None:
+        run_id = state.insert(
+            conn, opts.schema, relid=col.relid, table_name=col.table_name,
+            column_name=col.name, new_column=new_name, old_column=old_name,
+            direction=opts.to, phase="filling", missing=opts.missing, keep_old=keep_old,
+            storage=storage, compression=compression, rows_total=rows_total, notes=notes,
+        )  # fmt: skip
+        holder.append(run_id)
+        state.claim(conn, run_id)  # held for the session, past this transaction
+        m = Move(opts.to, col.ident(), col.name, new_name, col.key)  # type: ignore[arg-type]
+        t, d = col.ident(), sql.Identifier(new_name)
+        conn.execute(sql.SQL("ALTER TABLE {} ADD COLUMN {} {}").format(t, d, sql.SQL(m.dst_type)))
+        if storage:
+            conn.execute(
+                sql.SQL("ALTER TABLE {} ALTER COLUMN {} SET STORAGE {}").format(
+                    t, d, sql.SQL(storage)
+                )
+            )
+        if compression:
+            conn.execute(
+                sql.SQL("ALTER TABLE {} ALTER COLUMN {} SET COMPRESSION {}").format(
+                    t, d, sql.SQL(compression)
+                )
+            )
+        if col.not_null:
+            conn.execute(
+                sql.SQL("ALTER TABLE {} ADD CONSTRAINT {} CHECK ({} IS NOT NULL) NOT VALID").format(
+                    t, sql.Identifier(check_name(run_id)), d
+                )
+            )
+        for stmt in trigger_ddl(m, opts.schema, run_id):
+            conn.execute(stmt)
+
+    exclusively(conn, col.ident(), f"preparing {col.qualified}", work, opts.lock, clock)
+    state.update(conn, opts.schema, holder[0], lock_ms=clock.longest_ms)
+    return state.load(conn, opts.schema, holder[0])
+
+
+def prepare(
+    conn: psycopg.Connection, col: Column, opts: RunOptions, reporter: Reporter
+) -> tuple[str | None, str | None]:
+    """The checks every run makes before it changes anything (type, rights, dependants,
+    LOs that cannot move); for a move to bytea, the new column's storage and compression."""
+    columns.check_migratable(col, opts.to)
+    blocking = [d for d in columns.dependants(conn, col) if d.blocking]
+    if blocking:
+        listed = "; ".join(f"{d.kind} {d.name}" for d in blocking)
+        raise UsageError(
+            f"{col.qualified} has dependants a migration cannot carry over ({listed}):"
+            " drop them first and recreate them after"
+        )
+    if opts.to != "bytea":
+        return None, None
+    check_refs(col, refs.blockers(conn, refs.as_lo_column(col)), opts)
+    lz4 = lz4_available(conn)
+    advice = advise(compress_ratio(conn, column_sample(conn, col.ident(), col.name)), lz4)
+    storage = (opts.storage or advice.storage).upper()
+    compression = opts.compression or (advice.compression if storage == "EXTENDED" else None)
+    if compression == "lz4" and not lz4:
+        raise UsageError("this server was built without lz4: use --compression pglz")
+    reporter.note(f"new column storage {storage}{f' ({compression})' if compression else ''}")
+    return storage, compression
+
+
+def defaults_note(col: Column, to: str) -> list[str]:
+    if col.default is None:
+        return []
+    return [f"the old column's default ({col.default}) cannot apply to {to}: dropped"]
+
+
+def check_refs(col: Column, st: refs.Blockers, opts: RunOptions) -> None:
+    """Refuse, listing them, LOs that cannot move: unreadable, over 1 GB, dangling."""
+    if st.unreadable:
+        raise DatabaseError(
+            f"this role may not read the LOs of {st.unreadable:,} rows of {col.qualified}"
+            f" ({refs.listed(st.unreadable_sample, st.unreadable)}): migrate as their owner"
+            " or a superuser"
+        )
+    if st.over_1gb:
+        raise UsageError(
+            f"{st.over_1gb:,} rows of {col.qualified} name LOs over 1 GB, which cannot become"
+            f" bytea ({refs.listed(st.over_1gb_sample, st.over_1gb)}): keep them as LOs"
+        )
+    if st.dangling and opts.missing == "error":
+        raise DatabaseError(
+            f"{st.dangling:,} rows of {col.qualified} name LOs that do not exist"
+            f" ({refs.listed(st.dangling_sample, st.dangling)}); rerun with --missing null"
+            " (those rows get NULL) or --missing skip (NULL, and the old column is kept)"
+        )
+    if st.dangling and col.not_null:
+        raise UsageError(
+            f"{col.qualified} is NOT NULL but {st.dangling:,} of its OIDs name no LO:"
+            " they cannot become NULL"
+        )
