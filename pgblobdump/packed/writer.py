@@ -2,13 +2,14 @@
 
 ``ArchiveWriter`` is one archive (a storage directory or a stream); ``worker()`` gives a
 ``LoPacker`` per worker, each taking one ascending OID range. ``finish()`` writes the index
-and then the manifest; ``abort()`` (any failure) writes neither, so what is left can never
-pass for a complete archive.
+and then the manifest; ``abort()`` (any failure, even after ``finish()``) removes every file
+the archive wrote, the manifest first, so what is left can never pass for a complete archive.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import datetime as dt
 import json
 import tempfile
@@ -227,7 +228,7 @@ def check_settings(volume_size: int, level: int) -> None:
 class ArchiveWriter:
     """A packed archive being written: into ``storage`` (a directory of volumes) or to
     ``stream`` (the single-stream form). Use as a context manager: leaving it with an
-    error aborts (no index, no manifest; the volume being written is removed)."""
+    error aborts (its volumes, index and manifest are removed)."""
 
     def __init__(
         self,
@@ -245,6 +246,8 @@ class ArchiveWriter:
         self.packers: list[LoPacker] = []
         self._stream = StreamSink(stream) if stream is not None else None
         self.files: list[FileInfo] = []
+        self._made: list[str] = []
+        """The index and manifest, once their creation began (``abort`` removes them)."""
 
     def worker(self, ordered: bool = True) -> LoPacker:
         """A packer for the next OID range (workers' ranges ascend in creation order);
@@ -299,6 +302,7 @@ class ArchiveWriter:
             sync = getattr(self.storage, "sync", None)
             if sync is not None:
                 sync()  # every other file's name is durable before the manifest's
+            self._made.append(MANIFEST_NAME)
             with self.storage.create(MANIFEST_NAME) as f:
                 f.write(body)
             sync = getattr(self.storage, "sync", None)
@@ -314,6 +318,7 @@ class ArchiveWriter:
                 self._stream.write(encode(FrameKind.INDEX, chunk))
         else:
             assert self.storage is not None
+            self._made.append(INDEX_NAME)
             with self.storage.create(INDEX_NAME) as f:
                 while chunk := tmp.read(1 << 20):
                     h.update(chunk)
@@ -321,6 +326,14 @@ class ArchiveWriter:
         return FileInfo(INDEX_NAME, size, h.hexdigest())
 
     def abort(self) -> None:
+        """Remove what this archive wrote, the manifest first: a failure after it was
+        stored (a sync, a step of the caller's still inside the writer) must not leave a
+        manifest naming volumes that are gone."""
+        for name in reversed(self._made):
+            with contextlib.suppress(Exception):
+                assert self.storage is not None
+                self.storage.remove(name)
+        self._made = []
         for p in self.packers:
             p.sink.abort()
             p.index.close()

@@ -139,6 +139,18 @@ def test_a_truncated_file_is_named(tmp_path: Path, name: str) -> None:
         list(archive.pieces())
 
 
+def test_a_failure_after_the_manifest_leaves_nothing(tmp_path: Path) -> None:
+    """A step that fails inside the writer after ``finish`` (a sync, the caller's own
+    work) removes the manifest and index with the volumes: no archive naming lost files."""
+    storage = LocalDirectory(tmp_path, create=True)
+    with pytest.raises(RuntimeError, match="after finish"), ArchiveWriter(storage) as w:
+        w.worker().add(7, Meta(None, None, None), os.urandom(5000))
+        w.finish({"test": True})
+        assert (tmp_path / "manifest.json").exists()
+        raise RuntimeError("after finish")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_truncated_stream_is_an_interrupted_dump() -> None:
     out = io.BytesIO()
     los = {oid: (Meta(None, None, None), os.urandom(2000)) for oid in range(1, 50)}
