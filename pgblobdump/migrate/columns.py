@@ -249,8 +249,12 @@ def dependants(conn: psycopg.Connection, col: Column) -> list[Dependant]:
                  ELSE d.classid::regclass::text END,
                pg_describe_object(d.classid, d.objid, d.objsubid),
                CASE WHEN d.classid = 'pg_class'::regclass THEN
-                      (SELECT count(*) FROM pg_index i, unnest(i.indkey::int2[]) k
-                       WHERE i.indexrelid = d.objid AND k <> 0) > 1
+                      -- only a plain index of this one column goes with it harmlessly;
+                      -- a partial or expression index, or one of other columns too,
+                      -- would be lost (a UNIQUE (a) WHERE col IS NOT NULL, say)
+                      (SELECT NOT (i.indnatts = 1 AND i.indkey[0] = d.refobjsubid
+                                   AND i.indpred IS NULL AND i.indexprs IS NULL)
+                       FROM pg_index i WHERE i.indexrelid = d.objid)
                     WHEN d.classid = 'pg_constraint'::regclass THEN
                       (SELECT con.contype = 'f' OR cardinality(con.conkey) > 1
                        FROM pg_constraint con WHERE con.oid = d.objid)

@@ -217,6 +217,15 @@ def test_bad_input_is_refused_before_anything_changes(pg17: EmbeddedCluster, new
         go(db, "nope.b")
     with pytest.raises(UsageError, match="view v"):
         go(db, "t.b")
+    with psycopg.connect(db, autocommit=True) as conn:
+        conn.execute("DROP VIEW v")
+        # A rule of the application's on another column, partial on this one: dropping
+        # the old column would drop it too.
+        conn.execute("CREATE UNIQUE INDEX one_s ON t (s) WHERE b IS NOT NULL")
+        conn.execute("CREATE INDEX plain_b ON t (b)")  # goes with the column, harmlessly
+    with pytest.raises(UsageError, match="index one_s") as refused:
+        go(db, "t.b")
+    assert "plain_b" not in str(refused.value)
     before = lo_count(db)
     with psycopg.connect(db) as conn:
         want = sorted(
