@@ -46,6 +46,7 @@ def plan_table(p: core.Plan) -> Table:
             "largest": format_bytes(st.largest) if st else "",
             ">1GB": f"{st.over_1gb_count:,}" if st else "",
             "shared": f"{st.shared_rows + c.shared_with_other_columns:,}" if st else "",
+            "widens": f"{c.widening.los:,}" if c.widening is not None else "",
             "storage": (
                 f"{c.storage.storage} {c.storage.compression or ''}".strip() if c.storage else ""
             ),
@@ -57,9 +58,10 @@ def plan_table(p: core.Plan) -> Table:
             notes.append(f"{c.column}: {c.storage.reason}")
         notes += [f"{c.column}: {n}" for n in c.notes]
     heads = ["column", "type", "LOs?", "rows", "LOs", "dangling", "bytes", "largest", ">1GB",
-             "shared", "storage", "space needed"]  # fmt: skip
+             "shared", "widens", "storage", "space needed"]  # fmt: skip
+    numeric = ("rows", "LOs", "dangling", ">1GB", "shared", "widens")
     return Table(
-        [Column(h, numeric=h in ("rows", "LOs", "dangling", ">1GB", "shared")) for h in heads],
+        [Column(h, numeric=h in numeric) for h in heads],
         rows,
         title=f"oid/lo columns of {p.database} (PostgreSQL {p.server_version}):"
         f" {p.large_objects:,} LOs, {p.orphans:,} orphans",
@@ -80,7 +82,8 @@ def plan_cmd(target: ConnectionTarget, measure: bool, fmt: Format) -> None:
     """List the columns that reference LOs and what moving each to bytea would meet.
 
     Per column: rows, LOs referenced, dangling OIDs, total and largest size, LOs over 1 GB,
-    LOs shared by several rows or columns, lo_manage triggers, dependants, and the storage
+    LOs shared by several rows or columns, LOs whose move would widen access (a role may
+    read the column but not the LO), lo_manage triggers, dependants, and the storage
     to give the new column from a zstd sample (EXTERNAL when incompressible, EXTENDED with
     lz4 or pglz otherwise). Orphans are counted as vacuumlo finds them. Read only.
 
@@ -148,6 +151,18 @@ def result_table(r: core.RunResult) -> Table:
 )
 @click.option("--batch-rows", type=click.IntRange(min=1), help="Rows per batch (default: ~32 MB).")
 @click.option(
+    "--allow-acl-widening",
+    is_flag=True,
+    help="Move LOs that some role may read in the column but not as an LO: their bytes"
+    " become readable by everyone who may SELECT the column (refused without it).",
+)
+@click.option(
+    "--owner",
+    metavar="ROLE",
+    help="With --to lo: the owner of the new LOs (default: the table's owner). They get"
+    " SELECT for the roles that may read the column.",
+)
+@click.option(
     "--lock-wait",
     type=click.FloatRange(min=0),
     default=120.0,
@@ -167,6 +182,8 @@ def run_cmd(
     storage: str | None,
     compression: str | None,
     batch_rows: int | None,
+    allow_acl_widening: bool,
+    owner: str | None,
     lock_wait: float,
     schema: str,
     fmt: Format,
@@ -181,12 +198,18 @@ def run_cmd(
     resumes. Until the switch the old column is untouched. Exclusive locks are taken with a
     short lock_timeout and retried, never queueing for long.
 
+    No role gains access: LOs that a reader of the column may not read are refused (see
+    --allow-acl-widening), a row written during the run must name an LO its writer may
+    read, and new LOs (--to lo) belong to the table's owner with SELECT for the column's
+    readers.
+
     Example: pgblobdump migrate run -d mydb docs.lo --unlink
     """
     opts = core.RunOptions(
         to=to, missing=missing, unlink=unlink, keep_old=keep_old, batch_rows=batch_rows,
         schema=schema, storage=storage, compression=compression,
-        lock=core.LockPolicy(wait_s=lock_wait),
+        lock=core.LockPolicy(wait_s=lock_wait), allow_acl_widening=allow_acl_widening,
+        owner=owner,
     )  # fmt: skip
     opts.check()  # before connecting: a bad combination needs no server
     with (

@@ -120,6 +120,8 @@ class Column:
     """Whether the connected role may ALTER the table (owns it, or is a member of its owner)."""
     grants: tuple[str, ...] = field(default=())
     """Column-level GRANT statements to carry over to the new column."""
+    partitioning: str = ""
+    """``partitioned table``, ``partition of T``, or empty for a plain table."""
 
     @property
     def qualified(self) -> str:
@@ -165,7 +167,10 @@ def describe(conn: psycopg.Connection, relid: int, column: str) -> Column:
                format_type(coalesce(nullif(t.typbasetype, 0), a.atttypid), NULL),
                a.attnotnull, pg_get_expr(d.adbin, d.adrelid),
                col_description(c.oid, a.attnum),
-               pg_has_role(c.relowner, 'USAGE'), a.attnum, a.attgenerated <> ''
+               pg_has_role(c.relowner, 'USAGE'), a.attnum, a.attgenerated <> '',
+               CASE WHEN c.relkind = 'p' THEN 'partitioned table' WHEN c.relispartition THEN
+                 'partition of ' || (SELECT i.inhparent::regclass::text FROM pg_inherits i
+                                     WHERE i.inhrelid = c.oid LIMIT 1) ELSE '' END
         FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
         LEFT JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = %(col)s
              AND a.attnum > 0 AND NOT a.attisdropped
@@ -177,7 +182,8 @@ def describe(conn: psycopg.Connection, relid: int, column: str) -> Column:
     ).fetchone()
     if row is None:
         raise NotFound(f"table with OID {relid} no longer exists")
-    schema, table, kind, name, type_, base, not_null, default, comment, owner_ok, attnum, gen = row
+    (schema, table, kind, name, type_, base, not_null, default, comment, owner_ok, attnum,
+     gen, partitioning) = row  # fmt: skip
     where = f"{quote(schema)}.{quote(table)}"
     if kind not in ("r", "p"):
         raise UsageError(f"{where} is not a table (relkind {kind})")
@@ -189,7 +195,7 @@ def describe(conn: psycopg.Connection, relid: int, column: str) -> Column:
         relid=relid, schema=schema, table=table, name=name, type=type_, base_type=base,
         not_null=bool(not_null), default=default, comment=comment,
         key=primary_key(conn, relid), owner_ok=bool(owner_ok),
-        grants=column_grants(conn, relid, int(attnum)),
+        grants=column_grants(conn, relid, int(attnum)), partitioning=partitioning,
     )  # fmt: skip
 
 
@@ -297,3 +303,12 @@ def check_migratable(col: Column, to: str) -> None:
         raise UsageError(f"{col.qualified} is {col.type}, not {kinds}: nothing to migrate")
     if not col.owner_ok:
         raise DatabaseError(f"must own table {col.table_name} to migrate {col.qualified}")
+    if col.partitioning:
+        # A new column goes to every partition at once, and a partition cannot have one
+        # of its own: neither the online batches nor the switch can work partition by
+        # partition, so these are refused before anything changes.
+        raise UsageError(
+            f"{col.table_name} is a {col.partitioning}: migrate cannot move a column of a"
+            " partitioned table (partitions share their columns); copy the data to a plain"
+            " table, or migrate before partitioning"
+        )

@@ -83,16 +83,35 @@ def finish(
     lock: LockPolicy,
     clock: LockClock,
     reporter: Reporter,
+    notes: list[str] | None = None,
 ) -> int:
     """Take run ``mig`` from ``switched`` to ``done``; returns how many LOs ``--unlink``
-    kept because other columns reference them."""
+    kept because other columns reference them. What the user must know goes to
+    ``notes``."""
     table = table_of(conn, mig.relid)
     old = sql.Identifier(mig.old_column)
     if mig.phase == "switched":
+        late = written_after_verify(conn, mig, table, reporter)
         with conn.transaction():
+            if late:
+                # Keep what those rows' LOs hold now: the old column stays, nothing of it
+                # is unlinked, and the user is told where to look.
+                unlink = False
+                mig.keep_old = True
+                state.update(conn, schema, mig.id, keep_old=True)
+                msg = (
+                    f"{late[0]:,} LOs were written after the verify pass read them (first"
+                    f" OIDs: {refs.listed(late[1], late[0])}): their rows hold the bytes from"
+                    f" before; the old column {mig.old_column} is kept and nothing is unlinked."
+                    f" Compare: SELECT * FROM {mig.table_name} WHERE {mig.column_name} IS"
+                    f" DISTINCT FROM lo_get({mig.old_column})"
+                )
+                reporter.note(msg)
+                if notes is not None:
+                    notes.append(msg)
             if unlink and mig.direction == "bytea" and has_column(conn, mig.relid, mig.old_column):
                 remember(conn, schema, mig.id, sql.SQL("SELECT {} AS o FROM {}").format(old, table))
-            state.update(conn, schema, mig.id, phase="finishing")
+            state.update(conn, schema, mig.id, phase="finishing", unlink=unlink)
     if not mig.keep_old and has_column(conn, mig.relid, mig.old_column):
 
         def drop() -> None:
@@ -116,6 +135,43 @@ def finish(
     with conn.transaction():
         state.update(conn, schema, mig.id, phase="done", lock_ms=clock.longest_ms)
     return kept
+
+
+def written_after_verify(
+    conn: psycopg.Connection, mig: Migration, table: sql.Composable, reporter: Reporter
+) -> tuple[int, tuple[int, ...]] | None:
+    """The LOs of the old column written into in place (lo_put, lo_write, lo_truncate: none
+    of them touches the row) after the verify pass began, whose bytes now differ from the
+    row's: ``(count, sample)``, or None. Every page such a write leaves has an xmin at or
+    past ``verify_xmin``; finding them reads pg_largeobject, which only some roles may."""
+    if mig.direction != "bytea" or mig.verify_xmin is None:
+        return None
+    if not has_column(conn, mig.relid, mig.old_column):
+        return None
+    if not refs.catalog_readable(conn):
+        reporter.note(
+            "bytes written into LOs in place after the verify pass cannot be looked for by"
+            " this role (it may not read pg_largeobject)"
+        )
+        return None
+    old, new = sql.Identifier(mig.old_column), sql.Identifier(mig.column_name)
+    with conn.transaction():
+        row = conn.execute("SELECT txid_current() - %s", (mig.verify_xmin,)).fetchone()
+        assert row is not None
+        # age() counts from this transaction's xid: pages written since verify_xmin.
+        found = conn.execute(
+            sql.SQL(
+                "SELECT x.{o} FROM {t} x WHERE x.{o} IN (SELECT DISTINCT p.loid FROM"
+                " pg_catalog.pg_largeobject p WHERE age(p.xmin) <= %s) AND CASE WHEN "
+                + lo_exists("x.{o}") + " THEN x.{n} IS DISTINCT FROM pg_catalog.lo_get(x.{o})"
+                " ELSE false END ORDER BY 1"
+            ).format(o=old, n=new, t=table),
+            (min(int(row[0]), 2**31 - 1),),
+        ).fetchall()  # fmt: skip
+    if not found:
+        return None
+    oids = tuple(int(r[0]) for r in found)
+    return len(oids), oids[: refs.LIST_MAX]
 
 
 def unlink_los(conn: psycopg.Connection, mig: Migration, schema: str, reporter: Reporter) -> int:

@@ -16,7 +16,7 @@ import psycopg
 from psycopg import sql
 
 from pgblobdump.errors import DatabaseError, UsageError
-from pgblobdump.migrate import columns, finish, state
+from pgblobdump.migrate import access, columns, finish, state
 from pgblobdump.migrate.locking import LockClock, exclusively
 from pgblobdump.migrate.move import Move
 from pgblobdump.migrate.options import RunOptions, RunResult
@@ -47,7 +47,11 @@ def run_in_place(
     if opts.missing == "skip":
         raise UsageError("--in-place keeps no old column: use --missing error or null")
     storage, compression = prepare(conn, col, opts, reporter)
-    move = Move(opts.to, col.ident(), col.name, col.name, columns.Key((), ()))
+    notes = ["in place", *defaults_note(col, opts.to)]
+    new_los = None
+    if opts.to == "lo":
+        new_los = access.new_lo_access(conn, col.relid, col.name, opts.owner)
+        notes.append(new_los.note())
     t, c = col.ident(), sql.Identifier(col.name)
     clock = LockClock()
     holder: list[int] = []
@@ -58,9 +62,13 @@ def run_in_place(
             conn, opts.schema, relid=col.relid, table_name=col.table_name, column_name=col.name,
             new_column=col.name, old_column="", direction=opts.to, phase="switched",
             missing=opts.missing, keep_old=False, storage=storage, compression=compression,
-            notes=["in place", *defaults_note(col, opts.to)],
+            notes=notes, allow_widening=opts.allow_acl_widening,
         )  # fmt: skip
         holder.append(run_id)
+        move = Move(opts.to, t, col.name, col.name, columns.Key((), ()), opts.schema, run_id)
+        if new_los is not None:
+            for stmt in access.lo_maker_ddl(move.lo_fn, new_los):
+                conn.execute(stmt)
         using = move.copy()
         if opts.to == "bytea":
             if opts.unlink:
@@ -93,6 +101,8 @@ def run_in_place(
                 t, c, sql.SQL(move.dst_type), using, extra
             )
         )
+        if new_los is not None:
+            conn.execute(sql.SQL("DROP FUNCTION {}(bytea)").format(move.lo_fn))
         after_value = c if opts.to == "bytea" else sql.SQL("pg_catalog.lo_get({})").format(c)
         after = _digest(conn, t, after_value)
         if after != before:

@@ -5,15 +5,22 @@ Forward (``bytea``): the new value is ``lo_get(oid)``; a dangling OID gives NULL
 ``--missing`` policy decides what that means). Equality is byte for byte on the server,
 which is stronger than comparing lengths and hashes and reads the same pages.
 
-Backward (``lo``): the new value is ``lo_from_bytea(0, bytes)``, a new LO owned by the
-migrating role. Every LO in the new column was created by this run, so replacing or
-abandoning one unlinks it: nothing else can refer to it.
+Backward (``lo``): the new value is a new LO of the bytes, made by the run's function
+(``access.lo_maker_ddl``: owned by the table's owner, readable by the column's readers).
+Every LO in the new column was created by this run, so replacing or abandoning one
+unlinks it (a row deleted or truncated during the run too): nothing else can refer to it.
 
 Rows written by other sessions while the run goes: a BEFORE trigger gives a changed row a
 placeholder (so a NOT NULL check on the new column holds at once) and a deferred constraint
 trigger copies the row's current value when its transaction commits, after any LO writes
 the same transaction made. A copy the trigger cannot make is logged in ``migration_redo``
 and never fails the application's transaction; the switch re-copies those rows.
+
+Rights: the BEFORE trigger runs as the writer (SECURITY INVOKER), so a write pointing a row
+at an LO the writer may not read fails with the server's own "permission denied for large
+object N". The deferred copy runs as the migrating role, but never copies an LO that some
+reader of the column may not read (``access.readers_not_of``) unless the run allows it:
+it logs the row instead, and the switch refuses it by name.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from dataclasses import dataclass
 
 from psycopg import sql
 
+from pgblobdump.migrate.access import readers_not_of
 from pgblobdump.migrate.columns import Key
 
 LO_EXISTS = "EXISTS (SELECT 1 FROM pg_catalog.pg_largeobject_metadata m WHERE m.oid = {o})"
@@ -40,6 +48,14 @@ class Move:
     src: str
     dst: str
     key: Key
+    schema: str = ""
+    run_id: int = 0
+    """The run's state schema and id: backward, ``copy`` calls the run's LO maker."""
+
+    @property
+    def lo_fn(self) -> sql.Identifier:
+        """The run's function making a new LO of a bytea value (``access.lo_maker_ddl``)."""
+        return sql.Identifier(self.schema, lo_maker_name(self.run_id))
 
     def _s(self, prefix: str = "") -> sql.Identifier:
         return sql.Identifier(prefix, self.src) if prefix else sql.Identifier(self.src)
@@ -60,9 +76,8 @@ class Move:
                 + LO_EXISTS
                 + " THEN pg_catalog.lo_get({s}) END"
             ).format(s=s, o=s)
-        return sql.SQL(
-            "CASE WHEN {s} IS NULL THEN NULL ELSE pg_catalog.lo_from_bytea(0, {s}) END"
-        ).format(s=s)
+        assert self.schema and self.run_id, "a move to LOs needs its run's LO maker"
+        return sql.SQL("{fn}({s})").format(fn=self.lo_fn, s=s)
 
     def equal(self, prefix: str = "") -> sql.Composed:
         """Whether a row's new column holds exactly its old column's content."""
@@ -108,26 +123,41 @@ class Move:
         )
 
 
-def trigger_ddl(m: Move, schema: str, run_id: int) -> list[sql.Composed]:
-    """The two sync functions and triggers of run ``run_id``."""
+def trigger_ddl(m: Move, schema: str, run_id: int, relid: int) -> list[sql.Composed]:
+    """The sync functions and triggers of run ``run_id`` on table ``relid``."""
     sch = sql.Identifier(schema)
     before, after = names(run_id)
     s, d = sql.Identifier(m.src), sql.Identifier(m.dst)
+    extra: list[sql.Composed] = []
     if m.to == "bytea":
+        # As the writer: pointing a row at an LO it may not read fails here, with the
+        # server's own error (an LO made later in the same transaction is the writer's).
         placeholder = sql.SQL(
-            "NEW.{d} := CASE WHEN NEW.{s} IS NULL THEN NULL ELSE '\\x'::bytea END;"
-        ).format(d=d, s=s)
+            "IF NEW.{s} IS NOT NULL AND " + LO_EXISTS + " THEN"
+            " PERFORM pg_catalog.lo_get(NEW.{s}, 0, 0); END IF;"
+            " NEW.{d} := CASE WHEN NEW.{s} IS NULL THEN NULL ELSE '\\x'::bytea END;"
+        ).format(d=d, s=s, o=sql.SQL("NEW.{}").format(s))
         body = sql.SQL(
             "SELECT {s} INTO cur FROM {t} WHERE {k} FOR UPDATE;"
             " IF NOT FOUND THEN RETURN NULL; END IF;"
             " IF cur IS NOT NULL AND NOT " + lo_exists("cur") + " THEN"
             "   INSERT INTO {sch}.migration_redo (run_id, key, error)"
             "   VALUES ({id}, {kt}, 'no such large object ' || cur);"
+            " ELSIF cur IS NOT NULL AND NOT (SELECT allow_widening FROM {sch}.migrations"
+            "   WHERE id = {id}) THEN"
+            "   wider := {readers};"
+            "   IF cardinality(wider) > 0 THEN"
+            "     INSERT INTO {sch}.migration_redo (run_id, key, error) VALUES ({id}, {kt},"
+            "       'large object ' || cur || ' may not be read by '"
+            "       || array_to_string(wider, ', ') || ', who may read the column');"
+            "     RETURN NULL;"
+            "   END IF;"
             " END IF;"
             " UPDATE {t} SET {d} = {c} WHERE {k};"
         ).format(s=s, d=d, t=m.table, k=m.key_match("new"), sch=sch, id=sql.Literal(run_id),
-                 kt=m.key_text("new"), c=m.copy())  # fmt: skip
-        declare = sql.SQL("cur oid;")
+                 kt=m.key_text("new"), c=m.copy(),
+                 readers=readers_not_of(sql.SQL("cur"), relid, m.src))  # fmt: skip
+        declare = sql.SQL("cur oid; wider text[];")
     else:
         # On INSERT the new column is always ours to set: a row copied whole from another
         # (INSERT ... SELECT *) must not bring that row's new LO, which the deferred
@@ -146,6 +176,7 @@ def trigger_ddl(m: Move, schema: str, run_id: int) -> list[sql.Composed]:
             " END IF;"
         ).format(d=d, t=m.table, k=m.key_match("new"), c=m.copy())  # fmt: skip
         declare = sql.SQL("prev oid;")
+        extra = _drop_with_row_ddl(m, schema, run_id)
     # A change of the key fires them too: the deferred copy finds its row by the key the
     # row had when it was queued, and a later change of key in the same transaction
     # queues the copy again under the new one.
@@ -154,7 +185,7 @@ def trigger_ddl(m: Move, schema: str, run_id: int) -> list[sql.Composed]:
     fn_a = sql.Identifier(schema, after)
     return [
         sql.SQL(
-            "CREATE FUNCTION {fn}() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER"
+            "CREATE FUNCTION {fn}() RETURNS trigger LANGUAGE plpgsql SECURITY INVOKER"
             " SET search_path = pg_catalog, pg_temp AS $pgbd$ BEGIN"
             " IF TG_OP = 'INSERT' OR NEW.{s} IS DISTINCT FROM OLD.{s} THEN {p} END IF;"
             " RETURN NEW; END $pgbd$"
@@ -177,28 +208,72 @@ def trigger_ddl(m: Move, schema: str, run_id: int) -> list[sql.Composed]:
             "CREATE CONSTRAINT TRIGGER {n} AFTER INSERT OR UPDATE OF {c} ON {t}"
             " DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION {fn}()"
         ).format(n=sql.Identifier(after), c=watched, t=m.table, fn=fn_a),
+        *extra,
         # ALWAYS: they fire under session_replication_role = replica too (a logical
         # replication apply worker, pg_restore --disable-triggers sessions).
         *(
             sql.SQL("ALTER TABLE {t} ENABLE ALWAYS TRIGGER {n}").format(
                 t=m.table, n=sql.Identifier(n)
             )
-            for n in (before, after)
+            for n in (before, after, *(_gone_names(run_id) if extra else ()))
         ),
+    ]
+
+
+def _drop_with_row_ddl(m: Move, schema: str, run_id: int) -> list[sql.Composed]:
+    """Backward: a row deleted (or a table truncated) during the run takes the LO the run
+    made for it along, which nothing else can name."""
+    d = sql.Identifier(m.dst)
+    row_fn, all_fn = (sql.Identifier(schema, n) for n in _gone_names(run_id))
+    gone = "IF {v} IS NOT NULL AND {v} <> 0 AND " + lo_exists("{v}") + " THEN"
+    return [
+        sql.SQL(
+            "CREATE FUNCTION {fn}() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER"
+            " SET search_path = pg_catalog, pg_temp AS $pgbd$ BEGIN "
+            + gone.replace("{v}", "OLD.{d}")
+            + " PERFORM pg_catalog.lo_unlink(OLD.{d}); END IF; RETURN NULL; END $pgbd$"
+        ).format(fn=row_fn, d=d),
+        sql.SQL(
+            "CREATE FUNCTION {fn}() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER"
+            " SET search_path = pg_catalog, pg_temp AS $pgbd$ BEGIN"
+            " PERFORM pg_catalog.lo_unlink(x.{d}) FROM {t} x WHERE x.{d} <> 0 AND "
+            + lo_exists("x.{d}")
+            + "; RETURN NULL; END $pgbd$"
+        ).format(fn=all_fn, d=d, t=m.table),
+        sql.SQL(
+            "CREATE TRIGGER {n} AFTER DELETE ON {t} FOR EACH ROW EXECUTE FUNCTION {fn}()"
+        ).format(n=sql.Identifier(_gone_names(run_id)[0]), t=m.table, fn=row_fn),
+        sql.SQL(
+            "CREATE TRIGGER {n} BEFORE TRUNCATE ON {t} FOR EACH STATEMENT EXECUTE FUNCTION {fn}()"
+        ).format(n=sql.Identifier(_gone_names(run_id)[1]), t=m.table, fn=all_fn),
     ]
 
 
 def drop_triggers_ddl(m: Move, schema: str, run_id: int) -> list[sql.Composed]:
     out: list[sql.Composed] = []
-    for name in names(run_id):
+    for name in (*names(run_id), *_gone_names(run_id)):
         out.append(sql.SQL("DROP TRIGGER IF EXISTS {} ON {}").format(sql.Identifier(name), m.table))
         out.append(sql.SQL("DROP FUNCTION IF EXISTS {}()").format(sql.Identifier(schema, name)))
+    out.append(
+        sql.SQL("DROP FUNCTION IF EXISTS {}(bytea)").format(
+            sql.Identifier(schema, lo_maker_name(run_id))
+        )
+    )
     return out
 
 
 def names(run_id: int) -> tuple[str, str]:
     """The BEFORE and the deferred trigger (and function) names of run ``run_id``."""
     return f"pgbd_sync_{run_id}_b", f"pgbd_sync_{run_id}_a"
+
+
+def _gone_names(run_id: int) -> tuple[str, str]:
+    """Backward only: the row-deleted and table-truncated triggers (and functions)."""
+    return f"pgbd_sync_{run_id}_d", f"pgbd_sync_{run_id}_t"
+
+
+def lo_maker_name(run_id: int) -> str:
+    return f"pgbd_lo_{run_id}"
 
 
 def check_name(run_id: int) -> str:

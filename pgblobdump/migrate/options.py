@@ -23,9 +23,20 @@ class RunOptions:
     storage: str | None = None
     compression: str | None = None
     lock: LockPolicy = field(default_factory=LockPolicy)
+    allow_acl_widening: bool = False
+    """Copy LOs into the column even where a reader of the column may not read the LO
+    (each such LO's bytes become readable by everyone who may SELECT the column)."""
+    owner: str | None = None
+    """Backward: the owner of the new LOs (default: the table's owner)."""
 
     def check(self) -> None:
         """UsageError for options that do not go together."""
+        if self.owner is not None and self.to != "lo":
+            raise UsageError("--owner goes with --to lo (it names the new LOs' owner)")
+        if self.allow_acl_widening and self.to != "bytea":
+            raise UsageError(
+                "--allow-acl-widening goes with --to bytea (new LOs get the column's readers)"
+            )
         if self.missing not in MISSING:
             raise UsageError(f"--missing must be one of {', '.join(MISSING)}")
         if self.unlink and self.keep_old:

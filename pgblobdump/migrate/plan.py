@@ -20,7 +20,7 @@ import psycopg
 import zstandard
 from psycopg import sql
 
-from pgblobdump.migrate import columns, refs
+from pgblobdump.migrate import access, columns, refs
 from pgblobdump.migrate.refs import LoColumn, RefStats
 from pgblobdump.pg.toast import lz4_available
 from pgblobdump.units import format_bytes
@@ -55,6 +55,8 @@ class ColumnPlan:
     sampled_los: int
     primary_key: list[str] | None
     stats: RefStats | None = None
+    widening: access.Widening | None = None
+    """LOs some reader of the column may not read: moving them would widen access."""
     shared_with_other_columns: int = 0
     compress_ratio: float | None = None
     storage: Storage | None = None
@@ -204,6 +206,8 @@ def _detail(
         ).format(sql.Identifier(temp))
     ).fetchone()
     cp.shared_with_other_columns = int(row[0]) if row else 0
+    present = sql.SQL("SELECT o FROM pg_temp.{} WHERE present").format(sql.Identifier(temp))
+    cp.widening = access.widening(conn, col.relid, col.name, present)
     rel = sql.SQL("pg_temp.{}").format(sql.Identifier(temp))
     sample = sql.SQL(
         "SELECT o FROM {} TABLESAMPLE BERNOULLI ({}) WHERE present AND readable"
@@ -252,6 +256,11 @@ def _notes(cp: ColumnPlan, st: RefStats, copies: int, heap: int) -> list[str]:
             f"{st.unreadable:,} LOs may not be read by this role"
             f" ({refs.listed(st.unreadable_sample, st.unreadable)}): migrate as their owner"
             " or a superuser"
+        )
+    if cp.widening:
+        notes.append(
+            f"moving it widens access: {cp.widening.describe()}; `migrate run` refuses"
+            " them unless --allow-acl-widening (or grant SELECT on those LOs first)"
         )
     if st.shared_rows:
         notes.append(f"{st.shared_rows:,} LOs are named by several rows: each row gets a copy")

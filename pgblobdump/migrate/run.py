@@ -25,7 +25,7 @@ import psycopg
 from psycopg import sql
 
 from pgblobdump.errors import DatabaseError, UsageError
-from pgblobdump.migrate import batches, columns, finish, refs, state
+from pgblobdump.migrate import access, batches, columns, finish, refs, state
 from pgblobdump.migrate.columns import Column
 from pgblobdump.migrate.locking import LockClock, exclusively
 from pgblobdump.migrate.move import Move, check_name, drop_triggers_ddl
@@ -53,7 +53,10 @@ class Runner:
         assert col.key is not None
         self.conn, self.col, self.mig, self.opts, self.reporter = conn, col, mig, opts, reporter
         self.clock = LockClock(mig.lock_ms)
-        self.move = Move(mig.direction, col.ident(), mig.column_name, mig.new_column, col.key)
+        self.move = Move(
+            mig.direction, col.ident(), mig.column_name, mig.new_column, col.key, opts.schema,
+            mig.id,
+        )  # fmt: skip
         self.recopied = mig.recopied
         self.notes: list[str] = list(mig.notes)
         self.kept_referenced = 0
@@ -73,7 +76,7 @@ class Runner:
         if self.mig.phase in ("switched", "finishing"):
             self.kept_referenced = finish.finish(
                 self.conn, self.mig, self.opts.schema, self.opts.unlink, self.opts.lock,
-                self.clock, self.reporter,
+                self.clock, self.reporter, self.notes,
             )  # fmt: skip
             self.mig = state.load(self.conn, self.opts.schema, self.mig.id)
 
@@ -112,6 +115,12 @@ class Runner:
 
     def verify(self) -> None:
         self.reporter.task("verifying", self.mig.rows_total)
+        if self.mig.verify_xmin is None:
+            # LO pages written by this transaction or later may not be seen by the pass;
+            # finish looks at exactly those (bytes written into an LO in place).
+            row = self.conn.execute("SELECT txid_snapshot_xmin(txid_current_snapshot())").fetchone()
+            assert row is not None
+            self.save(verify_xmin=int(row[0]))
         rows = self.batch_size()
         done = self.mig.rows_done
         ranges: Iterable[batches.Range]
@@ -146,7 +155,10 @@ class Runner:
             self.reporter.progress(done, 0)
 
     def _repair(self, where: sql.Composable, params: Mapping[str, object]) -> None:
-        """Re-copy the rows of ``where`` that differ until none does."""
+        """Re-copy the rows of ``where`` that differ until none does; refuse, naming them,
+        LOs some reader of the column may not read (written during the run by a role that
+        may), unless the run allows widening."""
+        self._check_widening(where, params)
         for _ in range(REPAIR_ROUNDS):
             row = self.conn.execute(self.move.repair(where), params).fetchone()
             fixed = int(row[0]) if row else 0
@@ -157,6 +169,30 @@ class Runner:
             f"rows of {self.col.qualified} kept changing while they were re-copied;"
             " run again when the writes calm down"
         )
+
+    def _check_widening(self, where: sql.Composable, params: Mapping[str, object]) -> None:
+        if self.mig.direction != "bytea" or self.mig.allow_widening:
+            return
+        s = sql.Identifier(self.mig.column_name)
+        wider = access.readers_not_of(s, self.col.relid, self.mig.column_name)
+        rows = self.conn.execute(
+            sql.SQL(
+                "SELECT DISTINCT {s}, {r} FROM {t} WHERE {w} AND NOT {e}"
+                " AND cardinality({r}) > 0 ORDER BY 1 LIMIT %(n)s"
+            ).format(s=s, r=wider, t=self.col.ident(), w=where, e=self.move.equal()),
+            {**params, "n": refs.LIST_MAX},
+        ).fetchall()
+        if rows:
+            found = access.Widening(
+                len(rows), tuple(int(r[0]) for r in rows),
+                tuple(sorted({name for r in rows for name in r[1]})),
+            )  # fmt: skip
+            raise DatabaseError(
+                f"rows written during the run of {self.col.qualified} name LOs that readers"
+                f" of the column may not read: {found.describe()}. Point those rows"
+                " elsewhere or grant SELECT on the LOs, then run again; or rerun with"
+                " --allow-acl-widening"
+            )
 
     def _check_missing(self, where: sql.Composable, params: Mapping[str, object]) -> None:
         """With ``--missing error``, refuse rows whose OID names no LO. Called on verified
@@ -284,6 +320,49 @@ class Runner:
         return True
 
 
+def _reconcile(
+    conn: psycopg.Connection, opts: RunOptions, mig: Migration, reporter: Reporter
+) -> None:
+    """The options of a resumed run. Before the switch nothing they govern has happened,
+    so --missing, --keep-old and --allow-acl-widening take the new values (said in a
+    note); from the switch on, what the run was asked to keep and unlink is settled, and
+    another value is refused by name. The new column's storage is settled at the start."""
+    for name, given, had in (
+        ("--storage", opts.storage, mig.storage), ("--compression", opts.compression,
+                                                   mig.compression),
+    ):  # fmt: skip
+        if given is not None and had is not None and given.upper() != had.upper():
+            raise UsageError(
+                f"run {mig.id} made its new column with {name} {had.lower()}: resume it"
+                f" with that, or `migrate abort` it first"
+            )
+    keep_old = opts.keep_old or opts.missing == "skip"
+    if mig.phase in ("filling", "verifying"):
+        wanted = {
+            "missing": opts.missing, "keep_old": keep_old,
+            "allow_widening": opts.allow_acl_widening,
+        }  # fmt: skip
+        changed = {k: v for k, v in wanted.items() if getattr(mig, k) != v}
+        if changed:
+            state.update(conn, opts.schema, mig.id, **changed)
+            said = ", ".join(f"{k.replace('_', ' ')} {getattr(mig, k)} -> {v}"
+                             for k, v in changed.items())  # fmt: skip
+            reporter.note(f"run {mig.id} goes on with new options: {said}")
+            for k, v in changed.items():
+                setattr(mig, k, v)
+        return
+    differ = []
+    if keep_old != mig.keep_old:
+        differ.append("--keep-old" if mig.keep_old else "no --keep-old")
+    if mig.phase == "finishing" and opts.unlink != mig.unlink:
+        differ.append("--unlink" if mig.unlink else "no --unlink")
+    if differ:
+        raise UsageError(
+            f"run {mig.id} switched with {' and '.join(differ)}, and finishing goes by that:"
+            f" run the same command again with {' and '.join(differ)}"
+        )
+
+
 def run(
     conn: psycopg.Connection, spec: str, opts: RunOptions, reporter: Reporter = QUIET
 ) -> RunResult:
@@ -316,8 +395,7 @@ def run(
         )
     else:
         reporter.note(f"resuming run {mig.id} of {col.qualified} at {mig.phase}")
-        if mig.missing != opts.missing:
-            state.update(conn, opts.schema, mig.id, missing=opts.missing)
+        _reconcile(conn, opts, mig, reporter)
     if mig.phase in ("filling", "verifying") and col.name != mig.column_name:
         raise UsageError(f"run {mig.id} was on column {mig.column_name}")
     with state.claimed(conn, mig.id, held=not resumed):

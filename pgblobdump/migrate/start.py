@@ -7,7 +7,7 @@ import psycopg
 from psycopg import sql
 
 from pgblobdump.errors import DatabaseError, UsageError
-from pgblobdump.migrate import columns, refs, state
+from pgblobdump.migrate import access, columns, refs, state
 from pgblobdump.migrate.columns import Column
 from pgblobdump.migrate.locking import LockClock, exclusively
 from pgblobdump.migrate.move import Move, check_name, trigger_ddl
@@ -51,6 +51,10 @@ def start(
         )
     storage, compression = prepare(conn, col, opts, reporter)
     notes = defaults_note(col, opts.to)
+    new_los = None
+    if opts.to == "lo":
+        new_los = access.new_lo_access(conn, col.relid, col.name, opts.owner)
+        notes.append(new_los.note())
     rows_total = int(
         conn.execute(sql.SQL("SELECT count(*) FROM {}").format(col.ident())).fetchone()[0]  # type: ignore[index]
     )
@@ -64,10 +68,14 @@ def start(
             column_name=col.name, new_column=new_name, old_column=old_name,
             direction=opts.to, phase="filling", missing=opts.missing, keep_old=keep_old,
             storage=storage, compression=compression, rows_total=rows_total, notes=notes,
+            allow_widening=opts.allow_acl_widening,
         )  # fmt: skip
         holder.append(run_id)
         state.claim(conn, run_id)  # held for the session, past this transaction
-        m = Move(opts.to, col.ident(), col.name, new_name, col.key)  # type: ignore[arg-type]
+        m = Move(opts.to, col.ident(), col.name, new_name, col.key, opts.schema, run_id)  # type: ignore[arg-type]
+        if new_los is not None:
+            for stmt in access.lo_maker_ddl(m.lo_fn, new_los):
+                conn.execute(stmt)
         t, d = col.ident(), sql.Identifier(new_name)
         conn.execute(sql.SQL("ALTER TABLE {} ADD COLUMN {} {}").format(t, d, sql.SQL(m.dst_type)))
         if storage:
@@ -88,7 +96,7 @@ def start(
                     t, sql.Identifier(check_name(run_id)), d
                 )
             )
-        for stmt in trigger_ddl(m, opts.schema, run_id):
+        for stmt in trigger_ddl(m, opts.schema, run_id, col.relid):
             conn.execute(stmt)
 
     exclusively(conn, col.ident(), f"preparing {col.qualified}", work, opts.lock, clock)
@@ -112,6 +120,15 @@ def prepare(
     if opts.to != "bytea":
         return None, None
     check_refs(col, refs.blockers(conn, refs.as_lo_column(col)), opts)
+    if not opts.allow_acl_widening:
+        wider = access.widening(conn, col.relid, col.name, refs.as_lo_column(col).select())
+        if wider:
+            raise DatabaseError(
+                f"moving {col.qualified} into bytea would let roles read LOs they may not"
+                f" read today: {wider.describe()}. Grant them SELECT on those LOs, revoke"
+                " their SELECT on the column, or rerun with --allow-acl-widening to accept"
+                " that everyone who may read the column reads these bytes"
+            )
     lz4 = lz4_available(conn)
     advice = advise(compress_ratio(conn, column_sample(conn, col.ident(), col.name)), lz4)
     storage = (opts.storage or advice.storage).upper()

@@ -54,6 +54,13 @@ class Migration:
     started: datetime
     updated: datetime
     notes: list[str]
+    allow_widening: bool
+    """``--allow-acl-widening``: LOs some reader of the column may not read are copied."""
+    unlink: bool
+    """``--unlink``, as the run had it when it started finishing (fixed from then on)."""
+    verify_xmin: int | None
+    """The oldest transaction running when the verify pass began (xid8): LO pages written
+    by it or later may not have been seen, and ``finish`` checks them."""
 
 
 def _ddl(schema: str) -> list[sql.Composed]:
@@ -89,6 +96,26 @@ def _ddl(schema: str) -> list[sql.Composed]:
     ]
 
 
+def _upgrade(conn: psycopg.Connection, schema: str) -> None:
+    """Add the columns later releases use to a state table made before them (only then:
+    the ALTER would wait behind every session whose sync trigger read the table)."""
+    row = conn.execute(
+        "SELECT count(*) FROM pg_attribute WHERE attrelid = %s::regclass"
+        " AND attname = 'verify_xmin' AND NOT attisdropped",
+        (sql.Identifier(schema, "migrations").as_string(conn),),
+    ).fetchone()
+    if row and row[0]:
+        return
+    conn.execute(
+        sql.SQL(
+            "ALTER TABLE {}.migrations"
+            " ADD COLUMN IF NOT EXISTS allow_widening boolean NOT NULL DEFAULT false,"
+            " ADD COLUMN IF NOT EXISTS unlink boolean NOT NULL DEFAULT false,"
+            " ADD COLUMN IF NOT EXISTS verify_xmin bigint"
+        ).format(sql.Identifier(schema))
+    )
+
+
 def ensure(conn: psycopg.Connection, schema: str) -> None:
     """Create the state schema and tables unless they exist (one transaction)."""
     try:
@@ -97,6 +124,7 @@ def ensure(conn: psycopg.Connection, schema: str) -> None:
             conn.execute("SELECT pg_advisory_xact_lock(hashtext('pgblobdump.migrate.state'))")
             for stmt in _ddl(schema):
                 conn.execute(stmt)
+            _upgrade(conn, schema)
     except psycopg.errors.InsufficientPrivilege as e:
         raise DatabaseError(
             f"cannot keep the migration state in schema {schema}: {reason(e)}; let this role"
