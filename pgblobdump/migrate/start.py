@@ -45,7 +45,7 @@ def start(
 ) -> Migration:
     """Check the column, then add the new column and the sync triggers (one short lock)."""
     if col.key is None:
-        raise UsageError(
+        raise DatabaseError(
             f"table {col.table_name} has no primary key: add one (online batches need it),"
             " or use --in-place, which rewrites the table under an ACCESS EXCLUSIVE lock"
         )

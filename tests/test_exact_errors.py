@@ -1,0 +1,60 @@
+"""One exit code per condition whatever the command: the CLI as a user meets it, one
+``Error:`` line on stderr, no traceback, nothing left behind."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from pgblobdump.pg.cluster import EmbeddedCluster
+from tests.conftest import NewDb
+from tests.test_cli import assert_one_line_error, run
+
+
+# -- a missing table or column: 8 (not found) from every command that names one ----------
+@pytest.fixture
+def lo_db(pg16: EmbeddedCluster, new_db: NewDb) -> str:
+    db = new_db(pg16)
+    with psycopg.connect(db, autocommit=True) as conn:
+        conn.execute("CREATE TABLE t (id int PRIMARY KEY, b oid)")
+        conn.execute("INSERT INTO t VALUES (1, lo_from_bytea(0, 'x'))")
+        conn.execute("CREATE TABLE nokey (b oid)")
+    return db
+
+
+@pytest.mark.parametrize(
+    ("ref", "said"),
+    [("nosuch.col", "no table nosuch"), ("t.nosuch", "no column t.nosuch"),
+     ("public.nosuch.col", "no table public.nosuch")],
+)  # fmt: skip
+def test_dump_referenced_by_a_missing_table_or_column(
+    lo_db: str, tmp_path: Path, ref: str, said: str
+) -> None:
+    out = tmp_path / "lobs.pbd"
+    result = run("dump", "-d", lo_db, "-o", str(out), "--referenced-by", ref)
+    assert_one_line_error(result, 8, said)
+    assert not out.exists()
+
+
+def test_dump_stream_referenced_by_a_missing_table(lo_db: str) -> None:
+    result = run("dump", "-d", lo_db, "-o", "-", "--referenced-by", "nosuch.col")
+    assert_one_line_error(result, 8, "no table nosuch")
+    assert result.stdout_bytes == b""  # not a byte of a stream that cannot be whole
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [(["run", "nosuch.col"], "no table nosuch"),
+     (["run", "t.nosuch"], "no column public.t.nosuch"),
+     (["abort", "nosuch.col"], "no table nosuch"),
+     (["abort", "t.nosuch"], "no column public.t.nosuch")],
+)  # fmt: skip
+def test_migrate_a_missing_table_or_column(lo_db: str, args: list[str], said: str) -> None:
+    assert_one_line_error(run("migrate", args[0], "-d", lo_db, *args[1:]), 8, said)
+
+
+def test_migrate_run_without_a_primary_key_is_refused_by_the_database(lo_db: str) -> None:
+    result = run("migrate", "run", "-d", lo_db, "nokey.b")
+    assert_one_line_error(result, 4, "has no primary key")
