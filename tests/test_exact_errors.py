@@ -58,3 +58,30 @@ def test_migrate_a_missing_table_or_column(lo_db: str, args: list[str], said: st
 def test_migrate_run_without_a_primary_key_is_refused_by_the_database(lo_db: str) -> None:
     result = run("migrate", "run", "-d", lo_db, "nokey.b")
     assert_one_line_error(result, 4, "has no primary key")
+
+
+# -- a packed stream where a directory archive is needed: 7, naming the fix --------------
+@pytest.fixture
+def stream_file(lo_db: str, tmp_path: Path) -> Path:
+    dumped = run("dump", "-d", lo_db, "-o", "-")
+    assert dumped.exit_code == 0, dumped.stderr
+    path = tmp_path / "lobs.stream"
+    path.write_bytes(dumped.stdout_bytes)
+    return path
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["ls", "S"], ["cat", "S", "16384"], ["verify", "S"], ["unpack", "S", "-o", "OUT"],
+     ["unpack", "S", "-o", "OUT", "--format", "custom"], ["restore", "S", "-d", "DB", "--part", "1/2"],
+     ["restore", "S", "-d", "DB", "--full"], ["restore", "S", "-d", "DB", "--skip-damaged"]],
+)  # fmt: skip
+def test_a_stream_where_a_directory_is_needed(
+    stream_file: Path, lo_db: str, tmp_path: Path, args: list[str]
+) -> None:
+    out = tmp_path / "out"
+    given = {"S": str(stream_file), "OUT": str(out), "DB": lo_db}
+    result = run(*[given.get(a, a) for a in args])
+    assert_one_line_error(result, 7, f"{stream_file} is a packed stream, not a directory archive")
+    assert f"pgblobdump restore {stream_file} -d DB" in result.stderr
+    assert not out.exists()
