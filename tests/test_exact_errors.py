@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import psycopg
 import pytest
 
+from pgblobdump.pg import toolchain
 from pgblobdump.pg.cluster import EmbeddedCluster
 from tests.conftest import NewDb
 from tests.test_cli import assert_one_line_error, run
@@ -85,3 +87,38 @@ def test_a_stream_where_a_directory_is_needed(
     assert_one_line_error(result, 7, f"{stream_file} is a packed stream, not a directory archive")
     assert f"pgblobdump restore {stream_file} -d DB" in result.stderr
     assert not out.exists()
+
+
+# -- an output under a directory that does not exist: 11, nothing created (as pg_dump) ---
+@pytest.fixture
+def packed_dir(lo_db: str, tmp_path: Path) -> Path:
+    path = tmp_path / "lobs.pbd"
+    assert run("dump", "-d", lo_db, "-o", str(path)).exit_code == 0
+    return path
+
+
+@pytest.fixture
+def pg_dump_file(lo_db: str, tmp_path: Path) -> Path:
+    path = tmp_path / "db.dump"
+    pg_dump = toolchain.find(16).tool("pg_dump")
+    subprocess.run([str(pg_dump), "-Fc", "-f", str(path), "-d", lo_db], check=True)
+    return path
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["dump", "-d", "DB", "-o", "OUT"], ["pack", "PGDUMP", "-o", "OUT"],
+     ["unpack", "PACKED", "-o", "OUT"], ["unpack", "PACKED", "-o", "OUT", "--format", "custom"],
+     ["cat", "PACKED", "OID", "-o", "OUT"], ["toc", "extract", "PGDUMP", "OID", "-o", "OUT"]],
+)  # fmt: skip
+def test_no_parents_are_made_for_an_output(
+    lo_db: str, packed_dir: Path, pg_dump_file: Path, tmp_path: Path, args: list[str]
+) -> None:
+    with psycopg.connect(lo_db) as conn:
+        oid = conn.execute("SELECT b FROM t").fetchone()[0]  # type: ignore[index]
+    out = tmp_path / "a" / "b" / "c"
+    given = {"DB": lo_db, "OUT": str(out), "PACKED": str(packed_dir),
+             "PGDUMP": str(pg_dump_file), "OID": str(oid)}  # fmt: skip
+    result = run(*[given.get(a, a) for a in args])
+    assert_one_line_error(result, 11, str(out))
+    assert not (tmp_path / "a").exists()
