@@ -8,9 +8,11 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from psycopg import sql
 
 from pgblobdump.pg import toolchain
 from pgblobdump.pg.cluster import EmbeddedCluster
+from pgblobdump.pg.names import clip, with_suffix
 from tests.conftest import NewDb
 from tests.test_cli import assert_one_line_error, run
 
@@ -75,8 +77,9 @@ def stream_file(lo_db: str, tmp_path: Path) -> Path:
 @pytest.mark.parametrize(
     "args",
     [["ls", "S"], ["cat", "S", "16384"], ["verify", "S"], ["unpack", "S", "-o", "OUT"],
-     ["unpack", "S", "-o", "OUT", "--format", "custom"], ["restore", "S", "-d", "DB", "--part", "1/2"],
-     ["restore", "S", "-d", "DB", "--full"], ["restore", "S", "-d", "DB", "--skip-damaged"]],
+     ["unpack", "S", "-o", "OUT", "--format", "custom"],
+     ["restore", "S", "-d", "DB", "--part", "1/2"], ["restore", "S", "-d", "DB", "--full"],
+     ["restore", "S", "-d", "DB", "--skip-damaged"]],
 )  # fmt: skip
 def test_a_stream_where_a_directory_is_needed(
     stream_file: Path, lo_db: str, tmp_path: Path, args: list[str]
@@ -122,3 +125,39 @@ def test_no_parents_are_made_for_an_output(
     result = run(*[given.get(a, a) for a in args])
     assert_one_line_error(result, 11, str(out))
     assert not (tmp_path / "a").exists()
+
+
+# -- names the migration derives are cut by bytes, as the server cuts them ---------------
+def test_clip_cuts_bytes_not_characters() -> None:
+    assert clip("é" * 40) == "é" * 31  # 62 bytes: a 32nd 'é' would split at byte 63
+    assert clip("a" * 70) == "a" * 63 and clip("short") == "short"
+    assert with_suffix("é" * 40, "_lo") == "é" * 30 + "_lo"  # 63 bytes
+
+
+# 28 'é': the column fits (56 bytes), but "<column>_pgbd_new" cut by characters was 65 bytes,
+# so the state named a column the server had cut; 40 (80 bytes, the server cuts the column
+# itself): "<column>_pgbd_new" and "<column>_lo" cut by characters became one name.
+@pytest.mark.parametrize("length", [28, 40])
+def test_migrate_a_long_non_ascii_column(lo_db: str, length: int) -> None:
+    given = "é" * length
+    stored = "é" * min(length, 31)  # the server's NAMEDATALEN - 1 = 63 bytes, whole characters
+    with psycopg.connect(lo_db, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("CREATE TABLE u (id int PRIMARY KEY, {} oid)").format(sql.Identifier(given))
+        )
+        conn.execute("INSERT INTO u SELECT g, lo_from_bytea(0, 'v') FROM generate_series(1, 3) g")
+    result = run("migrate", "run", "-d", lo_db, f'u."{stored}"', "--keep-old", "--json")
+    assert result.exit_code == 0, result.stderr
+    with psycopg.connect(lo_db) as conn:
+        cols = dict(conn.execute(
+            "SELECT attname, format_type(atttypid, NULL) FROM pg_attribute"
+            " WHERE attrelid = 'u'::regclass AND attnum > 0 AND NOT attisdropped"
+        ).fetchall())  # fmt: skip
+        recorded = conn.execute(
+            "SELECT new_column, old_column FROM pgblobdump.migrations"
+        ).fetchone()
+    assert recorded is not None
+    old = recorded[1]  # the state names the column the server has, not a longer name
+    assert cols == {"id": "integer", stored: "bytea", old: "oid"}
+    assert old.endswith("_lo") and old.startswith("é" * 27)
+    assert all(len(n.encode()) <= 63 for n in recorded)
