@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import subprocess
 from pathlib import Path
 
@@ -161,3 +163,27 @@ def test_migrate_a_long_non_ascii_column(lo_db: str, length: int) -> None:
     assert cols == {"id": "integer", stored: "bytea", old: "oid"}
     assert old.endswith("_lo") and old.startswith("é" * 27)
     assert all(len(n.encode()) <= 63 for n in recorded)
+
+
+# -- bench --csv carries raw numbers, as --json does; people's formats are for tables ----
+def test_bench_csv_holds_raw_numbers(lo_db: str) -> None:
+    result = run("bench", "read", "-d", lo_db, "--sizes", "2MB", "--chunk", "1MiB",
+                 "--repeat", "1", "--csv")  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    rows = list(csv.DictReader(io.StringIO(result.stdout)))
+    assert rows and {r["size"] for r in rows} == {"2000000"}  # not "2 MB"
+    for r in rows:
+        for key in ("median_ms", "min_ms", "max_ms", "mb_per_s", "vs_file"):
+            float(r[key])  # not "1,234.5"
+        assert float(r["min_ms"]) <= float(r["median_ms"]) <= float(r["max_ms"])
+    result = run("bench", "toast", "-d", lo_db, "--lengths", "3000", "--rows", "10", "--csv")
+    assert result.exit_code == 0, result.stderr
+    rows = list(csv.DictReader(io.StringIO(result.stdout)))
+    assert rows and {r["length"] for r in rows} == {"3000"}  # not "3,000"
+    for r in rows:
+        assert 0 <= float(r["compressed_share"]) <= 1  # not "40%"
+        assert int(r["buffers_per_access"]) >= 0
+        for key in ("bytes_per_row", "insert_mb_per_s", "substring_rows_per_s"):
+            float(r[key])
+    shown = run("bench", "toast", "-d", lo_db, "--lengths", "3000", "--rows", "10", "--markdown")
+    assert "| 3,000 |" in shown.stdout  # people still get thousands separators
