@@ -5,13 +5,21 @@ from __future__ import annotations
 
 import csv
 import io
+import json
+import os
+import pwd
+import shutil
 import subprocess
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
 import pytest
+from click.testing import CliRunner
 from psycopg import sql
 
+from pgblobdump.cli import cli
 from pgblobdump.pg import toolchain
 from pgblobdump.pg.cluster import EmbeddedCluster
 from pgblobdump.pg.names import clip, with_suffix
@@ -187,3 +195,116 @@ def test_bench_csv_holds_raw_numbers(lo_db: str) -> None:
             float(r[key])
     shown = run("bench", "toast", "-d", lo_db, "--lengths", "3000", "--rows", "10", "--markdown")
     assert "| 3,000 |" in shown.stdout  # people still get thousands separators
+
+
+# -- the TOC reader: a file the OS will not read is 11; only its content makes 7 ---------
+@pytest.fixture
+def fd_archive(lo_db: str) -> Iterator[tuple[Path, int]]:
+    """A pg_dump -Fd archive (uncompressed: blob_<oid>.dat) and one of its OIDs, in a
+    folder every user may enter (pytest's own are root's alone), so that a test can read
+    it as an unprivileged user."""
+    with psycopg.connect(lo_db) as conn:
+        oid = int(conn.execute("SELECT b FROM t").fetchone()[0])  # type: ignore[index]
+    top = Path(tempfile.mkdtemp(prefix="pgbd-errors-"))
+    try:
+        top.chmod(0o777)
+        path = top / "fd"
+        pg_dump = toolchain.find(16).tool("pg_dump")
+        subprocess.run([str(pg_dump), "-Fd", "-Z0", "-f", str(path), "-d", lo_db], check=True)
+        path.chmod(0o755)
+        assert (path / f"blob_{oid}.dat").is_file()
+        yield path, oid
+    finally:
+        shutil.rmtree(top)
+
+
+def _as_nobody(args: list[str]) -> tuple[int, str]:
+    """(exit code, stderr) of the CLI run in a forked child that has become ``nobody``:
+    root reads any file whatever its mode, so EACCES needs another user. The command is
+    run as root first by the caller, so every module it imports is loaded already (the
+    interpreter's own files are under /root, which nobody may not read)."""
+    nobody = pwd.getpwnam("nobody")
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        code = 0
+        try:
+            os.close(r)
+            os.setgroups([])
+            os.setresgid(nobody.pw_gid, nobody.pw_gid, nobody.pw_gid)
+            os.setresuid(nobody.pw_uid, nobody.pw_uid, nobody.pw_uid)
+            result = CliRunner().invoke(cli, args)
+            os.write(w, json.dumps([result.exit_code, result.stderr]).encode())
+        except BaseException:
+            code = 99
+        finally:
+            os._exit(code)
+    os.close(w)
+    with os.fdopen(r, "rb") as f:
+        out = f.read()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0 and out, "the child failed"
+    code, stderr = json.loads(out)
+    return int(code), str(stderr)
+
+
+def _one_error(code: int, stderr: str, want: int, fragment: str) -> None:
+    lines = stderr.strip().splitlines()
+    assert code == want and len(lines) == 1, (code, stderr)
+    assert lines[0].startswith("Error: ") and fragment in lines[0], lines[0]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="becomes nobody, which needs root")
+def test_permission_denied_is_11_not_a_damaged_archive(fd_archive: tuple[Path, int]) -> None:
+    path, oid = fd_archive
+    out = path.parent / "out"
+    blob = path / f"blob_{oid}.dat"
+    toc = path / "toc.dat"
+    for args in (["toc", "summary", str(path)], ["pack", str(path), "-o", str(out)],
+                 ["toc", "extract", str(path), str(oid)]):  # fmt: skip
+        warm = CliRunner().invoke(cli, args)  # as root: the archive is sound, imports load
+        assert warm.exit_code == 0, warm.output
+        shutil.rmtree(out, ignore_errors=True)
+    blob.chmod(0)
+    code, err = _as_nobody(["pack", str(path), "-o", str(out)])
+    _one_error(code, err, 11, f"cannot read {blob}: Permission denied")  # not "missing" (7)
+    assert not out.exists()
+    code, err = _as_nobody(["toc", "extract", str(path), str(oid)])
+    _one_error(code, err, 11, f"cannot read {blob}: Permission denied")
+    toc.chmod(0)
+    code, err = _as_nobody(["toc", "summary", str(path)])
+    _one_error(code, err, 11, f"cannot read {toc}: Permission denied")  # not "not an archive"
+
+
+def test_an_lo_file_that_is_a_directory_is_11(fd_archive: tuple[Path, int]) -> None:
+    """EISDIR, which root meets too: the file is there but cannot be read."""
+    path, oid = fd_archive
+    blob = path / f"blob_{oid}.dat"
+    blob.unlink()
+    out = path.parent / "out"
+    gone = run("pack", str(path), "-o", str(out))  # missing: the archive is damaged
+    assert_one_line_error(gone, 7, f"large object {oid} has no data file")
+    blob.mkdir()
+    assert_one_line_error(run("pack", str(path), "-o", str(out)), 11, f"cannot read {blob}")
+    assert not out.exists()
+    result = run("toc", "extract", str(path), str(oid), "-o", str(path.parent / "lo.bin"))
+    assert_one_line_error(result, 11, f"cannot read {blob}: Is a directory")
+
+
+def test_an_lo_file_that_cannot_be_stat_ed_is_11_not_missing(
+    fd_archive: tuple[Path, int],
+) -> None:
+    """A symbolic link to itself (ELOOP): there, but unreadable; it used to count as
+    missing, so the archive was called damaged."""
+    path, oid = fd_archive
+    blob = path / f"blob_{oid}.dat"
+    blob.unlink()
+    blob.symlink_to(blob.name)
+    for args in (["toc", "los", str(path)], ["toc", "summary", str(path)],
+                 ["pack", str(path), "-o", str(path.parent / "out")]):  # fmt: skip
+        assert_one_line_error(run(*args), 11, f"{blob}: Too many levels of symbolic links")
+    blob.unlink()
+    (lists,) = path.glob("blobs*.toc")  # the list of LO files, found by its size (a stat)
+    lists.unlink()
+    lists.symlink_to(lists.name)
+    assert_one_line_error(run("toc", "los", str(path)), 11, f"{lists}: Too many levels")
