@@ -308,3 +308,9 @@ def test_an_lo_file_that_cannot_be_stat_ed_is_11_not_missing(
     lists.unlink()
     lists.symlink_to(lists.name)
     assert_one_line_error(run("toc", "los", str(path)), 11, f"{lists}: Too many levels")
+
+
+@pytest.mark.parametrize("args", [["ls", "-"], ["verify", "-"], ["cat", "-", "1"]])
+def test_standard_input_where_a_directory_is_needed(args: list[str]) -> None:
+    result = run(*args)
+    assert_one_line_error(result, 2, "- (standard input) is read as a stream")

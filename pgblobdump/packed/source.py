@@ -71,6 +71,11 @@ def directory(path: str) -> PackedDirectory:
     archive (NotAnArchive, exit 7, as for any other file): the message names the fix."""
     if is_s3(path):
         return PackedDirectory(S3Prefix(path))
+    if path == "-":  # not a file named "-": the same "-" that restore reads as stdin
+        raise UsageError(
+            "- (standard input) is read as a stream: only `pgblobdump restore -` reads one;"
+            " this needs a directory archive"
+        )
     p = Path(path)
     if p.is_file():
         try:
