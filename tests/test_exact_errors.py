@@ -314,3 +314,34 @@ def test_an_lo_file_that_cannot_be_stat_ed_is_11_not_missing(
 def test_standard_input_where_a_directory_is_needed(args: list[str]) -> None:
     result = run(*args)
     assert_one_line_error(result, 2, "- (standard input) is read as a stream")
+
+
+def test_migrate_and_toc_summary_csv_hold_raw_numbers(lo_db: str) -> None:
+    with psycopg.connect(lo_db, autocommit=True) as conn:
+        conn.execute("CREATE TABLE many (id int PRIMARY KEY, b oid)")
+        conn.execute(
+            "INSERT INTO many SELECT g, lo_from_bytea(0, convert_to(repeat('x', 1000), 'UTF8'))"
+            " FROM generate_series(1, 1500) g"
+        )
+    result = run("migrate", "plan", "-d", lo_db, "--csv")
+    assert result.exit_code == 0, result.stderr
+    (row,) = [
+        r for r in csv.DictReader(io.StringIO(result.stdout)) if r["column"] == "public.many.b"
+    ]
+    assert (row["rows"], row["LOs"], row["bytes"]) == ("1500", "1500", "1500000")  # not "1.4 MiB"
+    shown = run("migrate", "plan", "-d", lo_db)
+    assert "1,500" in shown.stdout and "1.4 MiB" in shown.stdout  # people get them formatted
+    result = run("migrate", "run", "-d", lo_db, "many.b", "--csv")
+    assert result.exit_code == 0, result.stderr
+    (row,) = csv.DictReader(io.StringIO(result.stdout))
+    assert row["rows"] == "1500" and row["column"] == "public.many.b"
+    path = Path(tempfile.mkdtemp(prefix="pgbd-errors-")) / "fd"
+    try:
+        pg_dump = toolchain.find(16).tool("pg_dump")
+        subprocess.run([str(pg_dump), "-Fd", "-f", str(path), "-d", lo_db], check=True)
+        result = run("toc", "summary", str(path), "--csv")
+        assert result.exit_code == 0, result.stderr
+        (row,) = csv.DictReader(io.StringIO(result.stdout))
+        assert row["lo_count"] == "1501" and int(row["archive_bytes"]) > 0  # not "1,501"
+    finally:
+        shutil.rmtree(path.parent)
