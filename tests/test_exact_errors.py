@@ -345,3 +345,9 @@ def test_migrate_and_toc_summary_csv_hold_raw_numbers(lo_db: str) -> None:
         assert row["lo_count"] == "1501" and int(row["archive_bytes"]) > 0  # not "1,501"
     finally:
         shutil.rmtree(path.parent)
+
+
+def test_a_missing_results_folder_is_not_found(tmp_path: Path) -> None:
+    missing = tmp_path / "nosuch"  # 8 as any missing path, not click's "does not exist" (2)
+    result = run("compare", "--render", str(missing))
+    assert_one_line_error(result, 8, f"{missing}: no such results folder")
