@@ -351,3 +351,14 @@ def test_a_missing_results_folder_is_not_found(tmp_path: Path) -> None:
     missing = tmp_path / "nosuch"  # 8 as any missing path, not click's "does not exist" (2)
     result = run("compare", "--render", str(missing))
     assert_one_line_error(result, 8, f"{missing}: no such results folder")
+
+
+def test_a_packed_archive_given_to_pack_or_toc_says_what_it_is(
+    stream_file: Path, packed_dir: Path
+) -> None:
+    for args in (["pack", str(stream_file), "-o", str(stream_file.parent / "out")],
+                 ["toc", "summary", str(stream_file)]):  # fmt: skip
+        assert_one_line_error(run(*args), 7, "it looks like a pgblobdump packed stream")
+    for args in (["pack", str(packed_dir), "-o", str(packed_dir.parent / "out")],
+                 ["toc", "los", str(packed_dir)]):  # fmt: skip
+        assert_one_line_error(run(*args), 7, "it is a pgblobdump packed archive (ls, cat,")

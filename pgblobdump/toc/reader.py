@@ -57,6 +57,8 @@ class Archive:
             self.root = self.path
             if not self.toc_path.is_file():
                 what = "an empty directory" if not any(self.path.iterdir()) else "a directory"
+                if (self.path / "manifest.json").is_file():  # packed.format.MANIFEST_NAME
+                    what = "a pgblobdump packed archive (ls, cat, restore and unpack read it),"
                 raise NotAnArchive(
                     f"{self.name}: not a pg_dump directory archive; it is {what} without {TOC_FILE}"
                 )
