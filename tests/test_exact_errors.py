@@ -362,3 +362,11 @@ def test_a_packed_archive_given_to_pack_or_toc_says_what_it_is(
     for args in (["pack", str(packed_dir), "-o", str(packed_dir.parent / "out")],
                  ["toc", "los", str(packed_dir)]):  # fmt: skip
         assert_one_line_error(run(*args), 7, "it is a pgblobdump packed archive (ls, cat,")
+
+
+def test_an_io_error_reading_the_archive_is_11() -> None:
+    """/proc/self/mem: a regular file that reports no size, whose first read fails (EIO)."""
+    if not Path("/proc/self/mem").exists():
+        pytest.skip("no /proc")
+    result = run("toc", "summary", "/proc/self/mem")
+    assert_one_line_error(result, 11, "/proc/self/mem: cannot be read as a file: Input/output")
