@@ -370,3 +370,20 @@ def test_an_io_error_reading_the_archive_is_11() -> None:
         pytest.skip("no /proc")
     result = run("toc", "summary", "/proc/self/mem")
     assert_one_line_error(result, 11, "/proc/self/mem: cannot be read as a file: Input/output")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="becomes nobody, which needs root")
+def test_an_unreadable_results_file_is_11_not_7() -> None:
+    top = Path(tempfile.mkdtemp(prefix="pgbd-errors-"))
+    try:
+        top.chmod(0o755)
+        results = top / "results.json"
+        results.write_text("{}")
+        args = ["compare", "--render", str(top)]
+        warm = CliRunner().invoke(cli, args)  # as root: read, and found not to be ours (7)
+        assert warm.exit_code == 7 and "no format_version" in warm.stderr, warm.stderr
+        results.chmod(0)
+        code, err = _as_nobody(args)
+        _one_error(code, err, 11, f"cannot read {results}: Permission denied")
+    finally:
+        shutil.rmtree(top)
