@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -65,6 +67,56 @@ def _settings_note(described: dict[str, object]) -> str:
     return f"{where}: {shown}"
 
 
+def _num(spec: str) -> Callable[[Any], str]:
+    """A formatter for people (``,.1f``, ``.0%``...); None shows as nothing."""
+    return lambda v: "" if v is None else format(v, spec)
+
+
+def read_table(result: read_bench.ReadResult) -> Table:
+    """Rows of raw numbers (CSV and JSON carry them: sizes in bytes, times in ms), each
+    column formatting its own for people."""
+    rows = [{
+        "size": r.size, "method": r.method, "mode": r.mode,
+        "median_ms": r.seconds.median * 1000, "min_ms": r.seconds.low * 1000,
+        "max_ms": r.seconds.high * 1000, "mb_per_s": r.mb_per_s, "vs_file": r.vs_file,
+    } for r in result.rows]  # fmt: skip
+    columns = [
+        Column("size", show=_size_label), Column("method"), Column("mode"),
+        Column("median_ms", "median ms", _num(",.1f"), True),
+        Column("min_ms", "min ms", _num(",.1f"), True),
+        Column("max_ms", "max ms", _num(",.1f"), True),
+        Column("mb_per_s", "MB/s", _num(",.0f"), True),
+        Column("vs_file", "x file", _num(".1f"), True),
+    ]  # fmt: skip
+    notes = [_settings_note(result.server), f"cache: {result.cache}", *result.notes]
+    return Table(columns, rows, title="reads", notes=notes)
+
+
+def toast_table(result: toast_bench.ToastResult, kind: str) -> Table:
+    """As read_table: raw numbers in the rows (a share as 0..1), formatted per column."""
+    rows = [{
+        "length": r.length, "storage": r.storage, "bytes_per_row": r.bytes_per_row,
+        "heap_bytes_per_row": r.heap_bytes_per_row,
+        "toast_bytes_per_row": r.toast_bytes_per_row, "compressed_share": r.compressed_share,
+        "stored_ratio": r.stored_ratio, "insert_mb_per_s": r.insert_mb_per_s,
+        "substring_rows_per_s": r.substring_rows_per_s,
+        "buffers_per_access": r.buffers_per_access,
+    } for r in result.rows]  # fmt: skip
+    columns = [
+        Column("length", show=_num(","), numeric=True), Column("storage"),
+        Column("bytes_per_row", "bytes/row", _num(",.0f"), True),
+        Column("heap_bytes_per_row", "heap/row", _num(",.0f"), True),
+        Column("toast_bytes_per_row", "toast/row", _num(",.0f"), True),
+        Column("compressed_share", "compressed", _num(".0%"), True),
+        Column("stored_ratio", "stored/length", _num(".2f"), True),
+        Column("insert_mb_per_s", "insert MB/s", _num(",.1f"), True),
+        Column("substring_rows_per_s", "substring rows/s", _num(",.0f"), True),
+        Column("buffers_per_access", "buffers/access", str, True),
+    ]  # fmt: skip
+    return Table(columns, rows, title=f"TOAST ({kind})",
+                 notes=[_settings_note(result.server), *result.notes])  # fmt: skip
+
+
 @bench.command("read")
 @connection_options
 @MAJOR
@@ -97,17 +149,7 @@ def read_cmd(target: ConnectionTarget, major: int, sizes: str, chunk: str, repea
     spec.check()
     with server(_target(target), major, cold) as srv, reporter("reading", repeat) as rep:
         result = read_bench.run(srv, spec, rep)
-    rows = [{
-        "size": _size_label(r.size), "method": r.method, "mode": r.mode,
-        "median ms": f"{r.seconds.median * 1000:,.1f}",
-        "min-max ms": f"{r.seconds.low * 1000:,.1f}-{r.seconds.high * 1000:,.1f}",
-        "MB/s": f"{r.mb_per_s:,.0f}",
-        "x file": f"{r.vs_file:.1f}" if r.vs_file is not None else "",
-    } for r in result.rows]  # fmt: skip
-    heads = ["size", "method", "mode", "median ms", "min-max ms", "MB/s", "x file"]
-    notes = [_settings_note(result.server), f"cache: {result.cache}", *result.notes]
-    table = Table([Column(h, numeric=h not in ("size", "method", "mode")) for h in heads],
-                  rows, title="reads", notes=notes)  # fmt: skip
+    table = read_table(result)
     if plot_dir is not None:
         from pgblobdump.compare.plots import grouped_bars
 
@@ -144,19 +186,7 @@ def toast_cmd(target: ConnectionTarget, major: int, lengths: str, rows: int, kin
     spec.check()
     with server(_target(target), major, False) as srv, reporter("toast", 0) as rep:
         result = toast_bench.run(srv, spec, rep)
-    table_rows = [{
-        "length": f"{r.length:,}", "storage": r.storage,
-        "bytes/row": f"{r.bytes_per_row:,.0f}", "heap/row": f"{r.heap_bytes_per_row:,.0f}",
-        "toast/row": f"{r.toast_bytes_per_row:,.0f}", "compressed": f"{r.compressed_share:.0%}",
-        "stored/length": f"{r.stored_ratio:.2f}",
-        "insert MB/s": f"{r.insert_mb_per_s:,.1f}",
-        "substring rows/s": f"{r.substring_rows_per_s:,.0f}",
-        "buffers/access": str(r.buffers_per_access),
-    } for r in result.rows]  # fmt: skip
-    heads = list(table_rows[0]) if table_rows else ["length"]
-    table = Table([Column(h, numeric=h != "storage") for h in heads], table_rows,
-                  title=f"TOAST ({kind})",
-                  notes=[_settings_note(result.server), *result.notes])  # fmt: skip
+    table = toast_table(result, kind)
     if plot_dir is not None:
         from pgblobdump.compare.plots import grouped_bars
 

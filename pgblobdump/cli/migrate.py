@@ -12,7 +12,7 @@ from pgblobdump.pg.connect import connect, describe
 from pgblobdump.pg.target import ConnectionTarget
 from pgblobdump.report import Column, Table
 from pgblobdump.report.reporter import Reporter
-from pgblobdump.report.table import jsonable
+from pgblobdump.report.table import jsonable, record_table
 from pgblobdump.units import format_bytes
 
 schema_option = click.option(
@@ -32,25 +32,29 @@ def migrate() -> None:
     """
 
 
+def _size(n: int | None) -> str:
+    return "" if n is None else format_bytes(n)
+
+
 def plan_table(p: core.Plan) -> Table:
     rows = []
-    for c in p.columns:
+    for c in p.columns:  # raw numbers (CSV carries them); the columns format them for people
         st = c.stats
         rows.append({
             "column": c.column, "type": c.type,
             "LOs?": "yes" if c.confirmed else f"no ({c.sampled_los}/{c.sampled} sampled)",
-            "rows": f"{st.rows:,}" if st else "",
-            "LOs": f"{st.present:,}" if st else "",
-            "dangling": f"{st.dangling:,}" if st else "",
-            "bytes": format_bytes(st.total_bytes) if st else "",
-            "largest": format_bytes(st.largest) if st else "",
-            ">1GB": f"{st.over_1gb_count:,}" if st else "",
-            "shared": f"{st.shared_rows + c.shared_with_other_columns:,}" if st else "",
-            "widens": f"{c.widening.los:,}" if c.widening is not None else "",
+            "rows": st.rows if st else None,
+            "LOs": st.present if st else None,
+            "dangling": st.dangling if st else None,
+            "bytes": st.total_bytes if st else None,
+            "largest": st.largest if st else None,
+            ">1GB": st.over_1gb_count if st else None,
+            "shared": st.shared_rows + c.shared_with_other_columns if st else None,
+            "widens": c.widening.los if c.widening is not None else None,
             "storage": (
                 f"{c.storage.storage} {c.storage.compression or ''}".strip() if c.storage else ""
             ),
-            "space needed": format_bytes(c.space_needed) if st else "",
+            "space needed": c.space_needed if st else None,
         })  # fmt: skip
     notes = list(p.notes)
     for c in p.columns:
@@ -59,9 +63,13 @@ def plan_table(p: core.Plan) -> Table:
         notes += [f"{c.column}: {n}" for n in c.notes]
     heads = ["column", "type", "LOs?", "rows", "LOs", "dangling", "bytes", "largest", ">1GB",
              "shared", "widens", "storage", "space needed"]  # fmt: skip
-    numeric = ("rows", "LOs", "dangling", ">1GB", "shared", "widens")
+    sizes = ("bytes", "largest", "space needed")
+    counts = ("rows", "LOs", "dangling", ">1GB", "shared", "widens")
     return Table(
-        [Column(h, numeric=h in numeric) for h in heads],
+        [
+            Column(h, show=_size, numeric=True) if h in sizes else Column(h, numeric=h in counts)
+            for h in heads
+        ],
         rows,
         title=f"oid/lo columns of {p.database} (PostgreSQL {p.server_version}):"
         f" {p.large_objects:,} LOs, {p.orphans:,} orphans",
@@ -217,7 +225,8 @@ def run_cmd(
         reporter("migrating", 0) as rep,
     ):
         result = (core.run_in_place if in_place else core.run)(conn, column, opts, rep)
-    emit(result_table(result), fmt, jsonable(result))
+    emit(record_table(result) if fmt is Format.CSV else result_table(result), fmt,
+         jsonable(result))  # fmt: skip
 
 
 @migrate.command("status")

@@ -251,7 +251,7 @@ def restore(archive: str, target: ConnectionTarget, no_owner: bool, no_acl: bool
     if full and part is not None:
         raise UsageError("--part restores a share of the LOs alone; --full restores everything")
     if full:
-        if archive == "-" or Path(archive).is_file():
+        if archive == "-":
             raise UsageError("--full restores a directory archive (dump --full writes one),"
                              " not a stream")  # fmt: skip
         directory = packed_source.directory(archive)

@@ -17,6 +17,7 @@ from pgblobdump.cli.output import Format, emit
 from pgblobdump.errors import UsageError
 from pgblobdump.fileio import write_atomically
 from pgblobdump.report import Column, Table, stream
+from pgblobdump.report.table import record_table
 from pgblobdump.toc import acl as toc_acl
 from pgblobdump.toc import diff as toc_diff
 from pgblobdump.toc import listing, los, summary
@@ -125,7 +126,7 @@ def summary_cmd(archive: Path, no_data: bool, fmt: Format) -> None:
     """
     with open_archive(archive) as a:
         s = summary.summarize(a, with_data=not no_data)
-    emit(_summary_table(s), fmt, json_value=s)
+    emit(record_table(s) if fmt is Format.CSV else _summary_table(s), fmt, json_value=s)
 
 
 @toc.command(name="los")

@@ -137,8 +137,6 @@ def _reason(e: Exception) -> str:
         return f"not UTF-8 text (byte {e.object[e.start]:#04x} at offset {e.start})"
     if isinstance(e, json.JSONDecodeError):
         return f"not JSON ({e.msg} at line {e.lineno}, column {e.colno})"
-    if isinstance(e, OSError):
-        return f"cannot read it: {e.strerror or e}"
     return str(e)
 
 
@@ -166,7 +164,9 @@ def load(folder: Path) -> Results:
     invalid = f"{path}: {RESULTS_FILE} is not valid"
     try:
         data = _read_json(path)
-    except (OSError, ValueError) as e:
+    except OSError as e:  # the system would not read it (EACCES, EIO): 11, not unreadable JSON
+        raise from_os_error(e, "read") from e
+    except ValueError as e:
         if path.name != RESULTS_FILE:  # some other file, not a renamed results.json
             raise not_results from e
         raise ResultsUnreadable(f"{invalid}: {_reason(e)}") from e

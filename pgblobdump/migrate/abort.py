@@ -30,9 +30,9 @@ def abort(
     parts = columns.split_name(spec)
     if len(parts) not in (2, 3):
         raise UsageError(f"{spec!r} is not [schema.]table.column")
+    col = columns.resolve(conn, spec)  # first: a missing table is "no table", as for run
     if not state.exists(conn, schema):
         raise NotFound(f"no migration has run in this database (no {schema}.migrations)")
-    col = columns.resolve(conn, spec)
     mig = state.latest(conn, schema, col.relid, col.name)
     if mig is None:
         raise NotFound(f"no migration of {col.qualified} to abort")

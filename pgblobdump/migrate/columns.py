@@ -188,7 +188,7 @@ def describe(conn: psycopg.Connection, relid: int, column: str) -> Column:
     if kind not in ("r", "p"):
         raise UsageError(f"{where} is not a table (relkind {kind})")
     if name is None:
-        raise NotFound(f"table {where} has no column {quote(column)}")
+        raise NotFound(f"no column {where}.{quote(column)}")
     if gen:
         raise UsageError(f"{where}.{quote(name)} is a generated column")
     return Column(

@@ -14,15 +14,18 @@ from pgblobdump.migrate.move import Move, check_name, trigger_ddl
 from pgblobdump.migrate.options import RunOptions
 from pgblobdump.migrate.plan import advise, column_sample, compress_ratio
 from pgblobdump.migrate.state import Migration
+from pgblobdump.pg.names import clip, with_suffix
 from pgblobdump.pg.toast import lz4_available
 from pgblobdump.report.reporter import Reporter
 
 
 def _new_names(col: Column, to: str) -> tuple[str, str]:
     """A name for the new column while it fills, and for the old one after the switch."""
+    # Cut by bytes (the server's limit is 63 bytes, not characters): a name the server
+    # cut itself would not be the name recorded in the state, and both could become one.
     return (
-        f"{col.name[:40]}_pgbd_new",
-        f"{col.name[:55]}_{'lo' if to == 'bytea' else 'bytea'}",
+        f"{clip(col.name, 40)}_pgbd_new",
+        f"{clip(col.name, 55)}_{'lo' if to == 'bytea' else 'bytea'}",
     )
 
 
@@ -36,7 +39,7 @@ def _free_name(conn: psycopg.Connection, relid: int, name: str) -> str:
     out, n = name, 1
     while out in taken:
         n += 1
-        out = f"{name[:60]}_{n}"
+        out = with_suffix(name, f"_{n}")
     return out
 
 
@@ -45,7 +48,7 @@ def start(
 ) -> Migration:
     """Check the column, then add the new column and the sync triggers (one short lock)."""
     if col.key is None:
-        raise UsageError(
+        raise DatabaseError(
             f"table {col.table_name} has no primary key: add one (online batches need it),"
             " or use --in-place, which rewrites the table under an ACCESS EXCLUSIVE lock"
         )

@@ -23,7 +23,7 @@ from pgblobdump.packed.format import DEFAULT_VOLUME_SIZE, PIECE_MAX, ZSTD_LEVEL
 from pgblobdump.packed.index import Meta
 from pgblobdump.packed.writer import ArchiveWriter, LoPacker, check_settings
 from pgblobdump.pg.connect import connect, describe
-from pgblobdump.pg.lostream import EmptyRun, Selection, iter_los
+from pgblobdump.pg.lostream import EmptyRun, Selection, check_references, iter_los
 from pgblobdump.pg.target import split_password
 from pgblobdump.report.reporter import QUIET, Reporter
 from pgblobdump.storage import FileInfo, Storage
@@ -158,6 +158,7 @@ def dump(
     t0 = time.perf_counter()
     with connect(conninfo, autocommit=True, doing="dump") as leader:
         _begin(leader)
+        check_references(leader, req.selection)
         row = leader.execute("SELECT pg_export_snapshot()").fetchone()
         assert row is not None
         snapshot = str(row[0])

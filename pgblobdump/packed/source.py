@@ -37,7 +37,9 @@ def open_source(path: str, skip_damaged: bool = False) -> Iterator[Source]:
         items = archive.items(skip_damaged)
         yield Source(items, archive.index, archive.index.metas.values, archive)
         return
-    if skip_damaged and not Path(path).is_dir():
+    if skip_damaged and path != "-" and Path(path).is_file():
+        directory(path)  # raises: says what the file is and what to do with it
+    if skip_damaged and path == "-":
         raise UsageError(
             "--skip-damaged needs a directory archive: only its index can name the LOs a"
             " damaged part held (a stream has none)"
@@ -64,16 +66,28 @@ def open_source(path: str, skip_damaged: bool = False) -> Iterator[Source]:
 
 
 def directory(path: str) -> PackedDirectory:
-    """A directory archive (``ls``, ``cat``, ``verify`` need its index), or one on S3."""
+    """A directory archive (``ls``, ``cat``, ``verify``, ``unpack``, ``restore --part``
+    and ``--full`` need its index), or one on S3. A stream file is the wrong kind of
+    archive (NotAnArchive, exit 7, as for any other file): the message names the fix."""
     if is_s3(path):
         return PackedDirectory(S3Prefix(path))
+    if path == "-":  # not a file named "-": the same "-" that restore reads as stdin
+        raise UsageError(
+            "- (standard input) is read as a stream: only `pgblobdump restore -` reads one;"
+            " this needs a directory archive"
+        )
     p = Path(path)
     if p.is_file():
-        with contextlib.suppress(OSError), p.open("rb") as f:
-            if f.read(len(STREAM_MAGIC)) == STREAM_MAGIC:
-                raise FileError(
-                    f"{p} is a packed stream; ls, cat and verify read directory archives"
-                    " (restore reads streams)"
-                )
+        try:
+            with p.open("rb") as f:
+                head = f.read(len(STREAM_MAGIC))
+        except OSError as e:
+            raise from_os_error(e, "read") from e
+        if head == STREAM_MAGIC:
+            raise NotAnArchive(
+                f"{p} is a packed stream, not a directory archive: restore it with"
+                f" `pgblobdump restore {p} -d DB`; for ls, cat, verify, unpack and restore"
+                " --part/--full, dump again with -o DIR"
+            )
         raise NotAnArchive(f"{p}: not a packed archive (a directory with a manifest.json)")
     return PackedDirectory(LocalDirectory(p))

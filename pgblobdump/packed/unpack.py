@@ -96,7 +96,7 @@ def unpack(
     algorithm = str(source.get("compression") or "none")
     written: list[Path] = []
     with _removed_on_failure(written):
-        output.mkdir(parents=True, exist_ok=True)
+        output.mkdir(exist_ok=True)
         with archive.storage.open(REST) as f, tarfile.open(fileobj=f, mode="r|") as tar:
             for member in tar:
                 name = member.name
@@ -121,7 +121,7 @@ def _directory_from_scratch(
 
     written: list[Path] = []
     with _removed_on_failure(written):
-        output.mkdir(parents=True, exist_ok=True)
+        output.mkdir(exist_ok=True)
         written.append(output / "toc.dat")
 
         def lists(name: str) -> contextlib.AbstractContextManager[BinaryIO]:
@@ -220,6 +220,8 @@ def unpack_custom(
     exist; on failure nothing is left under its name."""
     if output.exists():
         raise FileError(f"{output} exists; choose a new file name")
+    if not output.parent.is_dir():  # as pg_dump -Fc -f: no parents made
+        raise FileError(f"cannot create {output}: no directory {output.parent}")
     t0 = time.perf_counter()
     source = (archive.manifest or {}).get("source", {})
     _keeps_toc(archive, source, major)

@@ -22,6 +22,7 @@ from typing import Any, NamedTuple
 import psycopg
 from psycopg import sql
 
+from pgblobdump.errors import NotFound
 from pgblobdump.pg.lo import PUT_CHUNK, read_chunks
 from pgblobdump.spool import Gather, Spooled
 
@@ -65,6 +66,25 @@ class Selection:
             )
             cond = sql.SQL("{} AND {} IN ({})").format(cond, oid, refs)
         return cond
+
+
+def check_references(conn: psycopg.Connection, sel: Selection) -> None:
+    """NotFound (``no table X`` / ``no column X.Y``, as migrate says it) for a table or
+    column of ``sel.referenced_by`` that does not exist: before the dump starts, rather
+    than the server's "relation does not exist" from the middle of its first COPY."""
+    for table, col in sel.referenced_by:
+        ident = sql.Identifier(*table.split("."))
+        row = conn.execute(
+            sql.SQL("SELECT c.oid::int8, a.attnum FROM pg_class c LEFT JOIN pg_attribute a"
+                    " ON a.attrelid = c.oid AND a.attname = {} AND a.attnum > 0"
+                    " AND NOT a.attisdropped WHERE c.oid = to_regclass({})").format(
+                sql.Literal(col), sql.Literal(ident.as_string(conn))
+            )
+        ).fetchone()  # fmt: skip
+        if row is None:
+            raise NotFound(f"no table {table} (from --referenced-by {table}.{col})")
+        if row[1] is None:
+            raise NotFound(f"no column {table}.{col} (from --referenced-by {table}.{col})")
 
 
 MetaTuple = tuple["str | None", "tuple[str, ...] | None", "str | None"]

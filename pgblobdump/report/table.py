@@ -79,6 +79,26 @@ def jsonable(value: Any) -> Any:
     return value
 
 
+def record_table(value: Any, title: str = "") -> Table:
+    """``value`` (a dataclass) as one row of raw values, for CSV where the table for people
+    is ``what | value`` lines of formatted text: a mapping field becomes ``field.key``
+    columns, a list one cell joined by ``; ``."""
+    flat: dict[str, Any] = {}
+
+    def add(key: str, v: Any) -> None:
+        if isinstance(v, Mapping):
+            for k, x in v.items():
+                add(f"{key}.{k}", x)
+        elif isinstance(v, list):
+            flat[key] = "; ".join(str(x) for x in v)
+        else:
+            flat[key] = v
+
+    for k, v in jsonable(value).items():
+        add(k, v)
+    return Table([Column(k) for k in flat], [flat], title=title)
+
+
 def to_json(value: Any) -> str:
     """A table as a list of records, anything else as its JSON form; ends with a newline."""
     data = value.records() if isinstance(value, Table) else jsonable(value)

@@ -20,8 +20,8 @@ class LocalDirectory:
         self.path = path
         self.description = str(path)
         if create:
-            try:
-                path.mkdir(parents=True, exist_ok=True)
+            try:  # no parents, as pg_dump -Fd: a mistyped path fails, not grows a tree
+                path.mkdir(exist_ok=True)
             except OSError as e:
                 raise from_os_error(e, "create the archive directory") from e
         elif not path.is_dir():

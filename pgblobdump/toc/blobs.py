@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import partial
 
-from pgblobdump.errors import ArchiveError, CorruptArchive
+from pgblobdump.errors import CorruptArchive, from_os_error
 from pgblobdump.toc import streamend
 from pgblobdump.toc.compression import SUFFIXES, Stream
 from pgblobdump.toc.fields import (
@@ -366,15 +366,15 @@ def _read_small(path: str, name: str) -> tuple[bytes | None, int] | None:
         fd = os.open(path, os.O_RDONLY)
     except (FileNotFoundError, ValueError):  # ValueError: a NUL in a damaged list
         return None
-    except OSError as e:
-        raise ArchiveError(f"{name}: cannot read {path}: {e.strerror or e}") from e
+    except OSError as e:  # there but unreadable (EACCES...): 11, not a missing LO file
+        raise from_os_error(e, what=f"{name}: cannot read {path}") from e
     try:
         data = os.read(fd, SMALL_FILE)
         if len(data) < SMALL_FILE:
             return data, len(data)
         return None, os.fstat(fd).st_size
-    except OSError as e:
-        raise ArchiveError(f"{name}: cannot read {path}: {e.strerror or e}") from e
+    except OSError as e:  # EISDIR (a directory under the name), EIO
+        raise from_os_error(e, what=f"{name}: cannot read {path}") from e
     finally:
         os.close(fd)
 
@@ -400,7 +400,7 @@ def _file_pieces(archive: Archive, oid: int, member: str, algorithm: str) -> Ite
             try:
                 chunk = f.read(1 << 20)
             except OSError as e:
-                raise ArchiveError(f"{where}: cannot read: {e.strerror or e}") from e
+                raise from_os_error(e, what=f"{where}: cannot read") from e
             if not chunk:
                 break
             if piece := d.feed(chunk, at):

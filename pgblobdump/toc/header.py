@@ -88,6 +88,8 @@ def describe(head: bytes) -> str:
     """A few words on what a file that is not a pg_dump archive looks like."""
     if not head:
         return "an empty file"
+    if head.startswith(b"PGBDSTR1"):  # packed.format.STREAM_MAGIC (toc/ does not import packed/)
+        return "a pgblobdump packed stream (`pgblobdump restore` reads it)"
     if head[:2] == b"\x1f\x8b":
         return "a gzip-compressed file (gunzip it first?)"
     if head[:4] == b"\x28\xb5\x2f\xfd":

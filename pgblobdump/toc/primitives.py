@@ -11,7 +11,7 @@ from __future__ import annotations
 import struct
 from typing import IO
 
-from pgblobdump.errors import ArchiveError, CorruptArchive, UnsupportedArchive
+from pgblobdump.errors import CorruptArchive, UnsupportedArchive, from_os_error
 
 CHUNK = 1 << 20
 """Bytes read from the file at a time; big enough that refills are rare, small enough that
@@ -119,8 +119,8 @@ class Reader:
                 data = self.f.read(want)
             except OSError as e:
                 self.buf = b"".join(parts)
-                raise ArchiveError(
-                    f"{self.name}: cannot read at byte {self.base + have}: {e.strerror or e}"
+                raise from_os_error(  # the OS failed us (EIO): 11, the bytes may be fine
+                    e, what=f"{self.name}: cannot read at byte {self.base + have}"
                 ) from e
             if not data:
                 self.buf = b"".join(parts)

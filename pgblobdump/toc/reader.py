@@ -16,7 +16,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO
 
-from pgblobdump.errors import CorruptArchive, NotAnArchive, NotFound
+from pgblobdump.errors import CorruptArchive, NotAnArchive, NotFound, from_os_error
 from pgblobdump.toc.blobruns import BlobRun
 from pgblobdump.toc.entry import TocEntry
 from pgblobdump.toc.fields import RawEntry
@@ -57,6 +57,8 @@ class Archive:
             self.root = self.path
             if not self.toc_path.is_file():
                 what = "an empty directory" if not any(self.path.iterdir()) else "a directory"
+                if (self.path / "manifest.json").is_file():  # packed.format.MANIFEST_NAME
+                    what = "a pgblobdump packed archive (ls, cat, restore and unpack read it),"
                 raise NotAnArchive(
                     f"{self.name}: not a pg_dump directory archive; it is {what} without {TOC_FILE}"
                 )
@@ -90,10 +92,8 @@ class Archive:
                 return
             with self.path.open("rb") as f:
                 first = f.read(1)
-        except OSError as e:
-            raise NotAnArchive(
-                f"{self.name}: cannot be read as a file ({e.strerror or e}); a special file?"
-            ) from e
+        except OSError as e:  # the OS would not read it (/proc/self/mem: EIO): 11, not 7
+            raise from_os_error(e, what=f"{self.name}: cannot be read as a file") from e
         if first:
             raise NotAnArchive(
                 f"{self.name}: a special file that reports no size (like those in /proc);"
@@ -117,8 +117,8 @@ class Archive:
             return
         try:
             f = self.toc_path.open("rb")
-        except OSError as e:
-            raise NotAnArchive(f"{self.name}: cannot open: {e.strerror}") from e
+        except OSError as e:  # EACCES, EIO...: the file cannot be read, which says nothing of it
+            raise from_os_error(e, "read") from e
         with f:
             yield f, os.fstat(f.fileno()).st_size
 
@@ -139,6 +139,10 @@ class Archive:
             self._tar = tarfile.open(self.path, "r:")  # noqa: SIM115 (closed by close())
             self._tar.getmembers()  # reads every header: a file cut short ends in one
         except (tarfile.TarError, OSError) as e:
+            if isinstance(e, OSError) and e.errno is not None:  # reading failed, not its bytes
+                self.close()
+                what = None if e.filename else f"cannot read {self.name}"
+                raise from_os_error(e, "read", what) from e
             cut = _tar_cut(self.name, self.path, self._tar)
             self.close()
             if cut is not None:
@@ -207,8 +211,10 @@ class Archive:
         assert self.root is not None
         try:
             return (self.root / name).open("rb")
-        except OSError as e:
+        except FileNotFoundError as e:  # a file the TOC names is not there: a damaged archive
             raise CorruptArchive(f"{self.name}: cannot open {name}: {e.strerror}") from e
+        except OSError as e:  # there but unreadable (EACCES, EISDIR, EIO): 11, not damage
+            raise from_os_error(e, "read") from e
         except ValueError as e:  # a NUL byte: a damaged blobs list, no file name
             raise CorruptArchive(f"{self.name}: bad data file name {name!r}") from e
 
@@ -233,18 +239,18 @@ class Archive:
                 return member.size, check(head, member.size, pread_member)
         try:
             fd = os.open(self._root_prefix() + name, os.O_RDONLY)
-        except FileNotFoundError:
+        except FileNotFoundError:  # only ENOENT is missing; EACCES and the like are 11
             return None
         except OSError as e:
-            raise CorruptArchive(f"{self.name}: cannot open {name}: {e.strerror}") from e
+            raise from_os_error(e, "read") from e
         except ValueError:  # a NUL byte in a damaged blobs list: no such file
             return None
         try:
             head = os.pread(fd, WINDOW, 0)
             size = len(head) if len(head) < WINDOW else os.fstat(fd).st_size
             return size, check(head, size, lambda at, n: os.pread(fd, n, at))
-        except OSError as e:
-            raise CorruptArchive(f"{self.name}: cannot read {name}: {e.strerror}") from e
+        except OSError as e:  # EISDIR, EIO: no filename on a pread error, so name it
+            raise from_os_error(e, what=f"cannot read {self._root_prefix() + name}") from e
         finally:
             os.close(fd)
 
@@ -257,8 +263,10 @@ class Archive:
                 return None
         try:
             return os.stat(self._root_prefix() + name).st_size
-        except (OSError, ValueError):  # ValueError: a NUL byte in a damaged blobs list
+        except (FileNotFoundError, ValueError):  # ValueError: a NUL byte in a damaged list
             return None
+        except OSError as e:  # only ENOENT is missing: EACCES on the directory is 11
+            raise from_os_error(e, "read") from e
 
     def member_path(self, name: str) -> str:
         """The path of a directory archive's file ``name`` (a directory archive only)."""

@@ -207,7 +207,7 @@ def test_bad_input_is_refused_before_anything_changes(pg17: EmbeddedCluster, new
         conn.execute("INSERT INTO t VALUES (1, lo_from_bytea(0, 'x'), 'a')")
         conn.execute("CREATE VIEW v AS SELECT b FROM t")
     spec = '"Odd S"."My T"."Blob Col"'
-    with pytest.raises(UsageError, match=r"no primary key.*--in-place"):
+    with pytest.raises(DatabaseError, match=r"no primary key.*--in-place"):
         go(db, spec)
     with pytest.raises(UsageError, match="not oid or lo"):
         go(db, "t.s")

@@ -130,5 +130,5 @@ def test_a_stream_cannot_skip(tmp_path: Path) -> None:
     stream = tmp_path / "a.stream"
     stream.write_bytes(b"PGBDSTRM" + bytes(8))
     result = _restore(stream, "dbname=x", "--skip-damaged")
-    assert result.exit_code == 2
-    assert "--skip-damaged needs a directory archive" in result.stderr
+    assert result.exit_code == 7  # the wrong kind of archive, as for ls, cat or verify
+    assert f"{stream}: not a packed archive (a directory with a manifest.json)" in result.stderr
