@@ -90,41 +90,47 @@ class Widening:
 
 def widening(conn: psycopg.Connection, relid: int, column: str, oids: sql.Composable) -> Widening:
     """The LOs among ``oids`` (a query of column ``o``) that moving into ``column`` of
-    ``relid`` would widen access to. The check runs once per distinct owner and ACL, so
-    a column of millions of LOs with a few ACLs costs one pass over the column."""
+    ``relid`` would widen access to. The readers are compared once per distinct owner and
+    ACL of all LOs (one pass over pg_largeobject_metadata, no join): when no such group
+    widens, which is the usual case, the column is not read at all."""
     conn.execute("DROP TABLE IF EXISTS pg_temp.pgbd_widening")
+    # aclitem has no ordering, only hashing: the grouping is hashed (no ::text per row).
     conn.execute(
         sql.SQL(
-            "CREATE TEMP TABLE pgbd_widening AS SELECT g.owner, g.acl, g.n,"
-            " {roles} AS roles FROM (SELECT m.lomowner AS owner, m.lomacl::text AS acl,"
-            " count(*) AS n, min(m.oid) AS any_oid FROM (SELECT DISTINCT o FROM ({oids}) s) r"
-            " JOIN pg_catalog.pg_largeobject_metadata m ON m.oid = r.o GROUP BY 1, 2) g"
-        ).format(roles=readers_not_of(sql.SQL("g.any_oid"), relid, column), oids=oids)
+            "CREATE TEMP TABLE pgbd_widening AS SELECT g.owner, g.acl, {roles} AS roles"
+            " FROM (SELECT m.lomowner AS owner, m.lomacl AS acl, min(m.oid) AS any_oid"
+            " FROM pg_catalog.pg_largeobject_metadata m GROUP BY 1, 2) g"
+        ).format(roles=readers_not_of(sql.SQL("g.any_oid"), relid, column))
     )
-    row = conn.execute(
-        "SELECT coalesce(sum(n), 0), ARRAY(SELECT DISTINCT unnest(roles)"
-        " FROM pg_temp.pgbd_widening ORDER BY 1)"
-        " FROM pg_temp.pgbd_widening WHERE cardinality(roles) > 0"
-    ).fetchone()
-    assert row is not None
-    count, roles = int(row[0]), tuple(row[1] or ())
-    sample: tuple[int, ...] = ()
-    if count:
-        sample = tuple(
-            int(r[0])
-            for r in conn.execute(
-                sql.SQL(
-                    "SELECT m.oid FROM (SELECT DISTINCT o FROM ({}) s) r"
-                    " JOIN pg_catalog.pg_largeobject_metadata m ON m.oid = r.o"
-                    " JOIN pg_temp.pgbd_widening w ON w.owner = m.lomowner"
-                    " AND w.acl IS NOT DISTINCT FROM m.lomacl::text"
-                    " WHERE cardinality(w.roles) > 0 ORDER BY 1 LIMIT %s"
-                ).format(oids),
-                (LIST_MAX,),
-            )
+    try:
+        conn.execute("DELETE FROM pg_temp.pgbd_widening WHERE cardinality(roles) = 0")
+        row = conn.execute("SELECT count(*) FROM pg_temp.pgbd_widening").fetchone()
+        if not (row and row[0]):
+            return Widening(0, (), ())
+        conn.execute("DROP TABLE IF EXISTS pg_temp.pgbd_widened")
+        conn.execute(
+            sql.SQL(
+                "CREATE TEMP TABLE pgbd_widened AS SELECT m.oid, w.roles"
+                " FROM (SELECT DISTINCT o FROM ({}) s) r"
+                " JOIN pg_catalog.pg_largeobject_metadata m ON m.oid = r.o"
+                " JOIN pg_temp.pgbd_widening w ON w.owner = m.lomowner"
+                " AND w.acl IS NOT DISTINCT FROM m.lomacl"
+            ).format(oids)
         )
-    conn.execute("DROP TABLE pg_temp.pgbd_widening")
-    return Widening(count, sample, roles)
+        row = conn.execute(
+            "SELECT count(*), ARRAY(SELECT DISTINCT unnest(roles) FROM pg_temp.pgbd_widened"
+            " ORDER BY 1) FROM pg_temp.pgbd_widened"
+        ).fetchone()
+        assert row is not None
+        sample = conn.execute(
+            "SELECT oid FROM pg_temp.pgbd_widened ORDER BY 1 LIMIT %s", (LIST_MAX,)
+        ).fetchall()
+        conn.execute("DROP TABLE pg_temp.pgbd_widened")
+        if not row[0]:
+            return Widening(0, (), ())
+        return Widening(int(row[0]), tuple(int(r[0]) for r in sample), tuple(row[1] or ()))
+    finally:
+        conn.execute("DROP TABLE IF EXISTS pg_temp.pgbd_widening")
 
 
 @dataclass(frozen=True)
