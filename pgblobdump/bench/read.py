@@ -30,10 +30,10 @@ import psycopg
 from psycopg import sql
 
 from pgblobdump.bench.server import PREFIX, Server, unique_tag
-from pgblobdump.compare.ratios import Spread
 from pgblobdump.errors import DatabaseError, PgBlobDumpError, UsageError, from_os_error
 from pgblobdump.generate.content import ContentSource
 from pgblobdump.generate.spec import Content, SizeSpec
+from pgblobdump.harness.stats import Spread
 from pgblobdump.report.reporter import QUIET, Reporter
 from pgblobdump.units import format_bytes
 

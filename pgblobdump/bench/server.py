@@ -21,8 +21,8 @@ from typing import Any
 
 import psycopg
 
-from pgblobdump.compare.results import machine_info
 from pgblobdump.errors import UsageError
+from pgblobdump.harness.machine import machine_info
 from pgblobdump.pg.cluster import EmbeddedCluster
 from pgblobdump.pg.connect import connect
 from pgblobdump.pg.toast import lz4_available

@@ -151,7 +151,7 @@ def read_cmd(target: ConnectionTarget, major: int, sizes: str, chunk: str, repea
         result = read_bench.run(srv, spec, rep)
     table = read_table(result)
     if plot_dir is not None:
-        from pgblobdump.compare.plots import grouped_bars
+        from pgblobdump.harness.plots import grouped_bars
 
         for path in grouped_bars(
             plot_dir, "bench-read", "median read time (ms, log)",
@@ -188,7 +188,7 @@ def toast_cmd(target: ConnectionTarget, major: int, lengths: str, rows: int, kin
         result = toast_bench.run(srv, spec, rep)
     table = toast_table(result, kind)
     if plot_dir is not None:
-        from pgblobdump.compare.plots import grouped_bars
+        from pgblobdump.harness.plots import grouped_bars
 
         for path in grouped_bars(
             plot_dir, "bench-toast", "bytes per row on disk (log)",

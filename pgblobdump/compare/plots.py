@@ -6,13 +6,14 @@ written as PNG and SVG. matplotlib's Agg backend needs no display.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from pgblobdump.compare.matrix import Contender
 from pgblobdump.compare.ratios import DumpSummary, summarize_dumps
 from pgblobdump.compare.results import Results
+from pgblobdump.harness.plots import save_figure
 
 PLOT_NAME = "compare"
 _COLOURS = {16: "#d62728", 17: "#1f77b4", 18: "#2ca02c"}
@@ -74,7 +75,7 @@ def write_plots(results: Results, folder: Path) -> list[Path]:
         fig.suptitle(
             f"pg_dump of empty large objects (server {server}, figures from {results.via})"
         )
-        return _save(fig, folder, PLOT_NAME)
+        return save_figure(fig, folder, PLOT_NAME)
     finally:
         plt.close(fig)
 
@@ -124,46 +125,3 @@ def _short(value: float, unit: str) -> str:
     if unit == "files":
         return f"{value:,.0f}"
     return f"{value:,.0f}" if value >= 10 else f"{value:.2f}"
-
-
-def grouped_bars(
-    folder: Path, name: str, ylabel: str, groups: Sequence[str],
-    points: Sequence[tuple[str, str, float]], log: bool = True,
-) -> list[Path]:  # fmt: skip
-    """A bar chart of ``points`` (group, series, value): groups along x in the order
-    given, one bar per series in each; ``NAME.png`` and ``NAME.svg`` in ``folder``.
-    The bench commands draw with it."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    series = list(dict.fromkeys(s for _g, s, _v in points))
-    value = {(g, s): v for g, s, v in points}
-    width = 0.8 / max(len(series), 1)
-    folder.mkdir(parents=True, exist_ok=True)
-    fig, ax = plt.subplots(figsize=(max(6.0, 1.2 * len(groups) * max(len(series), 1) / 2), 4.5))
-    try:
-        for i, s in enumerate(series):
-            xs = [g + i * width for g in range(len(groups))]
-            ys = [value.get((grp, s), 0.0) for grp in groups]
-            ax.bar(xs, ys, width, label=s)
-        ax.set_xticks([g + width * (len(series) - 1) / 2 for g in range(len(groups))])
-        ax.set_xticklabels(groups, rotation=20, ha="right")
-        ax.set_ylabel(ylabel)
-        if log:
-            ax.set_yscale("log")
-        ax.grid(True, axis="y", alpha=0.3)
-        ax.legend(fontsize="small")
-        return _save(fig, folder, name)
-    finally:
-        plt.close(fig)
-
-
-def _save(fig: Any, folder: Path, name: str) -> list[Path]:
-    """``NAME.png`` and ``NAME.svg`` of ``fig`` in ``folder``."""
-    fig.tight_layout()
-    paths = [folder / f"{name}.png", folder / f"{name}.svg"]
-    for path in paths:
-        fig.savefig(path, dpi=110)
-    return paths

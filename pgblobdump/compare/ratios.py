@@ -8,7 +8,6 @@ between majors measured in the same run are compared with it.
 
 from __future__ import annotations
 
-import statistics
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -16,6 +15,7 @@ from dataclasses import dataclass
 from pgblobdump.compare.matrix import PACKED, Contender
 from pgblobdump.compare.measure import ProcessStats
 from pgblobdump.compare.records import DumpRecord, RestoreRecord
+from pgblobdump.harness.stats import Spread
 
 SEED_RATIOS = {
     "peak_rss": 755_692 / 217_776,
@@ -32,20 +32,6 @@ SEED_POINTS: dict[int, dict[str, float]] = {
 """The seed's 16/17 ratios by LO count: exact at 1M, "around" at 50k and 1.5M (its sweep)."""
 SEED_TOLERANCE = 0.20
 """How far a reproduced ratio may stray from the seed's (the issue's "about 20%")."""
-
-
-@dataclass(frozen=True)
-class Spread:
-    """Median and range of one figure over repeats (``n`` values, n >= 1)."""
-
-    median: float
-    low: float
-    high: float
-    n: int
-
-    @classmethod
-    def of(cls, values: Sequence[float]) -> Spread:
-        return cls(statistics.median(values), min(values), max(values), len(values))
 
 
 @dataclass(frozen=True)

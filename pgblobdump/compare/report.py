@@ -11,7 +11,6 @@ from pgblobdump.compare.ratios import (
     PackedRatio,
     Ratio,
     RestoreSummary,
-    Spread,
     agreement,
     harness_overhead,
     major_ratios,
@@ -20,6 +19,7 @@ from pgblobdump.compare.ratios import (
     summarize_restores,
 )
 from pgblobdump.compare.results import Results
+from pgblobdump.harness.stats import Spread
 from pgblobdump.report.table import Column, Table, jsonable
 from pgblobdump.units import format_bytes
 

@@ -11,9 +11,6 @@ compared, and a folder can be rendered again by ``pgblobdump compare --render DI
 from __future__ import annotations
 
 import json
-import os
-import platform
-import socket
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -21,10 +18,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pgblobdump import __version__
 from pgblobdump.compare.matrix import Plan
 from pgblobdump.compare.records import DumpRecord, RestoreRecord, records_from_json
 from pgblobdump.errors import NotFound, ResultsUnreadable, from_os_error, scrub
+from pgblobdump.harness.machine import machine_info
 from pgblobdump.pg.toolchain import Toolchain
 from pgblobdump.report.table import jsonable
 
@@ -32,31 +29,6 @@ RESULTS_FILE = "results.json"
 COMMANDS_FILE = "commands.txt"
 FORMAT_VERSION = 1
 """Bumped when results.json changes incompatibly."""
-
-
-def _first_match(path: str, key: str) -> str | None:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            for line in f:
-                name, sep, value = line.partition(":")
-                if sep and name.strip() == key:
-                    return value.strip()
-    except OSError:
-        return None
-    return None
-
-
-def machine_info() -> dict[str, Any]:
-    """Facts that explain why another machine's figures differ."""
-    return {
-        "hostname": socket.gethostname(),
-        "platform": platform.platform(),
-        "cpu": _first_match("/proc/cpuinfo", "model name") or platform.processor(),
-        "cpus": os.cpu_count(),
-        "memory": _first_match("/proc/meminfo", "MemTotal"),
-        "python": platform.python_version(),
-        "pgblobdump": __version__,
-    }
 
 
 @dataclass

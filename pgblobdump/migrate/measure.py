@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import psycopg
 from psycopg import sql
 
-from pgblobdump.migrate.plan import Storage
+from pgblobdump.migrate.advice import Storage
 from pgblobdump.pg.toast import storages
 
 SAMPLE_LOS = 64

@@ -17,6 +17,7 @@ from pgblobdump.compare.matrix import (
 from pgblobdump.compare.measure import ProcessStats
 from pgblobdump.compare.records import DumpRecord
 from pgblobdump.errors import UsageError
+from pgblobdump.harness.stats import Spread
 
 
 def _dump(
@@ -31,7 +32,7 @@ def _dump(
 
 
 def test_spread() -> None:
-    s = ratios.Spread.of([3.0, 1.0, 2.0, 10.0])
+    s = Spread.of([3.0, 1.0, 2.0, 10.0])
     assert (s.median, s.low, s.high, s.n) == (2.5, 1.0, 10.0, 4)
 
 

@@ -1,0 +1,1 @@
+"""What compare and bench share: spreads over repeats, machine facts, plots."""
