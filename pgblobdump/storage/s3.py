@@ -357,17 +357,35 @@ class S3Prefix:
         if not self._claimed:
             stale = [n for n in self.names() if n != CLAIM_NAME]
             stale = stale[:5] + [f"{len(stale) - 5} more"] * (len(stale) > 5)
+            uploads = self.uploads_left()
             raise FileError(
                 f"{self.url}: {describe_claim(self._claim_text())} is writing here; choose a"
                 f" new prefix (if that run was killed, delete what it left: {CLAIM_NAME}"
                 + "".join(f", {n}" for n in stale)
-                + ", and its unfinished multipart uploads; see docs/s3.md)"
+                + (f", and abort {uploads}" if uploads else "")
+                + (", and its unfinished multipart uploads if any" if uploads is None else "")
+                + "; see docs/s3.md)"
             )
         others = [n for n in self.names() if n != CLAIM_NAME]
         if others:
             self.release()
             shown = ", ".join(others[:5]) + (f" and {len(others) - 5} more" * (len(others) > 5))
             raise FileError(f"{self.url} already holds files ({shown}); choose a new prefix")
+
+    def uploads_left(self) -> str | None:
+        """The multipart uploads under the prefix never completed nor aborted (a dump
+        killed mid-volume), in words: ``the unfinished upload of data-1-000002.pbd
+        (started ...)``; "" when there are none, None when they cannot be listed."""
+        from pgblobdump.storage.s3uploads import unfinished_uploads
+
+        found = unfinished_uploads(self.settings, self.url.bucket, self.url.key(""))
+        if not found:
+            return None if found is None else ""
+        base = len(self.url.key(""))
+        named = [f"{u.key[base:]} (started {u.initiated})" for u in found[:5]]
+        more = f" and {len(found) - 5} more" if len(found) > 5 else ""
+        s = "s" if len(found) > 1 else ""
+        return f"the unfinished multipart upload{s} of {', '.join(named)}{more}"
 
     def _claim_text(self) -> bytes:
         key = self.url.key(CLAIM_NAME)

@@ -136,7 +136,7 @@ def test_a_stale_claim_is_named(
     result = run("dump", "-d", db, "-o", s3_url)
     assert_one_line_error(result, 11, "pgblobdump dump started ")
     assert "is writing here" in result.stderr and "if that run was killed, delete" in result.stderr
-    assert f"{CLAIM_NAME}, data-1-000001.pbd, and its unfinished multipart uploads" in result.stderr
+    assert f"left: {CLAIM_NAME}, data-1-000001.pbd; see docs/s3.md)" in result.stderr  # no uploads
     out = tmp_path / "a"
     LocalDirectory(out, create=True).claim("pgblobdump dump")
     result = run("dump", "-d", db, "-o", str(out))
@@ -299,7 +299,12 @@ def test_interrupted_dump_aborts_its_upload_and_a_killed_one_is_named(
     assert rerun.returncode == 11 and len(lines) == 1, rerun.stderr
     assert "pgblobdump dump started " in lines[0] and "is writing here" in lines[0], lines[0]
     assert f"delete what it left: {CLAIM_NAME}" in lines[0], lines[0]
-    assert "unfinished multipart uploads" in lines[0], lines[0]
+    upload = "the unfinished multipart upload of data-1-000001.pbd (started 20"
+    assert f", and abort {upload}" in lines[0], lines[0]
+    verify = pgbd("verify", killed)
+    lines = verify.stderr.strip().splitlines()
+    assert verify.returncode == 7 and len(lines) == 1, verify.stderr
+    assert f"an interrupted dump, not an archive; it left {upload}" in lines[0], lines[0]
 
 
 def pgbd(*args: str) -> subprocess.CompletedProcess[str]:
