@@ -219,9 +219,11 @@ BIG = {30000 + i: (99_000, 0, 0, False) for i in range(400)}  # 40 MB, random
 BIG_DUMP = ["--volume-size", "20MiB", "--level", "0"]
 
 
-def _dump_until(db: str, url: str, env: dict[str, str], ready: Callable[[], bool]) -> Popen:
+def _dump_until(
+    db: str, url: str, env: dict[str, str], ready: Callable[[], bool], *more: str
+) -> Popen:
     """A dump process, returned once ``ready()`` (or it ended, or 60 s passed)."""
-    cmd = [sys.executable, "-m", "pgblobdump", "dump", "-d", db, "-o", url, *BIG_DUMP]
+    cmd = [sys.executable, "-m", "pgblobdump", "dump", "-d", db, "-o", url, *BIG_DUMP, *more]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and proc.poll() is None and not ready():
@@ -229,12 +231,13 @@ def _dump_until(db: str, url: str, env: dict[str, str], ready: Callable[[], bool
     return proc
 
 
+@pytest.mark.parametrize("full", [False, True], ids=["los", "full"])
 def test_an_abort_names_the_volumes_and_upload_it_could_not_remove(
-    pg17: EmbeddedCluster, new_db: NewDb, s3_url: str, local_s3: LocalS3
+    full: bool, pg17: EmbeddedCluster, new_db: NewDb, s3_url: str, local_s3: LocalS3
 ) -> None:
     """The server stops answering after a volume is complete and while the next one is
     uploading: the dump fails (12) and its one line names each volume, the unfinished
-    upload and the claim it could not remove."""
+    upload, pg_dump's file (--full) and the claim it could not remove."""
     _roles(pg17)
     db = new_db(pg17)
     fill(db, BIG)
@@ -243,19 +246,29 @@ def test_an_abort_names_the_volumes_and_upload_it_could_not_remove(
     before = _uploads(local_s3)
 
     def second_volume_uploading() -> bool:
-        return "data-1-000001.pbd" in direct.names() and len(_uploads(local_s3)) > len(before)
+        names = direct.names()
+        return (
+            "data-1-000001.pbd" in names
+            and ("database.dump" in names or not full)
+            and len(_uploads(local_s3)) > len(before)
+        )
 
     try:
         env = {**os.environ, "AWS_ENDPOINT_URL": proxy.endpoint}
-        with _dump_until(db, s3_url, env, second_volume_uploading) as proc:
+        with _dump_until(db, s3_url, env, second_volume_uploading, *["--full"] * full) as proc:
             proxy.cut()
             _, err = proc.communicate(timeout=300)
     finally:
         proxy.close()
-    line = err.decode().strip()
+    # One Error line, the last (--full notes "waiting for pg_dump" before it).
+    lines = err.decode().strip().splitlines()
+    line = lines[-1]
     print(f"\n{line}")
-    assert proc.returncode == 12 and len(line.splitlines()) == 1, line
-    assert direct.names() == [CLAIM_NAME, "data-1-000001.pbd"]
+    assert proc.returncode == 12 and [x for x in lines if "Error" in x] == [line], lines
+    assert line.startswith("Error: ")
+    assert direct.names() == [CLAIM_NAME, "data-1-000001.pbd", *["database.dump"] * full]
+    if full:
+        assert f"could not remove {s3_url}/database.dump (the server kept" in line, line
     assert f"could not remove {s3_url}/data-1-000001.pbd, " in line
     # Named where it failed: on aborting it, or on completing it.
     assert re.search(
