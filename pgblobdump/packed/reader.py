@@ -228,6 +228,8 @@ class PackedDirectory:
                 self.manifest = parse_manifest(f.read(), f"{self.where}/{MANIFEST_NAME}")
         elif complete_only:
             names = storage.names()
+            if not names and getattr(storage, "missing_when_empty", False):
+                raise NotFound(f"{self.where}: no such archive (nothing under this prefix)")
             if INDEX_NAME in names or any(n.startswith("data-") or n == CLAIM_NAME for n in names):
                 # On S3, what is stored yet invisible: the upload a killed dump was sending.
                 uploads = getattr(storage, "uploads_left", lambda: None)()

@@ -33,7 +33,7 @@ def open_source(path: str, skip_damaged: bool = False) -> Iterator[Source]:
     """``skip_damaged``: a directory archive's damaged frames become Damaged items (only
     a directory has the index that names what a damaged frame held)."""
     if is_s3(path):
-        archive = PackedDirectory(S3Prefix(path, existing=True))
+        archive = PackedDirectory(S3Prefix(path))
         items = archive.items(skip_damaged)
         yield Source(items, archive.index, archive.index.metas.values, archive)
         return
@@ -66,7 +66,7 @@ def open_source(path: str, skip_damaged: bool = False) -> Iterator[Source]:
 def directory(path: str) -> PackedDirectory:
     """A directory archive (``ls``, ``cat``, ``verify`` need its index), or one on S3."""
     if is_s3(path):
-        return PackedDirectory(S3Prefix(path, existing=True))
+        return PackedDirectory(S3Prefix(path))
     p = Path(path)
     if p.is_file():
         with contextlib.suppress(OSError), p.open("rb") as f:

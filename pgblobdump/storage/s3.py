@@ -141,15 +141,12 @@ def _profile(env: dict[str, str]) -> dict[str, str]:
 class S3Prefix:
     """Files under ``s3://bucket/prefix/`` (the Storage protocol)."""
 
-    def __init__(
-        self,
-        url: str,
-        settings: S3Settings | None = None,
-        create: bool = False,
-        existing: bool = False,
-    ) -> None:
+    missing_when_empty = True
+    """A prefix is no directory: nothing under it is what a missing directory is."""
+
+    def __init__(self, url: str, settings: S3Settings | None = None, create: bool = False) -> None:
         """``create``: for a new archive (the bucket is checked; ``claim`` takes the
-        prefix); ``existing``: for reading one, NotFound when nothing is under the prefix."""
+        prefix)."""
         import obstore
         from obstore.store import S3Store
 
@@ -183,9 +180,6 @@ class S3Prefix:
         self._claimed = False
         if create:
             self.check_bucket()
-        elif existing and not self.names():
-            # A prefix is no directory: nothing under it is what a missing directory is.
-            raise NotFound(f"{self.url}: no such archive (nothing under this prefix)")
 
     # -- errors ----------------------------------------------------------------------
     def _client_error(self, e: BaseException) -> bool:
