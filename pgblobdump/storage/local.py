@@ -130,9 +130,12 @@ class LocalDirectory:
             with open(fd, "wb") as f:
                 f.write(claim_body(what))
             others = sorted(p.name for p in self.path.iterdir() if p.name != CLAIM_NAME)
-        except OSError as e:
-            self.release()
-            raise from_os_error(e, "write the claim in") from e
+        except BaseException as e:
+            with contextlib.suppress(Exception):
+                self.release()
+            if isinstance(e, OSError):
+                raise from_os_error(e, "write the claim in") from e
+            raise
         if others:
             self.release()
             raise FileError(f"{self.path} exists and is not an empty directory; choose a new name")

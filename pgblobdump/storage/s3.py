@@ -344,10 +344,19 @@ class S3Prefix:
     def claim(self, what: str) -> None:
         self.check_bucket()
         body = claim_body(what)
+        others: list[str] = []
         if self._put_new(CLAIM_NAME, body):
-            # Read back: a server ignoring If-None-Match stores every claim, the last wins.
-            stored = self._claim_text()
-            self._claimed = stored == body
+            self._claimed = True
+            try:
+                # Read back: a server ignoring If-None-Match stores every claim, the
+                # last one wins; then ours may be gone, and the other run goes on.
+                self._claimed = self._claim_text() == body
+                if self._claimed:
+                    others = [n for n in self.names() if n != CLAIM_NAME]
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    self.release()
+                raise
         if not self._claimed:
             stale = [n for n in self.names() if n != CLAIM_NAME]
             stale = stale[:5] + [f"{len(stale) - 5} more"] * (len(stale) > 5)
@@ -360,7 +369,6 @@ class S3Prefix:
                 + (", and its unfinished multipart uploads if any" if uploads is None else "")
                 + "; see docs/s3.md)"
             )
-        others = [n for n in self.names() if n != CLAIM_NAME]
         if others:
             self.release()
             shown = ", ".join(others[:5]) + (f" and {len(others) - 5} more" * (len(others) > 5))
