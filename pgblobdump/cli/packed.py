@@ -37,6 +37,7 @@ from pgblobdump.pg.lostream import Selection
 from pgblobdump.pg.target import ConnectionTarget
 from pgblobdump.report import Column, Table, stream
 from pgblobdump.storage import LocalDirectory, Storage
+from pgblobdump.storage.base import CLAIM_NAME, why, widened
 from pgblobdump.storage.s3 import S3Prefix, is_s3
 from pgblobdump.units import format_bytes, parse_count, parse_size
 
@@ -82,22 +83,53 @@ def parse_references(values: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
 def new_directory(output: str) -> Iterator[Storage]:
     """The archive directory ``output``: new, or existing and empty; on failure it is
     removed again if this run created it (the writers leave it empty, as they should).
-    ``s3://bucket/prefix``: a prefix holding nothing yet, in a bucket that exists."""
+    ``s3://bucket/prefix``: a prefix holding nothing yet, in a bucket that exists.
+    Either is claimed first (storage.base.CLAIM_NAME): of two runs given one output, one
+    goes on and the other is refused."""
+    ctx = click.get_current_context(silent=True)
+    what = f"pgblobdump {ctx.info_name}" if ctx is not None and ctx.info_name else "pgblobdump"
     if is_s3(output):
-        yield S3Prefix(output, create=True)
+        s3 = S3Prefix(output, create=True)
+        s3.claim(what)
+        with _claimed(s3):
+            yield s3
         return
     path = Path(output)
-    if path.exists() and (not path.is_dir() or any(path.iterdir())):
+    held = (path / CLAIM_NAME).exists()  # then claim() says by whom
+    if path.exists() and (not path.is_dir() or (not held and any(path.iterdir()))):
         raise FileError(f"{path} exists and is not an empty directory; choose a new name")
     created = not path.exists()
     storage = LocalDirectory(path, create=True)
     try:
-        yield storage
+        storage.claim(what)
+        with _claimed(storage):
+            yield storage
     except BaseException:
         if created:
             with contextlib.suppress(OSError):
-                path.rmdir()
+                path.rmdir()  # not when another run's files are in it
         raise
+
+
+@contextlib.contextmanager
+def _claimed(storage: LocalDirectory | S3Prefix) -> Iterator[None]:
+    """Release ``storage``'s claim when the run ends; one that cannot be removed is named
+    (in the error, or as a warning after a run that succeeded)."""
+    try:
+        yield
+    except BaseException as e:
+        try:
+            storage.release()
+        except PgBlobDumpError as failure:
+            claim = f"{storage.description}/{CLAIM_NAME}"
+            wider = widened(e, f"could not remove {claim} ({why(failure)}): delete it")
+            if wider is not e:
+                raise wider from e
+        raise
+    try:
+        storage.release()
+    except PgBlobDumpError as failure:
+        click.echo(f"Warning: the archive is complete, but: {failure}; delete it", err=True)
 
 
 def _result_table(title: str, record: dict[str, Any]) -> Table:

@@ -44,6 +44,7 @@ from pgblobdump.pg.failure import as_error, with_more
 from pgblobdump.pg.target import child_connection
 from pgblobdump.report.reporter import QUIET, Reporter
 from pgblobdump.storage import FileInfo, LocalDirectory, Storage
+from pgblobdump.storage.base import why, widened
 
 DATABASE_FILE = "database.dump"
 """The pg_dump custom archive of everything but the LOs, in a --full packed archive."""
@@ -147,6 +148,7 @@ class PgDump:
         self, exc_type: type[BaseException] | None, exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:  # fmt: skip
+        left = None
         if exc is not None and self._proc is not None:
             self._abort = True
             if self._proc.poll() is None:
@@ -154,12 +156,18 @@ class PgDump:
             if self._thread is not None:
                 self._thread.join(30)
             if self.info is not None:  # it had finished: the LOs failed after it
-                with contextlib.suppress(Exception):
+                try:
                     self.storage.remove(DATABASE_FILE)
+                except Exception as failure:  # the server went away: name it
+                    left = f"{self.storage.description}/{DATABASE_FILE} ({why(failure)})"
         if self._proc is not None and self._proc.stdout is not None:
             self._proc.stdout.close()
         if self._stderr is not None:
             self._stderr.close()
+        if left is not None and exc is not None:
+            wider = widened(exc, f"could not remove {left}: delete it")
+            if wider is not exc:
+                raise wider from exc
 
 
 class _Stopped(Exception):

@@ -29,6 +29,7 @@ from pgblobdump.packed.frames import Frame, FrameReader, Piece
 from pgblobdump.packed.index import Index, IndexRecord, Meta, MetaTable
 from pgblobdump.packed.writer import MANIFEST_FORMAT
 from pgblobdump.storage import Storage
+from pgblobdump.storage.base import CLAIM_NAME
 
 
 @dataclass(frozen=True)
@@ -226,9 +227,15 @@ class PackedDirectory:
             with storage.open(MANIFEST_NAME) as f:
                 self.manifest = parse_manifest(f.read(), f"{self.where}/{MANIFEST_NAME}")
         elif complete_only:
-            if storage.exists(INDEX_NAME) or any(n.startswith("data-") for n in storage.names()):
+            names = storage.names()
+            if not names and getattr(storage, "missing_when_empty", False):
+                raise NotFound(f"{self.where}: no such archive (nothing under this prefix)")
+            if INDEX_NAME in names or any(n.startswith("data-") or n == CLAIM_NAME for n in names):
+                # On S3, what is stored yet invisible: the upload a killed dump was sending.
+                uploads = getattr(storage, "uploads_left", lambda: None)()
                 raise CorruptArchive(
                     f"{self.where}: no {MANIFEST_NAME}: an interrupted dump, not an archive"
+                    + (f"; it left {uploads}, to abort (docs/s3.md)" if uploads else "")
                 )
             raise NotAnArchive(f"{self.where}: not a packed archive (no {MANIFEST_NAME})")
         self._index: Index | None = None

@@ -43,7 +43,9 @@ class FrameSink(Protocol):
 
     def finish(self) -> list[FileInfo]: ...
 
-    def abort(self) -> None: ...
+    def abort(self) -> list[tuple[str, Exception]]:
+        """Remove what this sink wrote; what could not be removed, each with the reason."""
+        ...
 
 
 class VolumeSink:
@@ -61,6 +63,7 @@ class VolumeSink:
         self._name = ""
         self._size = 0
         self._hash = xxhash.xxh3_128()
+        self._unsure: list[str] = []
 
     def _open(self) -> BinaryIO:
         self._number += 1
@@ -82,7 +85,12 @@ class VolumeSink:
         if self._stack is None:
             return
         stack, self._stack, self._f = self._stack, None, None
-        stack.close()  # the rename: the volume is complete
+        try:
+            stack.close()  # the rename (the upload's completion): the volume is complete
+        except BaseException:
+            # Failed, or interrupted when it may have been done: abort removes the name.
+            self._unsure.append(self._name)
+            raise
         self.files.append(FileInfo(self._name, self._size, self._hash.hexdigest()))
 
     def write(self, frame: bytes) -> tuple[int, int]:
@@ -103,17 +111,26 @@ class VolumeSink:
         self._close()
         return self.files
 
-    def abort(self) -> None:
-        """Drop the volume being written (its part file goes) and the finished ones: an
-        aborted dump leaves nothing under the archive's name but what was there before."""
+    def abort(self) -> list[tuple[str, Exception]]:
+        """Drop the volume being written (its part file goes; on S3 its multipart upload
+        is aborted) and the finished ones: an aborted dump leaves nothing under the
+        archive's name but what was there before, or names what it could not remove."""
+        left: list[tuple[str, Exception]] = []
         if self._stack is not None:
             stack, self._stack, self._f = self._stack, None, None
-            with contextlib.suppress(Exception):
-                stack.__exit__(RuntimeError, RuntimeError("aborted"), None)
-        for f in self.files:
-            with contextlib.suppress(Exception):
-                self.storage.remove(f.name)
-        self.files = []
+            aborted = RuntimeError("aborted")
+            try:
+                stack.__exit__(RuntimeError, aborted, None)
+            except Exception as e:
+                if e is not aborted:
+                    left.append((f"{self._name} (its unfinished upload)", e))
+        for name in [f.name for f in self.files] + self._unsure:
+            try:
+                self.storage.remove(name)
+            except Exception as e:
+                left.append((name, e))
+        self.files, self._unsure = [], []
+        return left
 
 
 class StreamSink:
@@ -162,8 +179,8 @@ class StreamSink:
             self.out.flush()
         return []
 
-    def abort(self) -> None:
-        return None
+    def abort(self) -> list[tuple[str, Exception]]:
+        return []
 
 
 class WorkerStream:
@@ -184,5 +201,5 @@ class WorkerStream:
     def finish(self) -> list[FileInfo]:
         return []
 
-    def abort(self) -> None:
-        return None
+    def abort(self) -> list[tuple[str, Exception]]:
+        return []

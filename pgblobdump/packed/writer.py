@@ -9,7 +9,6 @@ the archive wrote, the manifest first, so what is left can never pass for a comp
 from __future__ import annotations
 
 import collections
-import contextlib
 import datetime as dt
 import json
 import tempfile
@@ -36,6 +35,7 @@ from pgblobdump.packed.frames import encode
 from pgblobdump.packed.index import IndexBuilder, Meta, MetaTable, SortingIndexBuilder, write_index
 from pgblobdump.packed.sink import FrameSink, StreamSink, VolumeSink, WorkerStream
 from pgblobdump.storage import FileInfo, Storage
+from pgblobdump.storage.base import NameTaken, why, widened
 
 MANIFEST_FORMAT = "pgblobdump-packed"
 EMPTY_CHECKSUM = xxhash.xxh3_64_intdigest(b"")
@@ -302,9 +302,14 @@ class ArchiveWriter:
             sync = getattr(self.storage, "sync", None)
             if sync is not None:
                 sync()  # every other file's name is durable before the manifest's
-            self._made.append(MANIFEST_NAME)
-            with self.storage.create(MANIFEST_NAME) as f:
-                f.write(body)
+            # Only if no manifest is there: two writers of one name cannot both end
+            # with an archive (the claim refuses the second first; this is the last word).
+            self._made.append(MANIFEST_NAME)  # a timeout may hide that it was stored
+            try:
+                self.storage.write_new(MANIFEST_NAME, body)
+            except NameTaken:
+                self._made.remove(MANIFEST_NAME)  # the other writer's: not ours to remove
+                raise
             sync = getattr(self.storage, "sync", None)
             if sync is not None:
                 sync()
@@ -325,25 +330,46 @@ class ArchiveWriter:
                     f.write(chunk)
         return FileInfo(INDEX_NAME, size, h.hexdigest())
 
-    def abort(self) -> None:
+    def abort(self) -> list[tuple[str, Exception]]:
         """Remove what this archive wrote, the manifest first: a failure after it was
         stored (a sync, a step of the caller's still inside the writer) must not leave a
-        manifest naming volumes that are gone."""
+        manifest naming volumes that are gone. Returns what could not be removed (the
+        server went away), each with the reason."""
+        left: list[tuple[str, Exception]] = []
         for name in reversed(self._made):
-            with contextlib.suppress(Exception):
-                assert self.storage is not None
+            assert self.storage is not None
+            try:
                 self.storage.remove(name)
+            except Exception as e:
+                left.append((name, e))
         self._made = []
         for p in self.packers:
-            p.sink.abort()
+            left += p.sink.abort()
             p.index.close()
+        return left
 
     def __enter__(self) -> ArchiveWriter:
         return self
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
         if exc is not None:
-            self.abort()
+            left = self.abort()
+            if left and isinstance(exc, BaseException):
+                _name_what_is_left(exc, left, self.storage)
         else:
             for p in self.packers:
                 p.index.close()
+
+
+def _name_what_is_left(
+    exc: BaseException, left: list[tuple[str, Exception]], storage: Storage | None
+) -> None:
+    """Raise ``exc`` again with what the abort could not remove named in its one line, so
+    the user can delete it (an S3 server that stopped answering mid-dump)."""
+    where = f"{storage.description}/" if storage is not None else ""
+    names = ", ".join(f"{where}{name}" for name, _ in left)
+    reason = why(left[0][1])
+    more = f"could not remove {names} ({reason}): delete {'it' if len(left) == 1 else 'them'}"
+    wider = widened(exc, more)
+    if wider is not exc:
+        raise wider from exc

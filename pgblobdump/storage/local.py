@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
 from pgblobdump.errors import FileError, NotFound, from_os_error
+from pgblobdump.storage.base import CLAIM_NAME, NameTaken, claim_body, describe_claim
 
 
 class LocalDirectory:
@@ -19,6 +21,7 @@ class LocalDirectory:
     def __init__(self, path: Path, create: bool = False) -> None:
         self.path = path
         self.description = str(path)
+        self._claimed = False
         if create:
             try:  # no parents, as pg_dump -Fd: a mistyped path fails, not grows a tree
                 path.mkdir(exist_ok=True)
@@ -78,8 +81,69 @@ class LocalDirectory:
         return (self.path / name).is_file()
 
     def remove(self, name: str) -> None:
-        with contextlib.suppress(FileNotFoundError):
-            (self.path / name).unlink()
+        try:
+            (self.path / name).unlink(missing_ok=True)
+        except OSError as e:
+            raise from_os_error(e, "remove") from e
+
+    def write_new(self, name: str, data: bytes) -> None:
+        final = self.path / name
+        part = self.path / f".{name}.part"
+        try:
+            with part.open("xb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            try:
+                os.link(part, final)  # unlike a rename, fails when the name is taken
+            except FileExistsError:
+                raise NameTaken(f"{final} already exists: another run wrote it") from None
+            except OSError as e:
+                # No hard links on this file system: the next best, a check then a rename.
+                if e.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK):
+                    raise
+                if final.exists():
+                    raise NameTaken(f"{final} already exists: another run wrote it") from None
+                part.replace(final)
+        except OSError as e:
+            raise from_os_error(e, "write") from e
+        finally:
+            with contextlib.suppress(OSError):
+                part.unlink(missing_ok=True)
+
+    def claim(self, what: str) -> None:
+        path = self.path / CLAIM_NAME
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            holder = b""
+            with contextlib.suppress(OSError):
+                holder = path.read_bytes()
+            raise FileError(
+                f"{self.path}: {describe_claim(holder)} is writing here; choose a new name"
+                f" (if that run was killed, remove {self.path} first)"
+            ) from None
+        except OSError as e:
+            raise from_os_error(e, "create") from e
+        self._claimed = True
+        try:
+            with open(fd, "wb") as f:
+                f.write(claim_body(what))
+            others = sorted(p.name for p in self.path.iterdir() if p.name != CLAIM_NAME)
+        except BaseException as e:
+            with contextlib.suppress(Exception):
+                self.release()
+            if isinstance(e, OSError):
+                raise from_os_error(e, "write the claim in") from e
+            raise
+        if others:
+            self.release()
+            raise FileError(f"{self.path} exists and is not an empty directory; choose a new name")
+
+    def release(self) -> None:
+        if self._claimed:
+            self.remove(CLAIM_NAME)
+            self._claimed = False
 
     def sync(self) -> None:
         """Make the renames durable: fsync the directory itself."""

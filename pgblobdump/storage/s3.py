@@ -26,6 +26,7 @@ import configparser
 import contextlib
 import os
 import re
+import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -43,6 +44,7 @@ from pgblobdump.errors import (
     register_secret,
     scrub,
 )
+from pgblobdump.storage.base import CLAIM_NAME, NameTaken, claim_body, describe_claim
 
 PART_SIZE = 16 << 20
 PARTS_IN_FLIGHT = 3
@@ -139,7 +141,12 @@ def _profile(env: dict[str, str]) -> dict[str, str]:
 class S3Prefix:
     """Files under ``s3://bucket/prefix/`` (the Storage protocol)."""
 
+    missing_when_empty = True
+    """A prefix is no directory: nothing under it is what a missing directory is."""
+
     def __init__(self, url: str, settings: S3Settings | None = None, create: bool = False) -> None:
+        """``create``: for a new archive (the bucket is checked; ``claim`` takes the
+        prefix)."""
         import obstore
         from obstore.store import S3Store
 
@@ -170,10 +177,9 @@ class S3Prefix:
         }  # fmt: skip
         self.store = S3Store(self.url.bucket, client_options=client, retry_config=retry, **config)  # type: ignore[arg-type]
         self._bucket_checked = False
+        self._claimed = False
         if create:
             self.check_bucket()
-            if self.names():
-                raise FileError(f"{self.url} already holds files; choose a new prefix")
 
     # -- errors ----------------------------------------------------------------------
     def _client_error(self, e: BaseException) -> bool:
@@ -233,15 +239,27 @@ class S3Prefix:
             ),
             name,
         )
+        completing = False
         try:
-            # obstore aborts the multipart upload when the block raises: no part is kept.
-            # Leaving the block completes it, and that is where a failed upload shows.
+            # obstore aborts the multipart upload when the block raises: no part is kept
+            # (a failed abort raises, and says so). Leaving the block uploads the last
+            # part and completes the upload: a failure there can leave it unfinished.
             with writer:
-                yield cast(BinaryIO, _Writer(writer, self, name))
+                out = _Writer(writer, self, name)
+                yield cast(BinaryIO, out)
+                writer.flush()  # the parts in flight: their failure still aborts
+                completing = out.tell() > PART_SIZE  # a multipart upload, not one PUT
         except Exception as e:
-            if self._client_error(e):
-                raise self.error("writing", e, name) from e
-            raise
+            if not self._client_error(e):
+                raise
+            error = self.error("writing", e, name)
+            if completing:
+                error = ObjectStorageError(
+                    f"{error}; its multipart upload may be left unfinished: abort it"
+                    f" (aws s3api list-multipart-uploads --bucket {self.url.bucket}"
+                    f" --prefix {self.url.key(name)})"
+                )
+            raise error from e
 
     @contextlib.contextmanager
     def open(self, name: str) -> Iterator[BinaryIO]:
@@ -277,7 +295,10 @@ class S3Prefix:
     def names(self) -> list[str]:
         base = self.url.key("")
         result = self._call("listing", lambda: self._obstore.list_with_delimiter(self.store, base))
-        return sorted(o["path"].rsplit("/", 1)[-1] for o in result["objects"])
+        # SeaweedFS lists a prefix whose objects were all deleted as an object of that
+        # name (its directory): not a file of the archive.
+        inside = [o["path"] for o in result["objects"] if o["path"].startswith(base)]
+        return sorted(path[len(base) :] for path in inside if path[len(base) :])
 
     def exists(self, name: str) -> bool:
         try:
@@ -291,6 +312,94 @@ class S3Prefix:
         with contextlib.suppress(NotFound):
             self._call("removing", lambda: self._obstore.delete(self.store, key), name)
         self.__dict__.get("_sizes", {}).pop(name, None)
+
+    def write_new(self, name: str, data: bytes) -> None:
+        """One PUT with ``If-None-Match: *``: the store refuses it (412) when the name is
+        taken, however close the other writer is."""
+        self.check_bucket()
+        if not self._put_new(name, data):
+            raise NameTaken(f"{self.url}/{name} already exists: another run wrote it")
+
+    def _put_new(self, name: str, data: bytes) -> bool:
+        """False when ``name`` exists; AWS answers 409 to conditional writes that race
+        each other (retry, and one of them then sees 412)."""
+        from obstore.exceptions import AlreadyExistsError
+
+        key = self.url.key(name)
+        for attempt in range(4):
+            try:
+                self._obstore.put(self.store, key, data, mode="create")
+                return True
+            except AlreadyExistsError:
+                return False
+            except Exception as e:
+                if not self._client_error(e):
+                    raise
+                if attempt < 3 and re.search(r"ConditionalRequestConflict|\b409\b", str(e)):
+                    time.sleep(0.2 * (attempt + 1))
+                    continue
+                raise self.error("writing", e, name) from e
+        raise AssertionError("unreachable")
+
+    def claim(self, what: str) -> None:
+        self.check_bucket()
+        body = claim_body(what)
+        others: list[str] = []
+        if self._put_new(CLAIM_NAME, body):
+            self._claimed = True
+            try:
+                # Read back: a server ignoring If-None-Match stores every claim, the
+                # last one wins; then ours may be gone, and the other run goes on.
+                self._claimed = self._claim_text() == body
+                if self._claimed:
+                    others = [n for n in self.names() if n != CLAIM_NAME]
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    self.release()
+                raise
+        if not self._claimed:
+            stale = [n for n in self.names() if n != CLAIM_NAME]
+            stale = stale[:5] + [f"{len(stale) - 5} more"] * (len(stale) > 5)
+            uploads = self.uploads_left()
+            raise FileError(
+                f"{self.url}: {describe_claim(self._claim_text())} is writing here; choose a"
+                f" new prefix (if that run was killed, delete what it left: {CLAIM_NAME}"
+                + "".join(f", {n}" for n in stale)
+                + (f", and abort {uploads}" if uploads else "")
+                + (", and its unfinished multipart uploads if any" if uploads is None else "")
+                + "; see docs/s3.md)"
+            )
+        if others:
+            self.release()
+            shown = ", ".join(others[:5]) + (f" and {len(others) - 5} more" * (len(others) > 5))
+            raise FileError(f"{self.url} already holds files ({shown}); choose a new prefix")
+
+    def uploads_left(self) -> str | None:
+        """The multipart uploads under the prefix never completed nor aborted (a dump
+        killed mid-volume), in words: ``the unfinished upload of data-1-000002.pbd
+        (started ...)``; "" when there are none, None when they cannot be listed."""
+        from pgblobdump.storage.s3uploads import unfinished_uploads
+
+        found = unfinished_uploads(self.settings, self.url.bucket, self.url.key(""))
+        if not found:
+            return None if found is None else ""
+        base = len(self.url.key(""))
+        named = [f"{u.key[base:]} (started {u.initiated})" for u in found[:5]]
+        more = f" and {len(found) - 5} more" if len(found) > 5 else ""
+        s = "s" if len(found) > 1 else ""
+        return f"the unfinished multipart upload{s} of {', '.join(named)}{more}"
+
+    def _claim_text(self) -> bytes:
+        key = self.url.key(CLAIM_NAME)
+        with contextlib.suppress(NotFound):
+            got = self._call("reading", lambda: self._obstore.get(self.store, key), CLAIM_NAME)
+            return bytes(got.bytes())
+        return b""
+
+    def release(self) -> None:
+        if self._claimed:
+            self.remove(CLAIM_NAME)
+            self._claimed = False
 
     def sync(self) -> None:
         """Nothing to do: an object is durable once its upload completes."""
@@ -307,6 +416,8 @@ class _Writer:
         try:
             n = int(self._inner.write(data))
         except Exception as e:
+            if not self._owner._client_error(e):
+                raise  # a bug (a str given, ...) is no storage error
             raise self._owner.error("writing", e, self._name) from e
         self._written += n
         return n
