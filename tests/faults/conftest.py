@@ -116,12 +116,14 @@ def through_proxy(
 
 
 def one_error_line(cut: Cut) -> str:
-    """A cut run's stderr: exactly one ``Error:`` line, no traceback; exit 3 or 4."""
+    """A cut run's stderr ends with its one ``Error:`` line (notes such as migrate's may
+    come before it), no traceback; exit 3 or 4. The Error line is returned."""
     assert "Traceback" not in cut.err, cut
     lines = cut.err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("Error: "), cut
+    assert lines and lines[-1].startswith("Error: "), cut
+    assert sum(line.startswith("Error: ") for line in lines) == 1, cut
     assert cut.code in (3, 4), cut
-    return lines[0]
+    return lines[-1]
 
 
 FAST = 6
@@ -154,6 +156,14 @@ def kinds(n: int) -> list[tuple[int, Kind]]:
 
 ENDINGS: list[tuple[str, int, str, str]] = []
 """(command, cut at, kind, how it ended) of every cut run of the session, for the summary."""
+
+
+def finished(cut: Cut) -> str:
+    """How a run that exited 0 ended: the cut came after the last byte it needed (its
+    Terminate message), or this run used fewer bytes than the measured one and was never
+    cut (a byte total varies by a few bytes: pids, timings in messages)."""
+    assert cut.code == 0
+    return "finished, cut after its last byte" if cut.cut else "finished, never reached the cut"
 
 
 def record(command: str, cut: Cut, ending: str) -> None:

@@ -3,6 +3,7 @@ and nothing left that reads as an archive."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from tests.faults.conftest import (
     SLOW,
     Source,
     cut_points,
+    finished,
     kinds,
     one_error_line,
     record,
@@ -45,10 +47,11 @@ def _cut_dump(source: Source, tmp_path: Path, jobs: int, n: int, k: int, kind: K
     command = f"dump --jobs {jobs}"
     if cut.code == 0:
         # Only when the cut came after the last byte the run needed (its Terminate).
-        ending = "finished (cut after its last byte)"
+        ending = finished(cut)
         code, err, _ = run_tool("verify", str(out))
         assert code == 0, err
-        assert cut.total >= at or not cut.cut, cut
+        manifest = json.loads((out / "manifest.json").read_text())
+        assert manifest["los"] == len(source.expected), manifest
     else:
         line = one_error_line(cut)
         ending = f"exit {cut.code}"
