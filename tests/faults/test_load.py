@@ -154,6 +154,9 @@ def test_parallel_parts_with_writers_and_a_dump(
     said = [dump_err, *(e for _, e in ends), *(x for w in writers for x in w.errors)]
     everything = " ".join(said)
     assert "out of shared memory" not in everything
+    # the 8 parts together held no more LO locks than one restore's batch may (a quarter
+    # of the table); before each part took 1/8 of that, 1,866 to 3,200 were seen here
+    assert row is not None and peak[0] <= row[0] // 4, peak
     assert "Traceback" not in everything
     assert all(rc == 0 for rc, _ in ends), ends
     assert code == 0, dump_err
@@ -172,3 +175,54 @@ def test_parallel_parts_with_writers_and_a_dump(
     # the dump made meanwhile is a whole archive
     code, err, _ = run_tool("verify", str(dumped))
     assert code == 0, err
+
+
+def _free_locks(db: str) -> int:
+    """How many more locks the server's lock table takes right now, to 100: advisory
+    locks (they live in the same table as LO locks) taken 100 at a time in one
+    transaction until "out of shared memory" (the transaction's end frees them)."""
+    with psycopg.connect(db) as conn:
+        taken = 0
+        try:
+            while taken < 1_000_000:
+                conn.execute(
+                    "SELECT count(pg_advisory_xact_lock(g))"
+                    " FROM generate_series(%s::int8, %s::int8) g",
+                    (taken + 1, taken + 100),
+                )
+                taken += 100
+        except psycopg.errors.OutOfMemory:
+            conn.rollback()
+    return taken
+
+
+def test_a_part_leaves_the_lock_table_to_the_other_parts(
+    pg17: EmbeddedCluster, new_db: NewDb, tmp_path: Path
+) -> None:
+    """``restore --part 1/8`` while the lock table is nearly full, as when the other 7
+    parts hold their batches' comment locks: its batches take an eighth of one restore's
+    share (here 100 of 800 locks), so it fits in what is left, where a batch sized for a
+    restore alone ran out of shared memory."""
+    src, dst = new_db(pg17), new_db(pg17)
+    code, err, _ = run_tool("generate", "-d", src, "-n", "8000", "--comments", "1")
+    assert code == 0, err
+    archive = tmp_path / "a"
+    code, err, _ = run_tool("dump", "-d", src, "-o", str(archive))
+    assert code == 0, err
+    free = _free_locks(dst)
+    with psycopg.connect(dst) as others:
+        # the other parts' locks: all the table but 400 (a batch of 100 fits, of 800 not)
+        others.execute(
+            "SELECT count(pg_advisory_xact_lock(g)) FROM generate_series(1, %s::int8) g",
+            (free - 400,),
+        )
+        code, err, _ = run_tool("restore", str(archive), "-d", dst, "--part", "1/8")
+        others.rollback()
+    assert code == 0, err
+    assert "out of shared memory" not in err
+    with psycopg.connect(dst) as conn:
+        row = conn.execute(
+            "SELECT count(*), count(obj_description(oid, 'pg_largeobject'))"
+            " FROM pg_largeobject_metadata"
+        ).fetchone()
+    assert row == (1000, 1000), row
