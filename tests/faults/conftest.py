@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -154,6 +154,20 @@ def kinds(n: int) -> list[tuple[int, Kind]]:
     return [(k, kind) for k in range(n) for kind in ("rst", "fin")]
 
 
+TOTALS: dict[str, int] = {}
+"""Bytes of each command's uncut run through the proxy (both directions, every connection)."""
+
+
+def uncut_total(command: str, run: Callable[[], Cut]) -> int:
+    """``command``'s byte total, measured once per session by ``run`` (an uncut run)."""
+    if command not in TOTALS:
+        cut = run()
+        assert cut.code == 0 and not cut.cut, cut
+        TOTALS[command] = cut.total
+        print(f"\n{command}: {cut.total:,} bytes uncut over {cut.connections} connection(s)")
+    return TOTALS[command]
+
+
 ENDINGS: list[tuple[str, int, str, str]] = []
 """(command, cut at, kind, how it ended) of every cut run of the session, for the summary."""
 
@@ -183,7 +197,9 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     for command, endings in by.items():
         runs = sum(endings.values())
         told = ", ".join(f"{n} {e}" for e, n in sorted(endings.items()))
-        tr.write_line(f"{command}: {runs} cut runs: {told}")
+        base = command.split(" (")[0]
+        total = f" (uncut: {TOTALS[base]:,} bytes)" if base in TOTALS else ""
+        tr.write_line(f"{command}{total}: {runs} cut runs: {told}")
 
 
 def md5_of(path: Path) -> str:

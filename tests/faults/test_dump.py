@@ -19,21 +19,17 @@ from tests.faults.conftest import (
     record,
     run_tool,
     through_proxy,
+    uncut_total,
 )
 from tests.faults.proxy import Kind
-
-_totals: dict[int, int] = {}
 
 
 def _total(source: Source, jobs: int, tmp_path: Path) -> int:
     """Bytes of an uncut ``dump --jobs JOBS`` through the proxy (measured once)."""
-    if jobs not in _totals:
-        out = tmp_path / "uncut"
-        run = through_proxy(source.cluster, source.dbname, _args(jobs, out), None)
-        assert run.code == 0, run.err
-        _totals[jobs] = run.total
-        print(f"\ndump --jobs {jobs}: {run.total:,} bytes uncut, {run.connections} connections")
-    return _totals[jobs]
+    args = _args(jobs, tmp_path / "uncut")
+    return uncut_total(
+        f"dump --jobs {jobs}", lambda: through_proxy(source.cluster, source.dbname, args, None)
+    )
 
 
 def _args(jobs: int, out: Path) -> list[str]:

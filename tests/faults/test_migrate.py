@@ -24,6 +24,7 @@ from tests.faults.conftest import (
     record,
     run_tool,
     through_proxy,
+    uncut_total,
 )
 from tests.faults.proxy import Kind
 
@@ -85,7 +86,6 @@ ARGS = ["migrate", "run", "docs.lo", "--batch-rows", "4", "--unlink", "--json"]
 """Small batches: the fill and verify phases carry more of the run's bytes (the checks
 before them are catalog queries, most of a small table's traffic); --unlink: the last
 phase, the LOs removed, is cut too."""
-_total: list[int] = []
 
 
 def _cut_migrate(
@@ -96,12 +96,8 @@ def _cut_migrate(
     k: int,
     kind: Kind,
 ) -> None:
-    if not _total:
-        run = through_proxy(pg17, copy_db(), ARGS, None)
-        assert run.code == 0, run.err
-        _total.append(run.total)
-        print(f"\nmigrate run: {run.total:,} bytes uncut, {run.connections} connections")
-    at = cut_points(_total[0], n)[k]
+    total = uncut_total("migrate run", lambda: through_proxy(pg17, copy_db(), ARGS, None))
+    at = cut_points(total, n)[k]
     name = copy_db()
     db = pg17.conninfo(name)
     cut = through_proxy(pg17, name, ARGS, at, kind)

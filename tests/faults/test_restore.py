@@ -19,22 +19,18 @@ from tests.faults.conftest import (
     run_tool,
     snapshot,
     through_proxy,
+    uncut_total,
 )
 from tests.faults.proxy import Kind
-
-_total: list[int] = []
 
 
 def _cut_restore(source: Source, new_db: NewDb, n: int, k: int, kind: Kind, heal: bool) -> None:
     cluster = source.cluster
     args = ["restore", str(source.archive)]
-    if not _total:
-        dst = new_db(cluster)
-        run = through_proxy(cluster, dst.rsplit("=", 1)[1], args, None)
-        assert run.code == 0, run.err
-        _total.append(run.total)
-        print(f"\nrestore: {run.total:,} bytes uncut, {run.connections} connections")
-    at = cut_points(_total[0], n)[k]
+    total = uncut_total(
+        "restore", lambda: through_proxy(cluster, new_db(cluster).rsplit("=", 1)[1], args, None)
+    )
+    at = cut_points(total, n)[k]
     dst = new_db(cluster)
     cut = through_proxy(cluster, dst.rsplit("=", 1)[1], args, at, kind, heal)
     command = "restore" + (" (link back for clean-up)" if heal else "")

@@ -19,6 +19,7 @@ from tests.faults.conftest import (
     record,
     run_tool,
     through_proxy,
+    uncut_total,
 )
 from tests.faults.proxy import Kind
 
@@ -37,17 +38,10 @@ def restored(source: Source) -> Iterator[str]:
         conn.execute("DROP DATABASE IF EXISTS wire_verify WITH (FORCE)")
 
 
-_total: list[int] = []
-
-
 def _cut_verify(source: Source, restored: str, n: int, k: int, kind: Kind) -> None:
     args = ["verify", str(source.archive)]
-    if not _total:
-        run = through_proxy(source.cluster, restored, args, None)
-        assert run.code == 0, run.err
-        _total.append(run.total)
-        print(f"\nverify -d: {run.total:,} bytes uncut, {run.connections} connections")
-    at = cut_points(_total[0], n)[k]
+    total = uncut_total("verify -d", lambda: through_proxy(source.cluster, restored, args, None))
+    at = cut_points(total, n)[k]
     cut = through_proxy(source.cluster, restored, args, at, kind)
     if cut.code == 0:
         ending = finished(cut)
