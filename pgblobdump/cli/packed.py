@@ -293,6 +293,7 @@ def restore(archive: str, target: ConnectionTarget, no_owner: bool, no_acl: bool
         from pgblobdump.packed.parts import parse_part, share, share_items
 
         k, n = parse_part(part)
+        req = dataclasses.replace(req, sharing=n)  # n restores share the lock table
         if skip_damaged:
             raise UsageError("--part and --skip-damaged do not go together")
         directory = packed_source.directory(archive)

@@ -179,9 +179,12 @@ def dump(
                 reporter.note(f"waiting for pg_dump {pg_dump.tc.version}")
                 writer.files.append(pg_dump.finish())
                 source["pg_dump"] = {"version": pg_dump.tc.version, "file": full.DATABASE_FILE}
+            # The snapshot's transaction ends before the manifest is written: a connection
+            # lost at this COMMIT fails the run with no archive, never an exit 3 next to
+            # an archive that reads as complete.
+            leader.execute("COMMIT")
             manifest = writer.finish(source)
             files = list(writer.files)
-        leader.execute("COMMIT")
     reporter.progress(progress.los, progress.bytes)
     return DumpResult(manifest["los"], manifest["bytes"], time.perf_counter() - t0, snapshot, files)
 

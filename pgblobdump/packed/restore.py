@@ -55,6 +55,10 @@ class RestoreRequest:
     on_conflict: OnConflict = OnConflict.ERROR
     resume: bool = False
     skip_damaged: bool = False
+    sharing: int = 1
+    """Restores running at once into the database (``--part K/N``: N). Each batch takes
+    1/sharing of one restore's share of the lock table, so N parts together take no
+    more of it than one restore does, and none runs out of shared memory."""
 
     @property
     def skipping(self) -> bool:
@@ -117,7 +121,7 @@ class _Restorer:
         # Creating LOs and one GRANT (or ACL update) for many takes no lock per LO; a
         # comment does, until commit: a batch holds at most the lock budget of them.
         self.batch_comments = 0
-        self.comments_max = self.writer.budget.per_transaction
+        self.comments_max = max(1, self.writer.budget.per_transaction // req.sharing)
         self._checked: set[Meta] = set()
         self.all_checked = False  # every Meta of the archive was checked up front
         self.los = self.bytes = self.skipped = self.damaged = 0
