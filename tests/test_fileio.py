@@ -46,3 +46,15 @@ def test_the_input_is_refused(tmp_path: Path) -> None:
     with pytest.raises(UsageError):
         refuse_input(folder / "new.bin", folder)
     refuse_input(tmp_path / "other.bin", archive)
+
+
+def test_a_new_archive_directory_is_its_owners_only(tmp_path: Path) -> None:
+    """As pg_dump -Fd makes its directory 0700: the LO bytes inside are no more readable
+    by other users than they were in the database. A directory the user made is left."""
+    from pgblobdump.storage.local import LocalDirectory
+
+    LocalDirectory(tmp_path / "new", create=True)
+    assert (tmp_path / "new").stat().st_mode & 0o777 == 0o700
+    (tmp_path / "mine").mkdir(mode=0o750)
+    LocalDirectory(tmp_path / "mine", create=True)
+    assert (tmp_path / "mine").stat().st_mode & 0o777 == 0o750

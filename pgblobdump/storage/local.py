@@ -23,8 +23,10 @@ class LocalDirectory:
         self.description = str(path)
         self._claimed = False
         if create:
-            try:  # no parents, as pg_dump -Fd: a mistyped path fails, not grows a tree
-                path.mkdir(exist_ok=True)
+            # As pg_dump -Fd: no parents (a mistyped path fails, not grows a tree), and
+            # readable by its owner only: it holds LO bytes other users may not read.
+            try:
+                path.mkdir(mode=0o700, exist_ok=True)
             except OSError as e:
                 raise from_os_error(e, "create the archive directory") from e
         elif not path.is_dir():
