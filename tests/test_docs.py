@@ -66,9 +66,12 @@ def _subclasses(cls: type) -> list[type]:
 def test_readme_exit_codes_are_the_ones_errors_py_maps() -> None:
     table = _readme_exit_codes()
     classes = _subclasses(errors.PgBlobDumpError)
-    assert {c for c in classes if c is not errors.Interrupted} <= set(_MEANS) | {
+    # A class with an exit code of its own needs its word; one that inherits its parent's
+    # code (a finer kind of the same condition) is covered by the parent's row.
+    own_code = {c for c in classes if "exit_code" in vars(c) and c is not errors.Interrupted}
+    assert own_code <= set(_MEANS) | {
         errors.NotAnArchive, errors.UnsupportedArchive, errors.CorruptArchive
-    }, "a new error class: give it a row (or a word) in README's exit-code table"  # fmt: skip
+    }, "a new exit code: give it a row (or a word) in README's exit-code table"  # fmt: skip
     used = set()
     for cls in classes:
         if cls is errors.Interrupted:
