@@ -47,8 +47,8 @@ import psycopg
 
 import pgblobdump
 from pgblobdump.compare.measure import ProcessStats, run_measured
-from pgblobdump.pg import toolchain
-from pgblobdump.pg.cluster import EmbeddedCluster
+from pgblobdump.servers import toolchain
+from pgblobdump.servers.cluster import EmbeddedCluster
 
 MAJOR = 17
 PGBLOBDUMP = Path(sys.executable).with_name("pgblobdump")

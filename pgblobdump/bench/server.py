@@ -23,9 +23,9 @@ import psycopg
 
 from pgblobdump.compare.results import machine_info
 from pgblobdump.errors import UsageError
-from pgblobdump.pg.cluster import EmbeddedCluster
 from pgblobdump.pg.connect import connect
 from pgblobdump.pg.toast import lz4_available
+from pgblobdump.servers.cluster import EmbeddedCluster
 
 DURABLE = {
     "fsync": "on",

@@ -25,8 +25,8 @@ from pgblobdump import __version__
 from pgblobdump.compare.matrix import Plan
 from pgblobdump.compare.records import DumpRecord, RestoreRecord, records_from_json
 from pgblobdump.errors import NotFound, ResultsUnreadable, from_os_error, scrub
-from pgblobdump.pg.toolchain import Toolchain
 from pgblobdump.report.table import jsonable
+from pgblobdump.servers.toolchain import Toolchain
 
 RESULTS_FILE = "results.json"
 COMMANDS_FILE = "commands.txt"

@@ -26,8 +26,8 @@ from pgblobdump.compare.source import (
     lo_data_bytes,
 )
 from pgblobdump.pg.target import child_connection
-from pgblobdump.pg.toolchain import Toolchain
 from pgblobdump.report.reporter import QUIET, Reporter
+from pgblobdump.servers.toolchain import Toolchain
 from pgblobdump.signals import uninterrupted
 
 """Receives one line of progress per step (the CLI prints it to stderr)."""

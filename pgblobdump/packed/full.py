@@ -38,11 +38,11 @@ from pgblobdump.errors import (
 )
 from pgblobdump.packed.reader import PackedDirectory
 from pgblobdump.packed.restore import RestoreRequest, RestoreResult, restore
-from pgblobdump.pg import toolchain
 from pgblobdump.pg.connect import connect
 from pgblobdump.pg.failure import as_error, with_more
 from pgblobdump.pg.target import child_connection
 from pgblobdump.report.reporter import QUIET, Reporter
+from pgblobdump.servers import toolchain
 from pgblobdump.storage import FileInfo, LocalDirectory, Storage
 
 DATABASE_FILE = "database.dump"

@@ -19,7 +19,7 @@ from pgblobdump.compare.archive_stats import ArchiveStats
 from pgblobdump.compare.matrix import Contender, RestoreMode
 from pgblobdump.compare.measure import ProcessStats
 from pgblobdump.compare.records import DumpRecord, RestoreRecord
-from pgblobdump.pg.cluster import EmbeddedCluster
+from pgblobdump.servers.cluster import EmbeddedCluster
 
 _counter = itertools.count()
 

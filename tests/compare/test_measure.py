@@ -18,7 +18,7 @@ from pgblobdump.compare.measure import (
     run_measured,
 )
 from pgblobdump.errors import ExternalCommandFailed, Interrupted
-from pgblobdump.pg.doctor import gnu_time
+from pgblobdump.servers.doctor import gnu_time
 
 GNU_TIME = gnu_time()
 needs_gnu_time = pytest.mark.skipif(GNU_TIME is None, reason="/usr/bin/time is not GNU time")

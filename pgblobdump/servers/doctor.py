@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pgblobdump.errors import ServerError
-from pgblobdump.pg import toolchain
-from pgblobdump.pg.runas import server_identity
+from pgblobdump.servers import toolchain
+from pgblobdump.servers.runas import server_identity
 
 EXPECTED_MAJORS = (16, 17, 18)
 """The majors compare and the tests use; doctor says how to get any that is missing."""

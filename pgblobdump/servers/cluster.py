@@ -19,8 +19,8 @@ from types import TracebackType
 
 from pgblobdump import signals
 from pgblobdump.errors import ServerError, UsageError, from_os_error
-from pgblobdump.pg import toolchain
-from pgblobdump.pg.runas import RunAs, reachable_bin_dir, server_identity
+from pgblobdump.servers import toolchain
+from pgblobdump.servers.runas import RunAs, reachable_bin_dir, server_identity
 
 SUPERUSER = "postgres"
 
