@@ -30,7 +30,7 @@ from pathlib import Path
 
 import psycopg
 
-from pgblobdump.compare.measure import ProcessStats, run_measured
+from pgblobdump.proc import ProcessStats, run_measured
 from pgblobdump.servers import toolchain
 from pgblobdump.servers.cluster import EmbeddedCluster
 

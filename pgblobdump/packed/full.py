@@ -28,7 +28,6 @@ from typing import IO
 import psycopg
 import xxhash
 
-from pgblobdump.compare.measure import run_measured, stop_group, what_it_said
 from pgblobdump.errors import (
     ExternalCommandFailed,
     PgBlobDumpError,
@@ -41,6 +40,7 @@ from pgblobdump.packed.restore import RestoreRequest, RestoreResult, restore
 from pgblobdump.pg.connect import connect
 from pgblobdump.pg.failure import as_error, with_more
 from pgblobdump.pg.target import child_connection
+from pgblobdump.proc import run_measured, stop_group, what_it_said
 from pgblobdump.report.reporter import QUIET, Reporter
 from pgblobdump.servers import toolchain
 from pgblobdump.storage import FileInfo, LocalDirectory, Storage

@@ -14,9 +14,9 @@ from pgblobdump.compare.matrix import (
     pg_dump_contenders,
     restore_modes,
 )
-from pgblobdump.compare.measure import ProcessStats
 from pgblobdump.compare.records import DumpRecord
 from pgblobdump.errors import UsageError
+from pgblobdump.proc import ProcessStats
 
 
 def _dump(

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from pgblobdump.compare.measure import (
+from pgblobdump.errors import ExternalCommandFailed, Interrupted
+from pgblobdump.proc import (
     GNU_TIME_FORMAT,
     ProcessStats,
     parse_gnu_time,
     run_measured,
 )
-from pgblobdump.errors import ExternalCommandFailed, Interrupted
 from pgblobdump.servers.doctor import gnu_time
 
 GNU_TIME = gnu_time()
