@@ -1,17 +1,21 @@
-"""Measuring a child: GNU time parsing, wait4 fallback, the two agreeing, failures, Ctrl-C."""
+"""The one process runner: measuring a child (GNU time parsing, wait4 fallback, the two
+agreeing), failures, Ctrl-C and SIGTERM forwarded to the group, timeouts, the stderr tail."""
 
 from __future__ import annotations
 
 import os
 import signal
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from pgblobdump.errors import ExternalCommandFailed, Interrupted
+from pgblobdump import proc, signals
+from pgblobdump.compare.entries import entries_by_type
+from pgblobdump.errors import ExternalCommandFailed, Interrupted, ServerError
 from pgblobdump.proc import (
     GNU_TIME_FORMAT,
     ProcessStats,
@@ -144,3 +148,151 @@ def test_ctrl_c_stops_the_whole_group(
         time.sleep(0.1)
     else:
         pytest.fail(f"grandchild {grandchild} still runs after Ctrl-C")
+
+
+# -- run, probe, Child: the runner every child goes through -------------------------------
+
+
+def _gone(pid: int, within: float = 5.0) -> bool:
+    """Whether ``pid`` has exited (or is a zombie nobody reaped yet) within ``within`` s."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (FileNotFoundError, ProcessLookupError):
+            return True
+        if state == "Z":
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_timeout_stops_the_whole_group(tmp_path: Path) -> None:
+    pidfile = tmp_path / "pid"
+    script = f"sleep 60 & echo $! > {pidfile}; wait"
+    t0 = time.monotonic()
+    with pytest.raises(ExternalCommandFailed, match=r"^worker timed out after 1 s$"):
+        proc.run(["sh", "-c", script], what="worker", timeout=1)
+    assert time.monotonic() - t0 < 10
+    assert _gone(int(pidfile.read_text())), "the grandchild outlived the timeout"
+
+
+def test_timeout_is_the_callers_error_class() -> None:
+    with pytest.raises(ServerError, match="initdb timed out"):
+        proc.run(["sleep", "60"], what="initdb", timeout=0.3, error=ServerError)
+
+
+# The child and its grandchild each write which signal reached them, then exit.
+RECORDER = """
+import os, signal, subprocess, sys, time
+from pathlib import Path
+where = Path(sys.argv[1])
+def record(signum, frame):
+    (where / f"{os.getpid()}.sig").write_text(signal.Signals(signum).name)
+    sys.exit(0)
+for sig in (signal.SIGINT, signal.SIGTERM):
+    signal.signal(sig, record)
+if len(sys.argv) == 2:  # the child starts a worker, as pg_dump -j does
+    subprocess.Popen([sys.executable, __file__, str(where), "worker"])
+(where / f"{os.getpid()}.ready").write_text("")
+time.sleep(60)
+"""
+
+
+@pytest.mark.parametrize(
+    ("raised", "expected", "status"),
+    [
+        (KeyboardInterrupt(), "SIGINT", 130),
+        (signals.Terminated(signal.SIGTERM), "SIGTERM", 143),
+    ],
+)
+def test_signal_is_forwarded_to_the_group(
+    tmp_path: Path, raised: KeyboardInterrupt, expected: str, status: int
+) -> None:
+    """Ctrl-C (KeyboardInterrupt) and SIGTERM (signals.Terminated) reach the child and
+    what it forked as that signal, so pg_dump and initdb clean up as they would at a
+    terminal; then Interrupted carries the shell's status."""
+    script = tmp_path / "recorder.py"
+    script.write_text(RECORDER)
+
+    def handler(_sig: int, _frame: object) -> None:
+        raise raised
+
+    def signal_when_ready() -> None:
+        deadline = time.monotonic() + 30
+        while len(list(tmp_path.glob("*.ready"))) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        os.kill(os.getpid(), signal.SIGUSR1)
+
+    old = signal.signal(signal.SIGUSR1, handler)
+    sender = threading.Thread(target=signal_when_ready)
+    sender.start()
+    try:
+        with pytest.raises(Interrupted, match=f"interrupted by {expected} during recorder") as e:
+            proc.run([sys.executable, script, tmp_path], what="recorder", timeout=60)
+    finally:
+        sender.join()
+        signal.signal(signal.SIGUSR1, old)
+    assert e.value.exit_code == status
+    got = sorted(f.read_text() for f in tmp_path.glob("*.sig"))
+    assert got == [expected, expected], "the child and its worker each got the signal"
+
+
+def test_stderr_tail_is_bounded_and_quoted() -> None:
+    # 1 MiB of chatter, then the words that matter, as pg_restore -v would.
+    code = (
+        "import sys\n"
+        "for i in range(16384): sys.stderr.write('x' * 63 + '\\n')\n"
+        "sys.stderr.write('pg_restore: error: could not execute query: boom\\n')\n"
+        "sys.exit(1)\n"
+    )
+    done = proc.run([sys.executable, "-c", code], check=False)
+    assert done.returncode == 1
+    assert len(done.stderr) <= proc.STDERR_TAIL_BYTES
+    assert done.stderr.startswith("x" * 63 + "\n"), "the tail starts at a line"
+    assert done.said() == "pg_restore: error: could not execute query: boom"
+    with pytest.raises(ExternalCommandFailed, match=r"status 1: pg_restore: error: .* boom$"):
+        proc.run([sys.executable, "-c", code], what="pg_restore")
+
+
+def test_capture_and_stdout_file(tmp_path: Path) -> None:
+    assert proc.run(["echo", "16.4"], capture=True).stdout == "16.4\n"
+    out = tmp_path / "out"
+    proc.run(["echo", "listing"], stdout=out)
+    assert out.read_text() == "listing\n"
+
+
+def test_missing_binary_is_the_callers_error_class(tmp_path: Path) -> None:
+    """Not an OSError with a traceback: the caller's class saying it could not start."""
+    with pytest.raises(ExternalCommandFailed, match=r"pg_dump could not start: .*No such file"):
+        proc.run(["/nonexistent/pg_dump"])
+    with pytest.raises(ServerError, match="initdb could not start"):
+        proc.run(["/nonexistent/initdb"], error=ServerError)
+    with pytest.raises(ServerError, match="weed could not start"):
+        proc.Child(["/nonexistent/weed"], log=tmp_path / "log", error=ServerError).start()
+    not_executable = tmp_path / "pg_restore"
+    not_executable.write_text("#!/bin/sh\n")
+    with pytest.raises(ExternalCommandFailed, match=r"could not start: .*Permission denied"):
+        proc.run([not_executable])
+    # A probe never raises: a program that cannot answer has no version.
+    assert proc.probe(["/nonexistent/pg_dump", "--version"]) is None
+    assert proc.probe(["sleep", "60"], timeout=0.3) is None
+
+
+def test_pg_restore_listing_with_a_missing_binary_is_our_error(tmp_path: Path) -> None:
+    """compare's ``pg_restore -l`` ran bare subprocess.run: a missing program was a
+    FileNotFoundError traceback."""
+    archive = tmp_path / "a.dump"
+    archive.write_bytes(b"not an archive")
+    with pytest.raises(ExternalCommandFailed, match="could not start"):
+        entries_by_type(archive, ["/nonexistent/pg_restore", "-l", str(archive)], False)
+
+
+def test_child_streams_and_is_stopped_with_its_group(tmp_path: Path) -> None:
+    pidfile = tmp_path / "pid"
+    script = f"sleep 60 & echo $! > {pidfile}; echo streaming; wait"
+    with proc.Child(["sh", "-c", script], pipe=True) as child:
+        assert child.stdout.readline() == b"streaming\n"
+        assert child.poll() is None
+    assert child.returncode is not None
+    assert _gone(int(pidfile.read_text())), "the grandchild outlived its Child"
