@@ -296,3 +296,31 @@ def test_child_streams_and_is_stopped_with_its_group(tmp_path: Path) -> None:
         assert child.poll() is None
     assert child.returncode is not None
     assert _gone(int(pidfile.read_text())), "the grandchild outlived its Child"
+
+
+def _imports(path: Path) -> set[str]:
+    """The modules ``path`` imports, at any level (function-level imports included)."""
+    import ast
+
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return found
+
+
+def test_children_start_only_in_proc_and_servers_stay_out_of_the_runtime() -> None:
+    """Every child goes through proc (no other subprocess user); proc stands on the
+    ground (errors, signals) only; SeaweedFS start-up is for tests and benchmarks."""
+    package = Path(proc.__file__).parent
+    for path in sorted(package.rglob("*.py")):
+        name = path.relative_to(package).as_posix()
+        imports = _imports(path)
+        if name != "proc.py":
+            assert not {"subprocess", "multiprocessing"} & imports, f"{name} starts children"
+        assert "pgblobdump.servers.seaweed" not in imports or name.startswith("servers/"), name
+    ours = {m.split(".")[1] for m in _imports(package / "proc.py") if m.startswith("pgblobdump.")}
+    assert ours <= {"errors", "signals"}, ours
