@@ -21,7 +21,7 @@ import psycopg
 
 from pgblobdump.generate.content import ContentSource
 from pgblobdump.generate.spec import Content, SizeSpec
-from pgblobdump.pg.cluster import EmbeddedCluster
+from pgblobdump.servers.cluster import EmbeddedCluster
 
 PGBLOBDUMP = os.path.join(os.path.dirname(sys.executable), "pgblobdump")
 

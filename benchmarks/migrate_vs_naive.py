@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import psycopg
 
-from pgblobdump.pg.cluster import EmbeddedCluster
+from pgblobdump.servers.cluster import EmbeddedCluster
 from pgblobdump.units import format_bytes, parse_count, parse_size
 
 PGBLOBDUMP = os.path.join(os.path.dirname(sys.executable), "pgblobdump")

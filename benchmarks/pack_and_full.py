@@ -30,9 +30,9 @@ from pathlib import Path
 
 import psycopg
 
-from pgblobdump.compare.measure import ProcessStats, run_measured
-from pgblobdump.pg import toolchain
-from pgblobdump.pg.cluster import EmbeddedCluster
+from pgblobdump.proc import ProcessStats, run_measured
+from pgblobdump.servers import toolchain
+from pgblobdump.servers.cluster import EmbeddedCluster
 
 MAJOR = 17
 PGBLOBDUMP = Path(sys.executable).with_name("pgblobdump")

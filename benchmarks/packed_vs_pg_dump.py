@@ -15,7 +15,7 @@ Cases (``--quick``: every count divided by 10):
   two connections, and against pg_restore 17 (one job, ``-j 2 --transaction-size 1000``).
 
 Child processes (pgblobdump, pg_dump, pg_restore) run under ``/usr/bin/time`` through
-``pgblobdump.compare.measure.run_measured`` (wall, peak RSS); their wall time includes
+``pgblobdump.proc.run_measured`` (wall, peak RSS); their wall time includes
 start-up (Python imports for pgblobdump). Anchors run in this process (no start-up).
 Every packed restore is checked: LO count, and ``pgblobdump verify DIR -d DSN`` for the
 4 KiB case. All connections go over TCP loopback, as in targets.md.
@@ -46,9 +46,9 @@ from pathlib import Path
 import psycopg
 
 import pgblobdump
-from pgblobdump.compare.measure import ProcessStats, run_measured
-from pgblobdump.pg import toolchain
-from pgblobdump.pg.cluster import EmbeddedCluster
+from pgblobdump.proc import ProcessStats, run_measured
+from pgblobdump.servers import toolchain
+from pgblobdump.servers.cluster import EmbeddedCluster
 
 MAJOR = 17
 PGBLOBDUMP = Path(sys.executable).with_name("pgblobdump")

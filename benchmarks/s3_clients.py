@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 
-from pgblobdump.storage.seaweed import ACCESS_KEY, BUCKET, SECRET_KEY, LocalS3
+from pgblobdump.servers.seaweed import ACCESS_KEY, BUCKET, SECRET_KEY, LocalS3
 
 PART = 8 << 20
 PARTS = 32

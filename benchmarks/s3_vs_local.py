@@ -24,9 +24,9 @@ from pathlib import Path
 
 import psycopg
 
-from pgblobdump.pg import toolchain
-from pgblobdump.pg.cluster import EmbeddedCluster
-from pgblobdump.storage.seaweed import BUCKET, LocalS3
+from pgblobdump.servers import toolchain
+from pgblobdump.servers.cluster import EmbeddedCluster
+from pgblobdump.servers.seaweed import BUCKET, LocalS3
 from pgblobdump.units import format_bytes, parse_count, parse_size
 
 PGBLOBDUMP = os.path.join(os.path.dirname(sys.executable), "pgblobdump")

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import psycopg
 
-from pgblobdump.pg import toolchain
-from pgblobdump.pg.cluster import EmbeddedCluster
+from pgblobdump.servers import toolchain
+from pgblobdump.servers.cluster import EmbeddedCluster
 
 MAJORS = (16, 17)
 

@@ -10,8 +10,8 @@ import psycopg
 import pytest
 
 from pgblobdump.errors import ToolchainError
-from pgblobdump.pg.cluster import EmbeddedCluster
-from pgblobdump.storage.seaweed import BUCKET, LocalS3, weed_binary
+from pgblobdump.servers.cluster import EmbeddedCluster
+from pgblobdump.servers.seaweed import BUCKET, LocalS3, weed_binary
 
 _counter = itertools.count()
 

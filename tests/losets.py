@@ -8,7 +8,7 @@ import os
 import psycopg
 from hypothesis import strategies as st
 
-from pgblobdump.pg.cluster import EmbeddedCluster
+from pgblobdump.servers.cluster import EmbeddedCluster
 
 ROLES = ("pgbd_t_owner", "pgbd_t_reader", "pgbd_t_granter")
 State = dict[int, tuple[bytes, str, list[str] | None, str | None]]

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from pgblobdump.cli import cli
-from pgblobdump.pg.cluster import EmbeddedCluster
+from pgblobdump.servers.cluster import EmbeddedCluster
 from tests.conftest import NewDb
 
 

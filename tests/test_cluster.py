@@ -13,7 +13,7 @@ import psycopg
 import pytest
 
 from pgblobdump.errors import ServerError, UsageError
-from pgblobdump.pg.cluster import EmbeddedCluster
+from pgblobdump.servers.cluster import EmbeddedCluster
 
 
 def test_temporary_cluster_starts_serves_and_vanishes() -> None:

@@ -21,7 +21,7 @@ from psycopg import sql
 
 from pgblobdump.cli import cli
 from pgblobdump.pg import toolchain
-from pgblobdump.pg.cluster import EmbeddedCluster
+from pgblobdump.servers.cluster import EmbeddedCluster
 from pgblobdump.pg.names import clip, with_suffix
 from tests.conftest import NewDb
 from tests.test_cli import assert_one_line_error, run

@@ -8,9 +8,9 @@ import pytest
 from pgblobdump.errors import DatabaseError, Interrupted
 from pgblobdump.generate import Content, GenerateSpec, SizeSpec, generate
 from pgblobdump.generate import generator as gen
-from pgblobdump.pg.cluster import EmbeddedCluster
 from pgblobdump.pg.ledger import Ledger, Pending
 from pgblobdump.report.reporter import Reporter
+from pgblobdump.servers.cluster import EmbeddedCluster
 from tests.conftest import NewDb
 
 

@@ -12,8 +12,8 @@ import pytest
 from pgblobdump.errors import DatabaseError
 from pgblobdump.generate import GenerateSpec, SizeSpec, generate
 from pgblobdump.generate import generator as gen
-from pgblobdump.pg.cluster import EmbeddedCluster
 from pgblobdump.report.reporter import Reporter
+from pgblobdump.servers.cluster import EmbeddedCluster
 from tests.conftest import NewDb
 
 

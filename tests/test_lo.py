@@ -8,9 +8,9 @@ import os
 import psycopg
 import pytest
 
-from pgblobdump.pg.cluster import EmbeddedCluster
 from pgblobdump.pg.ledger import Ledger
 from pgblobdump.pg.lo import Grant, LockBudget, LoWriter, count, digests, read_chunks, read_range
+from pgblobdump.servers.cluster import EmbeddedCluster
 from tests.conftest import NewDb
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from pgblobdump.pg.cluster import EmbeddedCluster
+from pgblobdump.servers.cluster import EmbeddedCluster
 from tests.conftest import NewDb
 
 DECORATED = ["-n", "200k", "--size", "100", "--table", "t", "--owners", "2",
@@ -184,7 +184,7 @@ def test_sigterm_during_toc_extract_leaves_no_part_file(
     pg17: EmbeddedCluster, new_db: NewDb, tmp_path: Path
 ) -> None:
     """A 256 MiB LO of zeros (a 250 KiB gzip archive) takes a while to write out."""
-    from pgblobdump.pg import toolchain
+    from pgblobdump.servers import toolchain
 
     db = new_db(pg17)
     with psycopg.connect(db, autocommit=True) as conn:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from pgblobdump.errors import ToolchainError, UsageError
-from pgblobdump.pg import toolchain
+from pgblobdump.servers import toolchain
 
 
 @pytest.mark.parametrize("major", [16, 17, 18])

@@ -23,9 +23,9 @@ import psycopg
 
 from pgblobdump.errors import UsageError
 from pgblobdump.harness.machine import machine_info
-from pgblobdump.pg.cluster import EmbeddedCluster
 from pgblobdump.pg.connect import connect
 from pgblobdump.pg.toast import lz4_available
+from pgblobdump.servers.cluster import EmbeddedCluster
 
 DURABLE = {
     "fsync": "on",

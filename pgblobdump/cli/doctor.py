@@ -8,8 +8,8 @@ import click
 
 from pgblobdump.cli.options import output_options, pg_bin_option
 from pgblobdump.cli.output import Format, emit, stderr_console
-from pgblobdump.pg.doctor import DoctorReport, diagnose
 from pgblobdump.report import Column, Table
+from pgblobdump.servers.doctor import DoctorReport, diagnose
 
 
 def doctor_table(report: DoctorReport) -> Table:

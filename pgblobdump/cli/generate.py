@@ -13,10 +13,10 @@ from pgblobdump.cli.progress import note, reporter
 from pgblobdump.errors import UsageError
 from pgblobdump.generate import Content, GenerateResult, GenerateSpec, SizeSpec
 from pgblobdump.generate import generate as run
-from pgblobdump.pg.cluster import EmbeddedCluster
 from pgblobdump.pg.target import ConnectionTarget
 from pgblobdump.report import Column, Table
 from pgblobdump.report.table import jsonable
+from pgblobdump.servers.cluster import EmbeddedCluster
 from pgblobdump.units import format_bytes, parse_count
 
 

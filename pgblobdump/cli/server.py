@@ -8,9 +8,15 @@ import click
 
 from pgblobdump.cli.options import output_options, pg_bin_option
 from pgblobdump.cli.output import Format, emit, stderr_console
-from pgblobdump.pg.cluster import ClusterInfo, default_base_dir
-from pgblobdump.pg.clusters import DEFAULT_MAJOR, all_clusters, cluster_in, datadir_for, existing
 from pgblobdump.report import Column, Table
+from pgblobdump.servers.cluster import ClusterInfo, default_base_dir
+from pgblobdump.servers.clusters import (
+    DEFAULT_MAJOR,
+    all_clusters,
+    cluster_in,
+    datadir_for,
+    existing,
+)
 
 
 @click.group()

@@ -13,9 +13,9 @@ from typing import Protocol
 
 from pgblobdump.compare.matrix import FORMATS, PACKED, PG_DUMP, Contender, RestoreMode
 from pgblobdump.errors import UsageError
-from pgblobdump.pg import toolchain
 from pgblobdump.pg.target import split_password
-from pgblobdump.pg.toolchain import Toolchain
+from pgblobdump.servers import toolchain
+from pgblobdump.servers.toolchain import Toolchain
 
 PG_NEEDS = ("pg_dump", "pg_restore")
 

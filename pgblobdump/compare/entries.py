@@ -7,11 +7,11 @@ Counting happens after the measured run, so it never affects the figures.
 
 from __future__ import annotations
 
-import subprocess
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from pgblobdump import proc
 from pgblobdump.errors import ExternalCommandFailed, PgBlobDumpError
 from pgblobdump.toc import listing, open_archive, summarize
 
@@ -22,6 +22,8 @@ NO_TOC = "none"
 NOT_LISTED = frozenset({"ENCODING", "STDSTRINGS", "SEARCHPATH", "DATABASE"})
 """Entries every archive has that ``pg_restore -l`` never prints (settings applied on
 connect; DATABASE only with -C): the native count is higher by these, one each."""
+LIST_TIMEOUT_SECONDS = 3600.0
+"""``pg_restore -l`` reads only the TOC (minutes for millions of LOs); past this it hangs."""
 
 
 def parse_listing_types(lines: Iterable[str]) -> Counter[str]:
@@ -36,13 +38,12 @@ def _native(path: Path) -> Counter[str]:
 
 
 def _pg_restore(path: Path, list_cmd: Sequence[str]) -> Counter[str]:
-    proc = subprocess.run(list(list_cmd), capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        detail = proc.stderr.strip().splitlines()
-        raise ExternalCommandFailed(
-            f"{' '.join(list_cmd[:2])} {path} failed: {detail[-1] if detail else proc.returncode}"
-        )
-    return parse_listing_types(proc.stdout.splitlines())
+    what = f"{' '.join(list_cmd[:2])} {path}"
+    done = proc.run(list_cmd, what=what, timeout=LIST_TIMEOUT_SECONDS, capture=True, check=False)
+    if done.returncode != 0:
+        detail = done.stderr.strip().splitlines()
+        raise ExternalCommandFailed(f"{what} failed: {detail[-1] if detail else done.returncode}")
+    return parse_listing_types(done.stdout.splitlines())
 
 
 def entries_by_type(

@@ -13,9 +13,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from pgblobdump.compare.matrix import PACKED, Contender
-from pgblobdump.compare.measure import ProcessStats
 from pgblobdump.compare.records import DumpRecord, RestoreRecord
 from pgblobdump.harness.stats import Spread
+from pgblobdump.proc import ProcessStats
 
 SEED_RATIOS = {
     "peak_rss": 755_692 / 217_776,

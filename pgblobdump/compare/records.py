@@ -14,8 +14,8 @@ from typing import Any
 
 from pgblobdump.compare.archive_stats import ArchiveStats
 from pgblobdump.compare.matrix import FORMATS, PACKED, TOOLS, Contender, RestoreMode
-from pgblobdump.compare.measure import ProcessStats
 from pgblobdump.errors import ResultsUnreadable
+from pgblobdump.proc import ProcessStats
 
 
 @dataclass(frozen=True)

@@ -22,8 +22,8 @@ from pgblobdump.compare.matrix import Plan
 from pgblobdump.compare.records import DumpRecord, RestoreRecord, records_from_json
 from pgblobdump.errors import NotFound, ResultsUnreadable, from_os_error, scrub
 from pgblobdump.harness.machine import machine_info
-from pgblobdump.pg.toolchain import Toolchain
 from pgblobdump.report.table import jsonable
+from pgblobdump.servers.toolchain import Toolchain
 
 RESULTS_FILE = "results.json"
 COMMANDS_FILE = "commands.txt"

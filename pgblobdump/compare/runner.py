@@ -14,7 +14,6 @@ from pathlib import Path
 from pgblobdump.compare import commands, entries, safety
 from pgblobdump.compare.archive_stats import archive_stats, remove_archive
 from pgblobdump.compare.matrix import Contender, Plan, RestoreMode
-from pgblobdump.compare.measure import run_measured
 from pgblobdump.compare.records import DumpRecord, RestoreRecord
 from pgblobdump.compare.source import (
     Checksum,
@@ -26,8 +25,9 @@ from pgblobdump.compare.source import (
     lo_data_bytes,
 )
 from pgblobdump.pg.target import child_connection
-from pgblobdump.pg.toolchain import Toolchain
+from pgblobdump.proc import run_measured
 from pgblobdump.report.reporter import QUIET, Reporter
+from pgblobdump.servers.toolchain import Toolchain
 from pgblobdump.signals import uninterrupted
 
 """Receives one line of progress per step (the CLI prints it to stderr)."""

@@ -28,11 +28,11 @@ from pgblobdump.compare.source import (
     restore_server,
 )
 from pgblobdump.errors import UsageError
-from pgblobdump.pg import toolchain
-from pgblobdump.pg.doctor import gnu_time
 from pgblobdump.pg.oidspace import FIRST_OID, OID_MAX
-from pgblobdump.pg.toolchain import Toolchain, check_major
 from pgblobdump.report.reporter import QUIET, Reporter
+from pgblobdump.servers import toolchain
+from pgblobdump.servers.doctor import gnu_time
+from pgblobdump.servers.toolchain import Toolchain, check_major
 from pgblobdump.signals import uninterrupted
 from pgblobdump.units import parse_count
 

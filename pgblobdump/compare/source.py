@@ -18,9 +18,9 @@ from psycopg import sql
 
 from pgblobdump.errors import DatabaseError, UsageError
 from pgblobdump.generate import GenerateSpec, generate
-from pgblobdump.pg.cluster import EmbeddedCluster
 from pgblobdump.pg.connect import connect, describe
-from pgblobdump.pg.toolchain import Toolchain
+from pgblobdump.servers.cluster import EmbeddedCluster
+from pgblobdump.servers.toolchain import Toolchain
 from pgblobdump.signals import uninterrupted
 
 SOURCE_DB = "pgbd_compare_source"

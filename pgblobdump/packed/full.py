@@ -16,19 +16,16 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import re
-import subprocess
 import tempfile
 import threading
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import IO
 
 import psycopg
 import xxhash
 
-from pgblobdump.compare.measure import run_measured, stop_group, what_it_said
 from pgblobdump.errors import (
     ExternalCommandFailed,
     PgBlobDumpError,
@@ -38,11 +35,12 @@ from pgblobdump.errors import (
 )
 from pgblobdump.packed.reader import PackedDirectory
 from pgblobdump.packed.restore import RestoreRequest, RestoreResult, restore
-from pgblobdump.pg import toolchain
 from pgblobdump.pg.connect import connect
 from pgblobdump.pg.failure import as_error, with_more
 from pgblobdump.pg.target import child_connection
+from pgblobdump.proc import Child, run
 from pgblobdump.report.reporter import QUIET, Reporter
+from pgblobdump.servers import toolchain
 from pgblobdump.storage import FileInfo, LocalDirectory, Storage
 from pgblobdump.storage.base import why, widened
 
@@ -89,28 +87,18 @@ class PgDump:
         self.info: FileInfo | None = None
         self._error: BaseException | None = None
         self._abort = False
-        self._stderr: IO[bytes] | None = None
-        self._proc: subprocess.Popen[bytes] | None = None
+        self._child: Child | None = None
         self._thread: threading.Thread | None = None
 
     def __enter__(self) -> PgDump:
-        self._stderr = tempfile.TemporaryFile()
-        try:
-            self._proc = subprocess.Popen(
-                self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                stderr=self._stderr, env=None if self.env is None else dict(self.env),
-                start_new_session=True,
-            )  # fmt: skip
-        except OSError as e:
-            self._stderr.close()
-            raise ExternalCommandFailed(f"pg_dump could not start: {e}") from e
+        self._child = Child(self.argv, what="pg_dump", env=self.env, pipe=True).start()
         self._thread = threading.Thread(target=self._copy, name="pgblobdump-pg_dump", daemon=True)
         self._thread.start()
         return self
 
     def _copy(self) -> None:
-        proc = self._proc
-        assert proc is not None and proc.stdout is not None
+        proc = self._child
+        assert proc is not None
         try:
             with self.storage.create(DATABASE_FILE) as f:
                 h = xxhash.xxh3_128()
@@ -127,12 +115,12 @@ class PgDump:
 
     def finish(self) -> FileInfo:
         """Wait for pg_dump; its file's FileInfo, or ExternalCommandFailed with its words."""
-        assert self._thread is not None and self._proc is not None
+        assert self._thread is not None and self._child is not None
         while self._thread.is_alive():
             self._thread.join(0.2)  # stays responsive to Ctrl-C
-        if self._proc.returncode:
+        if self._child.returncode:
             raise ExternalCommandFailed(
-                f"pg_dump {self.tc.version} failed (exit {self._proc.returncode}): {self._tail()}"
+                f"pg_dump {self.tc.version} failed (exit {self._child.returncode}): {self._tail()}"
             )
         if self._error is not None:
             raise self._error
@@ -140,19 +128,18 @@ class PgDump:
         return self.info
 
     def _tail(self) -> str:
-        assert self._stderr is not None
-        self._stderr.seek(0)
-        return scrub(what_it_said(self._stderr.read().decode(errors="replace")))
+        assert self._child is not None
+        return scrub(self._child.said())
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:  # fmt: skip
         left = None
-        if exc is not None and self._proc is not None:
+        if exc is not None and self._child is not None:
             self._abort = True
-            if self._proc.poll() is None:
-                stop_group(self._proc)
+            if self._child.poll() is None:
+                self._child.stop()
             if self._thread is not None:
                 self._thread.join(30)
             if self.info is not None:  # it had finished: the LOs failed after it
@@ -160,10 +147,8 @@ class PgDump:
                     self.storage.remove(DATABASE_FILE)
                 except Exception as failure:  # the server went away: name it
                     left = f"{self.storage.description}/{DATABASE_FILE} ({why(failure)})"
-        if self._proc is not None and self._proc.stdout is not None:
-            self._proc.stdout.close()
-        if self._stderr is not None:
-            self._stderr.close()
+        if self._child is not None:
+            self._child.close()
         if left is not None and exc is not None:
             wider = widened(exc, f"could not remove {left}: delete it")
             if wider is not exc:
@@ -206,9 +191,8 @@ class PgRestore:
         """Restore one section (pre-data, data, post-data); ExternalCommandFailed quoting
         pg_restore if it fails."""
         jobs = ["-j", str(self.jobs)] if self.jobs > 1 and name != "pre-data" else []
-        run_measured(
+        run(
             [*self.base, f"--section={name}", *jobs, str(self.path)],
-            gnu_time=None,
             env=self.env,
             what=f"pg_restore {self.tc.version} --section={name}",
         )

@@ -15,7 +15,7 @@ from pgblobdump.bench import read as read_bench
 from pgblobdump.bench import toast as toast_bench
 from pgblobdump.bench.server import server
 from pgblobdump.errors import DatabaseError
-from pgblobdump.pg.cluster import EmbeddedCluster
+from pgblobdump.servers.cluster import EmbeddedCluster
 from tests.conftest import NewDb
 from tests.test_cli import assert_one_line_error, run
 

@@ -17,9 +17,9 @@ from psycopg import sql
 from pgblobdump.compare import results
 from pgblobdump.compare.archive_stats import ArchiveStats
 from pgblobdump.compare.matrix import Contender, RestoreMode
-from pgblobdump.compare.measure import ProcessStats
 from pgblobdump.compare.records import DumpRecord, RestoreRecord
-from pgblobdump.pg.cluster import EmbeddedCluster
+from pgblobdump.proc import ProcessStats
+from pgblobdump.servers.cluster import EmbeddedCluster
 
 _counter = itertools.count()
 

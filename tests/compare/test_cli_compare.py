@@ -12,7 +12,7 @@ from click.testing import CliRunner, Result
 from pgblobdump.cli import cli
 from pgblobdump.compare import commands, entries, results
 from pgblobdump.compare.matrix import Contender
-from pgblobdump.pg.cluster import EmbeddedCluster
+from pgblobdump.servers.cluster import EmbeddedCluster
 
 LOS = 200
 

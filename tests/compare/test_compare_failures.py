@@ -18,7 +18,7 @@ import pytest
 from pgblobdump.compare import safety
 from pgblobdump.compare.matrix import Contender
 from pgblobdump.errors import InsufficientResources
-from pgblobdump.pg.cluster import EmbeddedCluster
+from pgblobdump.servers.cluster import EmbeddedCluster
 from tests.compare.conftest import MakeRole, pgblobdump, run_cli
 from tests.conftest import NewDb
 

@@ -14,10 +14,10 @@ from pgblobdump.compare.matrix import (
     pg_dump_contenders,
     restore_modes,
 )
-from pgblobdump.compare.measure import ProcessStats
 from pgblobdump.compare.records import DumpRecord
 from pgblobdump.errors import UsageError
 from pgblobdump.harness.stats import Spread
+from pgblobdump.proc import ProcessStats
 
 
 def _dump(

@@ -14,7 +14,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from pgblobdump.pg.cluster import SUPERUSER, EmbeddedCluster
+from pgblobdump.servers.cluster import SUPERUSER, EmbeddedCluster
 from tests.faults.proxy import CutProxy, Kind
 from tests.losets import fill
 from tests.losets import roles as make_roles

@@ -18,7 +18,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from pgblobdump.pg.cluster import EmbeddedCluster
+from pgblobdump.servers.cluster import EmbeddedCluster
 from tests.conftest import NewDb
 from tests.faults.conftest import Snapshot, run_tool, snapshot
 

@@ -13,7 +13,7 @@ import pytest
 
 from pgblobdump.generate import Content, GenerateSpec, SizeSpec
 from pgblobdump.generate import generate as make_los
-from pgblobdump.pg.cluster import EmbeddedCluster
+from pgblobdump.servers.cluster import EmbeddedCluster
 from tests.faults.conftest import (
     FAST,
     SLOW,

@@ -17,8 +17,8 @@ from pgblobdump.migrate.access import Widening
 from pgblobdump.migrate.locking import LockClock
 from pgblobdump.migrate.run import Runner
 from pgblobdump.migrate.start import start
-from pgblobdump.pg.cluster import EmbeddedCluster
 from pgblobdump.report.reporter import QUIET
+from pgblobdump.servers.cluster import EmbeddedCluster
 from tests.conftest import NewDb
 
 W, R, APP = "pgbd_acl_w", "pgbd_acl_r", "pgbd_acl_app"

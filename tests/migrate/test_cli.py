@@ -6,7 +6,7 @@ import json
 
 import psycopg
 
-from pgblobdump.pg.cluster import EmbeddedCluster
+from pgblobdump.servers.cluster import EmbeddedCluster
 from tests.conftest import NewDb
 from tests.test_cli import assert_one_line_error, run
 

@@ -19,7 +19,7 @@ from pgblobdump.generate import Content, GenerateSpec, SizeSpec
 from pgblobdump.generate import generate as make_los
 from pgblobdump.migrate import LockPolicy, RunOptions, abort, plan, run, run_in_place
 from pgblobdump.migrate.columns import split_name
-from pgblobdump.pg.cluster import EmbeddedCluster
+from pgblobdump.servers.cluster import EmbeddedCluster
 from tests.conftest import NewDb
 
 

@@ -26,8 +26,8 @@ from pgblobdump.packed import (
     open_source,
     restore,
 )
-from pgblobdump.pg.cluster import EmbeddedCluster
 from pgblobdump.pg.lostream import Selection
+from pgblobdump.servers.cluster import EmbeddedCluster
 from pgblobdump.storage import LocalDirectory
 from tests.conftest import NewDb
 from tests.losets import fill, lo_specs, state

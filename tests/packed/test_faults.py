@@ -26,8 +26,8 @@ import psycopg
 import pytest
 
 from pgblobdump.packed import DumpRequest, dump
-from pgblobdump.pg.cluster import EmbeddedCluster
-from pgblobdump.pg.runas import reachable_bin_dir
+from pgblobdump.servers.cluster import EmbeddedCluster
+from pgblobdump.servers.runas import reachable_bin_dir
 from pgblobdump.storage import LocalDirectory
 from tests.conftest import NewDb
 from tests.losets import State, fill, state

@@ -14,8 +14,8 @@ import psycopg
 from click.testing import CliRunner, Result
 
 from pgblobdump.cli import cli
-from pgblobdump.pg import toolchain
-from pgblobdump.pg.cluster import EmbeddedCluster
+from pgblobdump.servers import toolchain
+from pgblobdump.servers.cluster import EmbeddedCluster
 from tests.conftest import NewDb
 from tests.losets import fill, roles, state
 

@@ -14,9 +14,9 @@ from click.testing import CliRunner, Result
 
 from pgblobdump.cli import cli
 from pgblobdump.errors import ToolchainError
-from pgblobdump.pg import toolchain
-from pgblobdump.pg.cluster import EmbeddedCluster
-from pgblobdump.pg.doctor import build_compression
+from pgblobdump.servers import toolchain
+from pgblobdump.servers.cluster import EmbeddedCluster
+from pgblobdump.servers.doctor import build_compression
 from tests.conftest import NewDb
 from tests.losets import State, fill, roles, state
 

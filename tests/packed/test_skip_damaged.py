@@ -17,7 +17,7 @@ from click.testing import CliRunner, Result
 from pgblobdump.cli import cli
 from pgblobdump.packed import DumpRequest, PackedDirectory, dump
 from pgblobdump.packed.format import volume_name, volume_of
-from pgblobdump.pg.cluster import EmbeddedCluster
+from pgblobdump.servers.cluster import EmbeddedCluster
 from pgblobdump.storage import LocalDirectory
 from tests.conftest import NewDb
 from tests.losets import State, state

@@ -13,7 +13,7 @@ from click.testing import CliRunner, Result
 
 from pgblobdump.cli import cli
 from pgblobdump.packed import DumpRequest, dump
-from pgblobdump.pg.cluster import EmbeddedCluster
+from pgblobdump.servers.cluster import EmbeddedCluster
 from pgblobdump.storage import LocalDirectory
 from tests.conftest import NewDb
 from tests.losets import fill, roles

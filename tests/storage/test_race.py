@@ -20,11 +20,11 @@ from subprocess import Popen
 import pytest
 
 from pgblobdump.errors import FileError
-from pgblobdump.pg.cluster import EmbeddedCluster
+from pgblobdump.servers.cluster import EmbeddedCluster
 from pgblobdump.storage import LocalDirectory
 from pgblobdump.storage.base import CLAIM_NAME
 from pgblobdump.storage.s3 import S3Prefix
-from pgblobdump.storage.seaweed import BUCKET, LocalS3
+from pgblobdump.servers.seaweed import BUCKET, LocalS3
 from tests.conftest import NewDb
 from tests.losets import fill
 from tests.losets import roles as _roles

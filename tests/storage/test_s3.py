@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from pgblobdump.pg import toolchain
-from pgblobdump.pg.cluster import EmbeddedCluster
+from pgblobdump.servers import toolchain
+from pgblobdump.servers.cluster import EmbeddedCluster
+from pgblobdump.servers.seaweed import BUCKET, SECRET_KEY, LocalS3
 from pgblobdump.storage.s3 import S3Prefix
-from pgblobdump.storage.seaweed import BUCKET, SECRET_KEY, LocalS3
 from tests.conftest import NewDb
 from tests.losets import fill, state
 from tests.losets import roles as _roles

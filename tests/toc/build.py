@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 import psycopg
 
-from pgblobdump.pg import toolchain
+from pgblobdump.servers import toolchain
 
 ROLES = ("lo_alice", "lo_bob")
 

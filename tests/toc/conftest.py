@@ -11,8 +11,8 @@ import psycopg
 import pytest
 
 from pgblobdump.errors import PgBlobDumpError
-from pgblobdump.pg import toolchain
-from pgblobdump.pg.cluster import EmbeddedCluster
+from pgblobdump.servers import toolchain
+from pgblobdump.servers.cluster import EmbeddedCluster
 from tests.toc import build
 
 

@@ -20,8 +20,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pgblobdump.errors import ArchiveError, NotFound
-from pgblobdump.pg import toolchain
-from pgblobdump.pg.cluster import EmbeddedCluster
+from pgblobdump.servers import toolchain
+from pgblobdump.servers.cluster import EmbeddedCluster
 from pgblobdump.toc import blobruns, blobs, diff, lodata, los, show, summary
 from pgblobdump.toc.blobruns import BlobRun
 from pgblobdump.toc.reader import open_archive

@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 
 from pgblobdump.errors import ToolchainError
 from pgblobdump.pg import acl as pg_acl
-from pgblobdump.pg import toolchain
-from pgblobdump.pg.cluster import EmbeddedCluster
-from pgblobdump.pg.doctor import build_compression
+from pgblobdump.servers import toolchain
+from pgblobdump.servers.cluster import EmbeddedCluster
+from pgblobdump.servers.doctor import build_compression
 from pgblobdump.toc import los
 from pgblobdump.toc.reader import open_archive
 from tests.conftest import NewDb

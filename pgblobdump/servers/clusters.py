@@ -6,8 +6,8 @@ import re
 from pathlib import Path
 
 from pgblobdump.errors import NotFound, UsageError
-from pgblobdump.pg import toolchain
-from pgblobdump.pg.cluster import ClusterInfo, EmbeddedCluster, default_base_dir
+from pgblobdump.servers import toolchain
+from pgblobdump.servers.cluster import ClusterInfo, EmbeddedCluster, default_base_dir
 
 DEFAULT_MAJOR = 16
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")

@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import shutil
 import signal
 import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -24,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from pgblobdump.errors import ServerError, ToolchainError
+from pgblobdump.proc import Child
 
 ACCESS_KEY = "pgbdlocalkey"
 SECRET_KEY = "pgbdlocalsecret"
@@ -64,7 +63,7 @@ class LocalS3:
         self.data_dir = data_dir or Path(tempfile.mkdtemp(prefix="pgbd-s3-"))
         self.ports = _free_ports(8)
         self.endpoint = f"http://127.0.0.1:{self.ports[6]}"
-        self._proc: subprocess.Popen[bytes] | None = None
+        self._proc: Child | None = None
 
     def env(self) -> dict[str, str]:
         return {
@@ -98,11 +97,9 @@ class LocalS3:
             "-master.volumeSizeLimitMB=1024",
             "-volume.max=0",
         ]  # fmt: skip
-        log = (self.data_dir / "weed.log").open("ab")
-        with log:
-            self._proc = subprocess.Popen(
-                args, stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True
-            )
+        self._proc = Child(
+            args, what="SeaweedFS", log=self.data_dir / "weed.log", error=ServerError
+        ).start()
         self._wait_ready()
 
     def _wait_ready(self, timeout: float = 60.0) -> None:
@@ -141,9 +138,8 @@ class LocalS3:
     def stop(self) -> None:
         """SIGKILL the whole server (what a crash looks like, and the only prompt stop)."""
         if self._proc is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self._proc.pid, signal.SIGKILL)
-            self._proc.wait()
+            self._proc.stop(signal.SIGKILL)
+            self._proc.close()
             self._proc = None
         # Its gRPC sockets go to /tmp whatever the flags say; a killed server leaves them.
         for port in self.ports:

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from pgblobdump import proc
 from pgblobdump.errors import ServerError
-from pgblobdump.pg import toolchain
-from pgblobdump.pg.runas import server_identity
+from pgblobdump.servers import toolchain
+from pgblobdump.servers.runas import server_identity
 
 EXPECTED_MAJORS = (16, 17, 18)
 """The majors compare and the tests use; doctor says how to get any that is missing."""
@@ -53,12 +53,10 @@ def build_compression(bin_dir: Path) -> tuple[str, ...]:
     pg_config = bin_dir / "pg_config"
     if not pg_config.is_file():
         return ()
-    try:
-        flags = subprocess.run(
-            [str(pg_config), "--configure"], capture_output=True, text=True, timeout=20, check=False
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
+    answer = proc.probe([pg_config, "--configure"])
+    if answer is None:
         return ()
+    flags = answer.stdout
     found = [] if "--without-zlib" in flags else ["gzip"]
     found += [name for name in ("lz4", "zstd") if f"--with-{name}" in flags]
     return tuple(found)
@@ -68,11 +66,8 @@ def gnu_time() -> Path | None:
     """/usr/bin/time when it is GNU time (the compare command needs its ``-f``)."""
     if not GNU_TIME.is_file():
         return None
-    try:
-        out = subprocess.run(
-            [str(GNU_TIME), "--version"], capture_output=True, text=True, timeout=10, check=False
-        )
-    except (OSError, subprocess.SubprocessError):
+    out = proc.probe([GNU_TIME, "--version"], timeout=10)
+    if out is None:
         return None
     return GNU_TIME if "GNU" in (out.stdout + out.stderr) else None
 

@@ -12,11 +12,11 @@ import hashlib
 import os
 import pwd
 import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from pgblobdump.errors import ServerError
+from pgblobdump import proc
+from pgblobdump.errors import PgBlobDumpError, ServerError
 
 STAGE_ROOT = Path(os.environ.get("PGBLOBDUMP_STAGE_DIR", "/var/tmp/pgblobdump-pg"))
 """Where installations unreachable by the server user are copied (root only)."""
@@ -30,22 +30,25 @@ class RunAs:
     uid: int | None
     gid: int | None
 
+    @property
+    def ids(self) -> tuple[int, int] | None:
+        """(uid, gid) to run a child as, None for ourselves."""
+        return None if self.uid is None or self.gid is None else (self.uid, self.gid)
+
     def run(
-        self, args: list[str], timeout: float = 300, env: dict[str, str] | None = None
-    ) -> subprocess.CompletedProcess[str]:
-        """Run ``args`` as this identity from ``/`` (our cwd may be unreachable to it)."""
-        return subprocess.run(
-            args,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-            cwd="/",
-            env=env,
-            user=self.uid,
-            group=self.gid,
-            extra_groups=None if self.uid is None else [],
-        )
+        self,
+        args: list[str],
+        timeout: float = 300,
+        env: dict[str, str] | None = None,
+        what: str | None = None,
+        error: type[PgBlobDumpError] = ServerError,
+    ) -> proc.Completed:
+        """Run ``args`` as this identity from ``/`` (our cwd may be unreachable to it),
+        whatever its exit status; ``error`` when it cannot start or outlives ``timeout``."""
+        return proc.run(
+            args, what=what, timeout=timeout, env=env, cwd="/", as_user=self.ids,
+            capture=True, check=False, error=error,
+        )  # fmt: skip
 
     def chown(self, path: Path) -> None:
         if self.uid is not None and self.gid is not None:
@@ -75,11 +78,8 @@ def server_identity() -> RunAs:
 
 
 def _runs_as(who: RunAs, exe: Path) -> bool:
-    try:
-        proc = who.run([str(exe), "--version"], timeout=20)
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return proc.returncode == 0
+    answer = proc.probe([exe, "--version"], cwd="/", as_user=who.ids)
+    return answer is not None and answer.returncode == 0
 
 
 def reachable_bin_dir(bin_dir: Path, who: RunAs) -> Path:

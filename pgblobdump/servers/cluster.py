@@ -10,7 +10,6 @@ import os
 import re
 import shutil
 import socket
-import subprocess
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -19,8 +18,8 @@ from types import TracebackType
 
 from pgblobdump import signals
 from pgblobdump.errors import ServerError, UsageError, from_os_error
-from pgblobdump.pg import toolchain
-from pgblobdump.pg.runas import RunAs, reachable_bin_dir, server_identity
+from pgblobdump.servers import toolchain
+from pgblobdump.servers.runas import RunAs, reachable_bin_dir, server_identity
 
 SUPERUSER = "postgres"
 
@@ -144,12 +143,8 @@ class EmbeddedCluster:
         return str(self._bin / name)
 
     def _run(self, args: list[str], what: str, timeout: float = 300) -> str:
-        try:
-            proc = self.who.run(args, timeout, env={**os.environ, "LC_ALL": "C"})
-        except subprocess.TimeoutExpired as e:
-            raise ServerError(f"{what} timed out after {timeout:.0f} s") from e
-        except OSError as e:
-            raise ServerError(f"{what} could not run: {e}") from e
+        # ServerError when it cannot start or times out (its process group stopped first).
+        proc = self.who.run(args, timeout, env={**os.environ, "LC_ALL": "C"}, what=what)
         if proc.returncode != 0:
             tail = (proc.stderr or proc.stdout).strip().splitlines()
             detail = tail[-1] if tail else f"exit status {proc.returncode}"
@@ -290,7 +285,10 @@ class EmbeddedCluster:
     def status(self) -> ClusterInfo:
         running = False
         if self.initialised:
-            proc = self.who.run([self._tool("pg_ctl"), "-D", str(self.datadir), "status"], 60)
+            proc = self.who.run(
+                [self._tool("pg_ctl"), "-D", str(self.datadir), "status"], 60,
+                what=f"pg_ctl status of {self.datadir}",
+            )  # fmt: skip
             running = proc.returncode == 0
         return self.info(running)
 

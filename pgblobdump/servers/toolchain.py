@@ -14,11 +14,11 @@ import importlib.util
 import os
 import re
 import shutil
-import subprocess
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from pgblobdump import proc
 from pgblobdump.errors import ToolchainError, UsageError
 
 SERVER_TOOLS = ("initdb", "pg_ctl", "postgres")
@@ -90,13 +90,10 @@ def read_version(bin_dir: Path) -> str | None:
         exe = bin_dir / name
         if not (exe.is_file() and os.access(exe, os.X_OK)):
             continue
-        try:
-            out = subprocess.run(
-                [str(exe), "--version"], capture_output=True, text=True, timeout=20, check=False
-            ).stdout
-        except (OSError, subprocess.SubprocessError):
+        answer = proc.probe([exe, "--version"])
+        if answer is None:
             continue
-        m = _VERSION_RE.search(out)
+        m = _VERSION_RE.search(answer.stdout)
         if m:
             return m.group(1) + (f".{m.group(2)}" if m.group(2) else "")
     return None
