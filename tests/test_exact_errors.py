@@ -20,9 +20,9 @@ from click.testing import CliRunner
 from psycopg import sql
 
 from pgblobdump.cli import cli
-from pgblobdump.pg import toolchain
-from pgblobdump.servers.cluster import EmbeddedCluster
 from pgblobdump.pg.names import clip, with_suffix
+from pgblobdump.servers import toolchain
+from pgblobdump.servers.cluster import EmbeddedCluster
 from tests.conftest import NewDb
 from tests.test_cli import assert_one_line_error, run
 

@@ -21,10 +21,10 @@ import pytest
 
 from pgblobdump.errors import FileError
 from pgblobdump.servers.cluster import EmbeddedCluster
+from pgblobdump.servers.seaweed import BUCKET, LocalS3
 from pgblobdump.storage import LocalDirectory
 from pgblobdump.storage.base import CLAIM_NAME
 from pgblobdump.storage.s3 import S3Prefix
-from pgblobdump.servers.seaweed import BUCKET, LocalS3
 from tests.conftest import NewDb
 from tests.losets import fill
 from tests.losets import roles as _roles
