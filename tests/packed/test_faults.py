@@ -10,6 +10,7 @@ completes it, every LO equal to the source's. And one LO over 1 GiB, from 17 to 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import random
@@ -580,3 +581,43 @@ def test_kill_9_then_the_same_restore_says_resume(
 
     code, line = refusal()  # now the LOs exist, but no interrupted run made them
     assert code == 4 and "--on-conflict skip" in line and "--resume" not in line, line
+
+
+@pytest.mark.slow  # waits out STOP_WAIT (30 s) for a worker whose server does not answer
+def test_ctrl_c_of_a_dump_whose_server_does_not_answer(source: str, tmp_path: Path) -> None:
+    """``dump --jobs 2`` whose backends are frozen (SIGSTOP: the server neither answers
+    nor hangs up, as across a cut network) when Ctrl-C comes: the workers are waited for
+    STOP_WAIT at most, then the dump removes what it wrote and exits 130 all the same
+    (it waited for the stuck worker for ever)."""
+    from pgblobdump.packed.dump import STOP_WAIT
+
+    out = tmp_path / "a"
+    frozen: list[int] = []
+    with _pgbd("dump", "-d", source, "--jobs", "2", "-o", str(out)) as proc:
+        try:
+            _wait_until(proc, lambda: _tool_sessions(source) >= 2 and _wrote(out), 30)
+            with psycopg.connect(source, autocommit=True) as conn:
+                frozen = [int(r[0]) for r in conn.execute(
+                    "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+                    " AND application_name = 'pgblobdump'"
+                ).fetchall()]  # fmt: skip
+            for pid in frozen:
+                os.kill(pid, signal.SIGSTOP)
+            time.sleep(0.5)
+            t0 = time.monotonic()
+            proc.send_signal(signal.SIGINT)
+            try:
+                _out, err = proc.communicate(timeout=STOP_WAIT + 60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                pytest.fail(f"the dump hung: {proc.communicate()[1]}")
+            seconds = time.monotonic() - t0
+        finally:
+            for pid in frozen:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGCONT)
+    line = _error_line(err)
+    print(f"\n{seconds:.1f} s: {line}")
+    assert proc.returncode == 130, err
+    assert "interrupted by SIGINT" in line, line
+    assert not out.exists(), sorted(p.name for p in out.iterdir())
