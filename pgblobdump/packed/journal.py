@@ -3,7 +3,7 @@ earlier run of the same archive into the same database made, and says ``--resume
 
 One small JSON file per restore (archive, target database and ``--part`` share) under
 ``$XDG_STATE_HOME/pgblobdump/restores/`` (``~/.local/state`` by default): the OID ranges
-committed so far and the batch in flight. It is rewritten as batches commit and removed
+committed so far and the batch in flight. It is rewritten as each batch begins and removed
 when the restore ends with nothing of it left to finish (it succeeded, or its clean-up
 removed all it made); a kill -9 leaves it. It is only ever a hint for messages: a
 journal that cannot be written or read changes nothing else.
@@ -90,7 +90,8 @@ class Journal:
             return
         body = json.dumps({"target": self.target, "ranges": _merge(ranges)})
         with contextlib.suppress(OSError):
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            if not self.path.parent.is_dir():
+                self.path.parent.mkdir(parents=True, exist_ok=True)
             tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
             tmp.write_text(body)
             tmp.replace(self.path)

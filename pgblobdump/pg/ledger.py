@@ -105,8 +105,8 @@ class Ledger:
     pending: Pending | None = None
     backend_pid: int | None = None
     on_change: Callable[[Ledger], None] | None = field(default=None, repr=False)
-    """Told when a transaction is about to create something, and when it committed (the
-    restore journal keeps what a kill -9 would leave)."""
+    """Told when a transaction is about to create something, before it can commit (the
+    restore journal keeps what a kill -9 would leave, counting what may commit)."""
 
     @property
     def empty(self) -> bool:
@@ -138,8 +138,6 @@ class Ledger:
                 self.on_change(self)
             yield pending
         self._enter(pending)
-        if self.on_change is not None:
-            self.on_change(self)
 
     def _enter(self, pending: Pending) -> None:
         for lo, hi in pending.los:
