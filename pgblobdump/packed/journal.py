@@ -58,11 +58,18 @@ class Journal:
         cls, conn: psycopg.Connection, conninfo: str, index: Index, part: tuple[int, int] | None
     ) -> Journal:
         """The journal of restoring ``index``'s archive (``part``: a share of it) into
-        ``conn``'s database; the database's OID tells a dropped and recreated one apart."""
+        ``conn``'s database: the server by its system identifier (its host and port may
+        change across a restart) where the role may read it, and the database by name and
+        OID (which tells a dropped and recreated one apart)."""
         row = conn.execute(
             "SELECT oid::int8 FROM pg_database WHERE datname = current_database()"
         ).fetchone()
-        target = f"{describe(split_password(conninfo)[0])} (oid {row[0] if row else '?'})"
+        database = f"database {conn.info.dbname} (oid {row[0] if row else '?'})"
+        try:
+            ident = conn.execute("SELECT system_identifier::text FROM pg_control_system()")
+            target = f"{database} of system {ident.fetchone()[0]}"  # type: ignore[index]
+        except psycopg.Error:  # pg_monitor only, unless granted
+            target = f"{database} on {describe(split_password(conninfo)[0])}"
         archive = [(b.first, b.last, b.records) for b in index.blocks]
         key = hashlib.sha256(json.dumps([archive, target, part]).encode()).hexdigest()[:24]
         path = state_dir() / f"{key}.json"
