@@ -65,10 +65,16 @@ class Journal:
             "SELECT oid::int8 FROM pg_database WHERE datname = current_database()"
         ).fetchone()
         database = f"database {conn.info.dbname} (oid {row[0] if row else '?'})"
-        try:
-            ident = conn.execute("SELECT system_identifier::text FROM pg_control_system()")
-            target = f"{database} of system {ident.fetchone()[0]}"  # type: ignore[index]
-        except psycopg.Error:  # pg_monitor only, unless granted
+        ident = None
+        allowed = conn.execute(  # superusers and pg_monitor, unless granted
+            "SELECT has_function_privilege('pg_control_system()', 'EXECUTE')"
+        ).fetchone()
+        if allowed and allowed[0]:
+            query = "SELECT system_identifier::text FROM pg_control_system()"
+            ident = conn.execute(query).fetchone()
+        if ident is not None:
+            target = f"{database} of system {ident[0]}"
+        else:
             target = f"{database} on {describe(split_password(conninfo)[0])}"
         archive = [(b.first, b.last, b.records) for b in index.blocks]
         key = hashlib.sha256(json.dumps([archive, target, part]).encode()).hexdigest()[:24]
