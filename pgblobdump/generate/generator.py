@@ -165,7 +165,7 @@ def generate(
     On any failure (or Ctrl-C, SIGTERM) exactly the LOs, table and roles this run created
     are removed (unless ``cleanup`` is False) and the error says what was removed or left.
     """
-    ledger = Ledger(conninfo)
+    ledger = Ledger(conninfo, "generate")
     with connect(conninfo, autocommit=True, doing="generate") as conn:
         first = reserve(conn, spec.count, spec.start_oid).first if spec.count else 0
         _check_table(conn, spec.table)

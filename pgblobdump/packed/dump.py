@@ -95,6 +95,10 @@ def _source(conn: psycopg.Connection, conninfo: str, snapshot: str) -> dict[str,
     }
 
 
+STOP_WAIT = 30.0
+"""Seconds a failed dump waits for its workers (their statements cancelled) to stop."""
+
+
 class _Progress:
     """Totals over every worker, told to the reporter now and then (thread-safe)."""
 
@@ -220,11 +224,7 @@ def _run_workers(
     try:
         _pack(leader, ranges[0], packers[0], stop, progress)
     except BaseException:
-        stop.set()
-        for c in conns:
-            _cancel(c)
-        for t in threads:
-            t.join()
+        _stop_all(threads, stop, conns)
         raise
     for t in threads:
         _join(t, stop, conns)
@@ -243,8 +243,19 @@ def _join(t: threading.Thread, stop: threading.Event, conns: list[psycopg.Connec
         while t.is_alive():
             t.join(0.2)
     except BaseException:
-        stop.set()
-        for c in conns:
-            _cancel(c)
-        t.join()
+        _stop_all([t], stop, conns)
         raise
+
+
+def _stop_all(
+    threads: list[threading.Thread], stop: threading.Event, conns: list[psycopg.Connection]
+) -> None:
+    """After a failure: every worker told to stop, its statement cancelled, and waited for
+    STOP_WAIT at most: a worker whose server no longer answers is left behind (a daemon
+    thread), so that the clean-up (the archive's files removed) runs all the same."""
+    stop.set()
+    for c in list(conns):
+        _cancel(c)
+    deadline = time.monotonic() + STOP_WAIT
+    for t in threads:
+        t.join(max(0.0, deadline - time.monotonic()))

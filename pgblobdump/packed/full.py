@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import re
 import tempfile
 import threading
@@ -27,6 +28,7 @@ import psycopg
 import xxhash
 
 from pgblobdump.errors import (
+    CorruptArchive,
     ExternalCommandFailed,
     PgBlobDumpError,
     ToolchainError,
@@ -198,6 +200,52 @@ class PgRestore:
         )
 
 
+def dumped_by(archive: PackedDirectory) -> str:
+    """The version of the pg_dump that wrote a --full archive's DATABASE_FILE, from the
+    manifest's ``source.pg_dump`` (what ``dump --full`` writes), checked: a manifest
+    edited by hand or damaged is a CorruptArchive naming the field, not a traceback."""
+    where = f"{archive.where}/manifest.json"
+    manifest = archive.manifest or {}
+    if "source" not in manifest:
+        raise CorruptArchive(f"{where}: the manifest has no 'source'")
+    source = manifest["source"]
+    if not isinstance(source, dict):
+        raise CorruptArchive(f"{where}: 'source' is {_shown(source)}, not an object")
+    if source.get("pg_dump") is None:
+        raise UsageError(
+            f"{archive.where} holds LOs only (dumped without --full): restore it without --full"
+        )
+    info = source["pg_dump"]
+    if not isinstance(info, dict):
+        raise CorruptArchive(f"{where}: 'source.pg_dump' is {_shown(info)}, not an object")
+    version, file = info.get("version"), info.get("file")
+    if not isinstance(version, str) or not _MAJOR.match(version):
+        raise CorruptArchive(
+            f"{where}: 'source.pg_dump.version' is {_shown(version)}, not a PostgreSQL"
+            ' version such as "17.2"'
+        )
+    if file != DATABASE_FILE:
+        raise CorruptArchive(
+            f"{where}: 'source.pg_dump.file' is {_shown(file)}, not \"{DATABASE_FILE}\""
+        )
+    files = manifest.get("files")
+    if not isinstance(files, list) or not any(
+        isinstance(f, dict) and f.get("name") == DATABASE_FILE for f in files
+    ):
+        raise CorruptArchive(f"{where}: 'files' does not list {DATABASE_FILE}")
+    return version
+
+
+def _shown(value: object) -> str:
+    """A manifest value as a message shows it: ``"16.x"``, ``42``, ``null``, ``an array``."""
+    if value is None:
+        return "missing (or null)"
+    if isinstance(value, dict | list):
+        return "an object" if isinstance(value, dict) else "an array"
+    text = json.dumps(value)
+    return text if len(text) <= 40 else f"{text[:37]}..."
+
+
 def restore_full(
     conninfo: str,
     archive: PackedDirectory,
@@ -208,11 +256,7 @@ def restore_full(
     """pg_restore's pre-data and data sections, the LOs, then post-data. The target
     should be an empty database: on a failure the LOs this run made are removed (as in
     any restore), and what pg_restore restored is named as left in place."""
-    info = (archive.manifest or {}).get("source", {}).get("pg_dump")
-    if not info:
-        raise UsageError(
-            f"{archive.where} holds LOs only (dumped without --full): restore it without --full"
-        )
+    dumped = major_of(dumped_by(archive))
     with connect(conninfo, autocommit=True, doing="restore") as conn:
         target = server_major(conn)
     options = [flag for flag, on in (("--no-owner", req.no_owner), ("--no-acl", req.no_acl),
@@ -221,7 +265,7 @@ def restore_full(
     t0 = time.perf_counter()
     try:
         with local_file(archive.storage, DATABASE_FILE) as path:
-            pg_restore = PgRestore(conninfo, path, target, major_of(info["version"]), options, jobs)
+            pg_restore = PgRestore(conninfo, path, target, dumped, options, jobs)
             for section in ("pre-data", "data"):
                 reporter.note(f"pg_restore {pg_restore.tc.version}: {section}")
                 pg_restore.section(section)

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import threading
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent import futures
 from dataclasses import dataclass, field
 
@@ -21,9 +22,9 @@ import psycopg
 import psycopg.errors
 from psycopg import sql
 
-from pgblobdump import signals
 from pgblobdump.errors import DatabaseError, PgBlobDumpError
 from pgblobdump.packed.index import Index, Meta
+from pgblobdump.packed.journal import Journal
 from pgblobdump.packed.reader import Damaged, Item, LoPiece, WholeLos
 from pgblobdump.pg import acl as aclmod
 from pgblobdump.pg.connect import connect
@@ -39,7 +40,8 @@ BATCH_LOS = 50_000
 
 
 STOP_WAIT = 30.0
-"""Seconds a failed restore waits for the batch being written before it cleans up."""
+"""Seconds a failed restore waits for the batch being written (cancelled) before it
+cleans up all the same, leaving that batch's connection alone."""
 
 
 class OnConflict(enum.StrEnum):
@@ -129,7 +131,6 @@ class _Restorer:
         self.reporter = reporter
         self._large: contextlib.ExitStack | None = None
         self._large_batch: Batch | None = None
-        self._writer = futures.ThreadPoolExecutor(1, thread_name_prefix="pgblobdump-restore")
         self._job: futures.Future[None] | None = None
 
     # -- roles ------------------------------------------------------------------------
@@ -264,25 +265,35 @@ class _Restorer:
         self.batch_bytes = self.batch_comments = 0
         plan = None if self.req.skipping else self._plan(oids, metas, datas, empty)
         self.wait()
-        self._job = self._writer.submit(self._write, oids, metas, datas, plan)
+        self._job = _in_thread(self._write, oids, metas, datas, plan)
 
     def wait(self) -> None:
         """Wait for the batch being written (its error is raised here): before the
         connection is used for anything else."""
-        job, self._job = self._job, None
-        if job is not None:
+        job = self._job
+        if job is None:
+            return
+        try:
             job.result()
+        finally:
+            # Interrupted (Ctrl-C) before the batch ended, it stays known: stop() must
+            # wait for it before the clean-up closes the connection it runs on. (Closing
+            # it under the writer freed its socket's number to the clean-up's connection,
+            # which the writer then polled: the clean-up hung for ever.)
+            if job.done():
+                self._job = None
 
-    def stop(self) -> None:
-        """After a failure: the batch being written is cancelled (or let finish), and the
-        writer thread ends, before the clean-up uses the ledger and the connection."""
+    def stop(self) -> bool:
+        """After a failure: the batch being written is cancelled (or let finish) before
+        the clean-up uses the ledger and the connection. False when it is still running
+        after STOP_WAIT (a server that does not answer): the connection is its still."""
         job, self._job = self._job, None
         if job is not None and not job.done():
             with contextlib.suppress(Exception):
                 self.conn.cancel_safe(timeout=5)
         if job is not None:
-            futures.wait([job], timeout=STOP_WAIT)  # a hung server: clean up all the same
-        self._writer.shutdown(wait=False)
+            futures.wait([job], timeout=STOP_WAIT)
+        return job is None or job.done()
 
     def _plan(
         self, oids: list[int], metas: list[Meta], datas: list[bytes | memoryview], empty: bool
@@ -378,11 +389,18 @@ class _Restorer:
     def finish(self) -> None:
         self.flush()
         self.wait()
-        self._writer.shutdown()
 
 
-def precheck(conn: psycopg.Connection, index: Index, part: tuple[int, int] | None = None) -> None:
+def precheck(
+    conn: psycopg.Connection,
+    index: Index,
+    part: tuple[int, int] | None = None,
+    journal: Journal | None = None,
+    again: str = "",
+) -> None:
     """Refuse before writing anything when an archive's OID already exists on the target.
+    When the ``journal`` says an earlier, interrupted run of this restore made it, the
+    error says --resume (``again``: the command), which finishes that run.
 
     One query asks which of the index's blocks (4,096 LOs each, by first and last OID)
     overlap an existing LO; only those blocks are read and their OIDs looked up: a target
@@ -409,6 +427,13 @@ def precheck(conn: psycopg.Connection, index: Index, part: tuple[int, int] | Non
         ).fetchall()
         if rows:
             more = f" (and {', '.join(str(r[0]) for r in rows[1:])}...)" if len(rows) > 1 else ""
+            if journal is not None and journal.made_earlier(int(rows[0][0])):
+                raise DatabaseError(
+                    f"LO {rows[0][0]} already exists in the target{more}: an earlier restore"
+                    " of this archive into this database was interrupted and left"
+                    f" {journal.describe_earlier()}; run the restore again with --resume to"
+                    " finish it" + (f": {again}" if again else "")
+                )
             raise DatabaseError(
                 f"LO {rows[0][0]} already exists in the target{more}; restore with"
                 " --on-conflict skip to keep what is there, or into another database"
@@ -423,20 +448,24 @@ def restore(
     index: Index | None = None,
     metas: Iterable[Meta] | None = None,
     part: tuple[int, int] | None = None,
+    again: str = "",
 ) -> RestoreResult:
     """Restore ``items`` (Source.items) into the database at ``conninfo``. With an
     archive's ``index`` and ``metas``, conflicts and missing roles are found before
     anything is written; from a stream they are found as they come (and what was made is
-    removed)."""
+    removed). ``again`` is the command that resumes this restore, for messages."""
     t0 = time.perf_counter()
-    ledger = Ledger(conninfo)
+    ledger = Ledger(conninfo, "restore")
     with connect(conninfo, autocommit=True, doing="restore") as conn:
+        journal = Journal.open(conn, conninfo, index, part) if index is not None else None
         r = _Restorer(conn, ledger, req, reporter)
         if metas is not None:
             r.check_roles(metas)
             r.all_checked = True
         if index is not None and not req.skipping:
-            precheck(conn, index, part)
+            precheck(conn, index, part, journal, again)
+        if journal is not None:
+            ledger.on_change = journal.save
         try:
             last = time.monotonic()
             for item in items:
@@ -447,16 +476,40 @@ def restore(
                     reporter.progress(r.los + r.skipped, r.bytes)
             r.finish()
         except (PgBlobDumpError, psycopg.Error, KeyboardInterrupt) as e:
-            with signals.held():
-                r.stop()
-            resume = "; run the restore again with --resume to finish it"
-            raise failed(e, "restore", ledger, conn, _taken, if_left=resume) from e
+            resume = "; run the restore again with --resume to finish it" + (
+                f": {again}" if again else ""
+            )
+            error = failed(e, "restore", ledger, conn, _taken, if_left=resume, stop=r.stop)
+            if journal is not None:
+                journal.save(ledger)  # what is left, if anything, for the next run's hint
+            raise error from e
+        if journal is not None:
+            journal.remove()
     reporter.progress(r.los + r.skipped, r.bytes)
     lost = to_ranges(sorted(r.damaged_oids))
     return RestoreResult(
         r.los, r.bytes, r.skipped, time.perf_counter() - t0, r.damaged,
         ", ".join(f"{lo}..{hi}" if hi > lo else str(lo) for lo, hi in lost),
     )  # fmt: skip
+
+
+def _in_thread(fn: Callable[..., None], *args: object) -> futures.Future[None]:
+    """``fn(*args)`` in a daemon thread of its own: a batch stuck on a server that no
+    longer answers must not keep the process from exiting once clean-up has named what
+    is left (a ThreadPoolExecutor's threads are joined at exit)."""
+    job: futures.Future[None] = futures.Future()
+
+    def run() -> None:
+        if job.set_running_or_notify_cancel():
+            try:
+                fn(*args)
+            except BaseException as e:  # raised in the main thread by wait()
+                job.set_exception(e)
+            else:
+                job.set_result(None)
+
+    threading.Thread(target=run, name="pgblobdump-restore", daemon=True).start()
+    return job
 
 
 def _taken(oid: str) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 import psycopg
 from psycopg import conninfo as pgconninfo
@@ -74,13 +74,20 @@ def sql_errors(doing: str, where: str = "") -> Iterator[None]:
 
 @contextlib.contextmanager
 def connect(
-    conninfo: str, autocommit: bool = True, doing: str = ""
+    conninfo: str,
+    autocommit: bool = True,
+    doing: str = "",
+    params: Mapping[str, int | str] | None = None,
 ) -> Iterator[psycopg.Connection]:
     """A psycopg connection; libpq errors while connecting become ConnectionFailed or
-    UsageError, and psycopg errors escaping the body are translated (``doing`` names it)."""
+    UsageError, and psycopg errors escaping the body are translated (``doing`` names it).
+    ``params`` are libpq's (``connect_timeout``, 10 s unless given; ``keepalives_idle``)."""
+    extra = dict(params or {})
+    timeout = extra.pop("connect_timeout", 10)
     try:
+        full = pgconninfo.make_conninfo(conninfo, **extra) if extra else conninfo
         conn = psycopg.connect(
-            conninfo, autocommit=autocommit, application_name=APPLICATION_NAME, connect_timeout=10
+            full, autocommit=autocommit, application_name=APPLICATION_NAME, connect_timeout=timeout
         )
     except psycopg.ProgrammingError as e:
         raise UsageError(f"invalid connection string: {scrub(first_line(e))}") from e

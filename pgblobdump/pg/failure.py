@@ -13,7 +13,7 @@ import psycopg.errors
 from pgblobdump import signals
 from pgblobdump.errors import DatabaseError, Interrupted, PgBlobDumpError
 from pgblobdump.pg.connect import describe, translate
-from pgblobdump.pg.ledger import Ledger
+from pgblobdump.pg.ledger import CleanupFailed, Ledger
 
 
 def taken_oid(e: BaseException) -> str | None:
@@ -57,20 +57,36 @@ def failed(
     taken: Callable[[str], str],
     cleanup: bool = True,
     if_left: str = "",
+    stop: Callable[[], bool] | None = None,
 ) -> PgBlobDumpError:
     """The error to raise when a run ends by ``e``: exactly what the ledger holds is
     removed (unless ``cleanup`` is off), and the one line says what was removed or left
-    (``if_left`` says what to do about a remainder)."""
+    (``if_left`` says what to do about a remainder).
+
+    ``stop`` first stops the run's threads; it returns False when one may still be using
+    ``conn`` (which is then left alone). The whole clean-up is ``signals.stoppable``: a
+    signal now (a second Ctrl-C) ends it at once, the error naming what is left, with
+    the exit status of the signal."""
     base = as_error(e, what, taken, describe(ledger.conninfo))
-    if ledger.empty:
-        return base
-    if not cleanup:
-        with contextlib.suppress(Exception):
-            conn.close()  # an interrupted transaction is rolled back
-        return with_more(base, f"left in place: {ledger.describe()}{if_left}")
     try:
-        removed = ledger.undo(conn)
-    except PgBlobDumpError as failure:
+        with signals.stoppable():
+            free = stop() if stop is not None else True
+            if ledger.empty:
+                return base
+            if not cleanup:
+                with contextlib.suppress(Exception):
+                    conn.close()  # an interrupted transaction is rolled back
+                return with_more(base, f"left in place: {ledger.describe()}{if_left}")
+            removed = ledger.undo(conn if free else None)
+    except signals.Abandoned as a:
+        left = ledger.remainder()
+        more = f"clean-up stopped by {signals.name(a.signum)}" + (
+            f"; {left}{if_left}" if left else ""
+        )
+        if isinstance(base, Interrupted):
+            return Interrupted(f"{base}; {more}", base.signum)
+        return Interrupted(f"{base}; {more}", a.signum)
+    except CleanupFailed as failure:
         return with_more(base, f"{failure}{if_left}")
     if removed == "nothing":
         return base

@@ -12,25 +12,49 @@ fail and enters nothing.
 Clean-up runs on a new connection: the run's own may be in the middle of a statement,
 a pipeline or a COPY, or gone with its server. It is cancelled and closed first, and the
 server rolls back whatever it had open.
+
+Clean-up cannot hang: its connection has a connect timeout and TCP keepalives (a cut
+connection is noticed), its statements a lock timeout (another session may hold a lock
+on one of our LOs: ``lo_unlink`` in an open transaction) and a statement timeout. When
+one of them ends it, or a signal does (the caller runs it under ``signals.stoppable``),
+the error names exactly what is left.
 """
 
 from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import psycopg
+import psycopg.errors
 from psycopg import sql
 
-from pgblobdump import signals
 from pgblobdump.errors import PgBlobDumpError
 from pgblobdump.pg.connect import connect, reason
 from pgblobdump.pg.locks import LockBudget
 
 SETTLE_SECONDS = 30.0
 """How long clean-up waits for an abandoned transaction to end before it gives up on it."""
+
+CONNECT_TIMEOUT = 5
+"""Seconds clean-up waits for its connection (libpq's connect_timeout)."""
+LOCK_TIMEOUT_MS = 5_000
+"""How long a clean-up statement waits for a lock another session holds on what we made
+(``lo_unlink`` of one of our LOs in a transaction of its own) before it gives up."""
+STATEMENT_TIMEOUT_MS = 120_000
+"""Bound on one clean-up statement (a batch of ``lo_unlink``s of up to a lock budget of
+LOs, or a DROP TABLE): generous for big LOs, but never forever."""
+KEEPALIVES: dict[str, int | str] = {"keepalives": 1, "keepalives_idle": 5, "keepalives_interval": 2,
+              "keepalives_count": 3, "tcp_user_timeout": 15_000}  # fmt: skip
+"""libpq settings that make a connection cut on the way (no FIN, no RST) fail in seconds
+rather than hours; they do nothing on a Unix socket."""
+
+
+class CleanupFailed(PgBlobDumpError):
+    """Clean-up could not finish; the message names what is left. The caller adds this
+    to the error of the run (whose class and exit code the user sees)."""
 
 
 def to_ranges(oids: Sequence[int]) -> list[tuple[int, int]]:
@@ -73,11 +97,16 @@ class Ledger:
     tables (as identifiers) and roles; plus at most one transaction in flight."""
 
     conninfo: str
+    run: str = "run"
+    """What made these objects (``restore``, ``generate``), for messages."""
     lo_ranges: list[tuple[int, int]] = field(default_factory=list)
     tables: list[str] = field(default_factory=list)
     roles: list[str] = field(default_factory=list)
     pending: Pending | None = None
     backend_pid: int | None = None
+    on_change: Callable[[Ledger], None] | None = field(default=None, repr=False)
+    """Told when a transaction is about to create something, before it can commit (the
+    restore journal keeps what a kill -9 would leave, counting what may commit)."""
 
     @property
     def empty(self) -> bool:
@@ -105,6 +134,8 @@ class Ledger:
             row = conn.execute("SELECT pg_current_xact_id()::text").fetchone()
             assert row is not None
             pending.xid = str(row[0])
+            if self.on_change is not None and (pending.los or pending.tables or pending.roles):
+                self.on_change(self)
             yield pending
         self._enter(pending)
 
@@ -137,27 +168,35 @@ class Ledger:
                 parts.append(f"perhaps {' and '.join(maybe)} (transaction {p.xid})")
         return " and ".join(parts)
 
+    def remainder(self) -> str:
+        """What is left, for a message: ``what this restore created remains: 12,000 LOs
+        (OIDs 200000..211999)``; empty when nothing is."""
+        left = self.describe()
+        return f"what this {self.run} created remains: {left}" if left else ""
+
     def undo(self, conn: psycopg.Connection | None) -> str:
         """Abandon ``conn`` (the run's connection), then remove exactly what this run
-        created, on a new connection, with signals held. Returns what was removed;
-        raises PgBlobDumpError naming what is left when it cannot finish."""
-        with signals.held():
-            _abandon(conn)
-            if self.empty:
-                return "nothing"
-            removed = ""
-            try:
-                with connect(self.conninfo) as c:  # errors name the database
-                    self._settle(c)
-                    removed = self.describe() or "nothing"
-                    self._remove(c)
-            except (PgBlobDumpError, psycopg.Error) as e:
-                why = reason(e) if isinstance(e, psycopg.Error) else str(e)
-                left = self.describe()
-                raise PgBlobDumpError(
-                    f"clean-up failed ({why}); left in place: {left or 'nothing'}"
-                ) from e
-            return removed
+        created, on a new connection with timeouts (see the module's docstring). Returns
+        what was removed; raises CleanupFailed naming what is left when it cannot finish.
+        A signal handler's exception (``signals.stoppable``) goes through: the ledger then
+        holds what is left."""
+        _abandon(conn)
+        if self.empty:
+            return "nothing"
+        removed = ""
+        try:
+            with _cleanup_connection(self.conninfo) as c:  # errors name the database
+                self._settle(c)
+                removed = self.describe() or "nothing"
+                self._remove(c)
+        except (PgBlobDumpError, psycopg.Error) as e:
+            why = reason(e) if isinstance(e, psycopg.Error) else str(e)
+            if isinstance(e.__cause__ or e, psycopg.errors.LockNotAvailable):
+                why += ": another session holds a lock on one of them"
+            raise CleanupFailed(
+                f"clean-up failed ({why}); {self.remainder() or 'nothing is left'}"
+            ) from e
+        return removed
 
     def _settle(self, conn: psycopg.Connection) -> None:
         """Find out whether the transaction in flight committed (enter it) or not (drop it)."""
@@ -207,6 +246,16 @@ class Ledger:
         while self.roles:
             conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(self.roles[0])))
             self.roles.pop(0)
+
+
+@contextlib.contextmanager
+def _cleanup_connection(conninfo: str) -> Iterator[psycopg.Connection]:
+    """A connection for clean-up, every wait of it bounded (see the module's docstring)."""
+    with connect(conninfo, params={"connect_timeout": CONNECT_TIMEOUT, **KEEPALIVES}) as conn:
+        conn.execute(
+            f"SET statement_timeout = {STATEMENT_TIMEOUT_MS}; SET lock_timeout = {LOCK_TIMEOUT_MS}"
+        )
+        yield conn
 
 
 def _abandon(conn: psycopg.Connection | None) -> None:

@@ -10,10 +10,13 @@ completes it, every LO equal to the source's. And one LO over 1 GiB, from 17 to 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import random
 import re
+import shlex
+import signal
 import subprocess
 import sys
 import tempfile
@@ -24,6 +27,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from psycopg.conninfo import conninfo_to_dict
 
 from pgblobdump.packed import DumpRequest, dump
 from pgblobdump.servers.cluster import EmbeddedCluster
@@ -294,9 +298,9 @@ def test_backend_terminated_mid_restore_then_resume(
         assert left == 0, line
         assert _lo_counts(line.split("; removed the", 1)[1])[0] >= seen, (seen, line)
     else:
-        assert line.endswith("run the restore again with --resume to finish it"), line
+        assert "; run the restore again with --resume to finish it: pgblobdump restore " in line
         # what it knows it committed, and perhaps the batch in flight (fate unknown to it)
-        named = _lo_counts(line.split("left in place: ", 1)[1])
+        named = _lo_counts(line.split("what this restore created remains: ", 1)[1])
         assert left in (named[0], sum(named)), (left, line)
     assert left < len(archive.expected)
 
@@ -327,8 +331,8 @@ def test_server_stopped_mid_restore_then_resume(archive: Archive) -> None:
             line,
         ), line
         assert f"cannot connect to database dst on {cluster.socket_dir}:" in line, line
-        assert line.endswith("run the restore again with --resume to finish it"), line
-        named = _lo_counts(line.split("left in place: ", 1)[1])
+        assert "; run the restore again with --resume to finish it: pgblobdump restore " in line
+        named = _lo_counts(line.split("what this restore created remains: ", 1)[1])
 
         cluster.start()
         dst = cluster.conninfo("dst")  # on a new port, perhaps
@@ -417,3 +421,203 @@ def test_an_lo_over_1_gib_from_17_to_18(
     print(f"\n1 GiB LO: dump {dump_s:.1f} s ({dump_mib} MiB peak), restore {restore_s:.1f} s"
           f" ({restore_mib} MiB), verify -d {verify_s:.1f} s ({verify_mib} MiB)")  # fmt: skip
     assert max(dump_mib, restore_mib, verify_mib) < 256, (dump_mib, restore_mib, verify_mib)
+
+
+# -- clean-up that cannot hang ------------------------------------------------------------
+
+
+def _waiting_on_a_lock(db: str) -> bool:
+    """Whether a session of the tool waits for a lock (its clean-up's lo_unlink)."""
+    return bool(
+        _scalar(
+            db,
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+            " AND application_name = 'pgblobdump' AND wait_event_type = 'Lock'",
+        )
+    )
+
+
+@pytest.mark.parametrize("second_signal", [False, True], ids=["lock-timeout", "second-sigint"])
+def test_cleanup_blocked_by_a_lock_names_what_is_left(
+    archive: Archive, pg17: EmbeddedCluster, new_db: NewDb, second_signal: bool
+) -> None:
+    """Ctrl-C of a restore whose clean-up finds one of its LOs locked by another session
+    (``lo_unlink`` in a transaction still open): the clean-up gives up at its lock
+    timeout (or at once at a second Ctrl-C), exit 130, one line naming exactly what is
+    left and the command that finishes the job; that command then does."""
+    from pgblobdump.pg.ledger import LOCK_TIMEOUT_MS
+
+    dst = new_db(pg17)
+    with (
+        _pgbd("restore", str(archive.path), "-d", _with_password(dst), "--no-comments") as proc,
+        psycopg.connect(dst) as locker,
+    ):
+        _wait_until(proc, lambda: _los(dst) > 1000, 60)
+        row = locker.execute("SELECT min(oid) FROM pg_largeobject_metadata").fetchone()
+        assert row is not None
+        locker.execute("SELECT lo_unlink(%s)", (row[0],))  # a lock until it ends
+        proc.send_signal(signal.SIGINT)
+        t0 = time.monotonic()
+        if second_signal:
+            _wait_until(proc, lambda: _waiting_on_a_lock(dst), 30)
+            t0 = time.monotonic()
+            proc.send_signal(signal.SIGINT)
+        try:
+            _out, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            pytest.fail(f"the clean-up hung: {proc.communicate()[1]}")
+        seconds = time.monotonic() - t0
+        locker.rollback()
+    line = _error_line(err)
+    print(f"\n{seconds:.2f} s: {line}")
+    assert proc.returncode == 130, err
+    assert line.startswith("Error: restore interrupted by SIGINT; "), line
+    if second_signal:
+        assert "; clean-up stopped by SIGINT; " in line, line
+        assert seconds < LOCK_TIMEOUT_MS / 1000, seconds
+    else:
+        assert "; clean-up failed (" in line and "lock timeout" in line, line
+        assert "another session holds a lock on one of them" in line, line
+        assert seconds < LOCK_TIMEOUT_MS / 1000 + 10, seconds
+    named = _lo_counts(line.split("what this restore created remains: ", 1)[1])
+    left = _los(dst)
+    assert left > 1000 and left in (named[0], sum(named)), (left, line)
+    m = re.search(r"run the restore again with --resume to finish it: (pgblobdump .*)$", line)
+    assert m, line
+    command = shlex.split(m.group(1))
+    assert command[:3] == ["pgblobdump", "restore", str(archive.path)], command
+    assert command[-2:] == ["--no-comments", "--resume"] and SECRET not in line, command
+    code, err = _run(*command[1:])
+    assert code == 0, err
+    expected = {oid: (*lo[:3], None) for oid, lo in archive.expected.items()}  # no comments
+    assert state(dst) == expected
+
+
+def test_ctrl_c_while_a_batch_waits_for_a_lock(
+    archive: Archive, pg17: EmbeddedCluster, new_db: NewDb
+) -> None:
+    """Ctrl-C while restore's writer thread waits on the server (another session's open
+    transaction created one of the archive's OIDs, so the batch holding it waits for that
+    transaction to end): the batch is cancelled and waited for before the clean-up closes
+    its connection (closed under the writer, its socket's number went to the clean-up's
+    connection, which then hung for ever); everything the restore made is removed."""
+    dst = new_db(pg17)
+    last = max(archive.expected)
+    with (
+        psycopg.connect(dst) as blocker,
+        _pgbd("restore", str(archive.path), "-d", _with_password(dst)) as proc,
+    ):
+        blocker.execute("SELECT lo_create(%s)", (last,))  # uncommitted: restore cannot see it
+        _wait_until(proc, lambda: _los(dst) > 1000, 60)
+        _wait_until(proc, lambda: _waiting_on_a_lock(dst), 60)
+        time.sleep(0.3)  # the main thread is waiting for that batch by now
+        proc.send_signal(signal.SIGINT)
+        try:
+            _out, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            pytest.fail(f"the clean-up hung: {proc.communicate()[1]}")
+        blocker.rollback()
+    line = _error_line(err)
+    print(f"\n{line}")
+    assert proc.returncode == 130, err
+    assert line.startswith("Error: restore interrupted by SIGINT; removed the "), line
+    assert _los(dst) == 0
+
+
+@pytest.mark.parametrize("part", [None, "1/2"], ids=["whole", "part"])
+def test_kill_9_then_the_same_restore_says_resume(
+    archive: Archive,
+    pg17: EmbeddedCluster,
+    new_db: NewDb,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    part: str | None,
+) -> None:
+    """kill -9 of a restore (no clean-up can run), then the same restore again: its
+    refusal says the LOs are an earlier run's of this archive and names --resume with the
+    whole command (the journal told); that command finishes it, every LO equal to the
+    source's; and LOs that no interrupted run made get the plain refusal."""
+    state_home = tmp_path / "state"
+    monkeypatch.setenv("XDG_STATE_HOME", str(state_home))
+    dst = new_db(pg17)
+    share = ["--part", part] if part else []
+    args = ["restore", str(archive.path), "-d", _with_password(dst), *share]
+    with _pgbd(*args) as proc:
+        _wait_until(proc, lambda: _los(dst) > 1000, 60)
+        proc.kill()
+        proc.communicate()
+    left = _los(dst)
+    assert 0 < left < len(archive.expected)
+
+    def refusal() -> tuple[int, str]:
+        code, err = _run(*args)
+        if part:  # restore --part first says which OIDs its share is
+            assert err.startswith(f"part {part}: OIDs "), err
+            err = err.split("\n", 1)[1]
+        return code, _error_line(err)
+
+    code, line = refusal()
+    print(f"\n{line}")
+    assert code == 4, line
+    assert re.match(r"Error: LO \d+ already exists in the target", line), line
+    assert "an earlier restore of this archive into this database was interrupted" in line
+    m = re.search(r"run the restore again with --resume to finish it: (pgblobdump .*)$", line)
+    assert m, line
+    command = shlex.split(m.group(1))
+    assert command[:4] == ["pgblobdump", *args[:3]], command
+    assert conninfo_to_dict(command[4]) == conninfo_to_dict(dst), command
+    assert command[5:] == [*share, "--resume"], command
+    assert _los(dst) == left  # the refusal wrote nothing
+
+    code, err = _run(*command[1:])
+    assert code == 0, err
+    if part:
+        code, err = _run("restore", str(archive.path), "-d", dst, "--part", "2/2")
+        assert code == 0, err
+    assert state(dst) == archive.expected
+    assert not list(state_home.rglob("*.json"))  # finished: no journal is left
+
+    code, line = refusal()  # now the LOs exist, but no interrupted run made them
+    assert code == 4 and "--on-conflict skip" in line and "--resume" not in line, line
+
+
+@pytest.mark.slow  # waits out STOP_WAIT (30 s) for a worker whose server does not answer
+def test_ctrl_c_of_a_dump_whose_server_does_not_answer(source: str, tmp_path: Path) -> None:
+    """``dump --jobs 2`` whose backends are frozen (SIGSTOP: the server neither answers
+    nor hangs up, as across a cut network) when Ctrl-C comes: the workers are waited for
+    STOP_WAIT at most, then the dump removes what it wrote and exits 130 all the same
+    (it waited for the stuck worker for ever)."""
+    from pgblobdump.packed.dump import STOP_WAIT
+
+    out = tmp_path / "a"
+    frozen: list[int] = []
+    with _pgbd("dump", "-d", source, "--jobs", "2", "-o", str(out)) as proc:
+        try:
+            _wait_until(proc, lambda: _tool_sessions(source) >= 2 and _wrote(out), 30)
+            with psycopg.connect(source, autocommit=True) as conn:
+                frozen = [int(r[0]) for r in conn.execute(
+                    "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+                    " AND application_name = 'pgblobdump'"
+                ).fetchall()]  # fmt: skip
+            for pid in frozen:
+                os.kill(pid, signal.SIGSTOP)
+            time.sleep(0.5)
+            t0 = time.monotonic()
+            proc.send_signal(signal.SIGINT)
+            try:
+                _out, err = proc.communicate(timeout=STOP_WAIT + 60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                pytest.fail(f"the dump hung: {proc.communicate()[1]}")
+            seconds = time.monotonic() - t0
+        finally:
+            for pid in frozen:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGCONT)
+    line = _error_line(err)
+    print(f"\n{seconds:.1f} s: {line}")
+    assert proc.returncode == 130, err
+    assert "interrupted by SIGINT" in line, line
+    assert not out.exists(), sorted(p.name for p in out.iterdir())

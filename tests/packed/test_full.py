@@ -139,3 +139,43 @@ def test_a_failing_pg_restore_names_what_is_left(
     assert line.startswith("Error: pg_restore") and "tags" in line, result.stderr
     with psycopg.connect(dst) as conn:
         assert conn.execute("SELECT count(*) FROM pg_largeobject_metadata").fetchone() == (0,)
+
+
+def test_a_manifest_with_a_bad_source_is_refused(
+    pg16: EmbeddedCluster, new_db: NewDb, tmp_path: Path
+) -> None:
+    """restore --full reads the manifest's source.pg_dump: edited by hand into anything
+    but what dump --full writes, it is one Error line naming the field, exit 7, and
+    nothing is restored."""
+    src = _source(pg16, new_db, trigger=False)
+    path = tmp_path / "full"
+    assert _cli("dump", "--full", "-d", src, "-o", str(path)).exit_code == 0
+    good = json.loads((path / "manifest.json").read_text())
+    dst = new_db(pg16)
+    cases: list[tuple[object, str]] = [
+        ("a string", "'source' is \"a string\", not an object"),
+        ({"pg_dump": ["17.2"]}, "'source.pg_dump' is an array"),
+        ({"pg_dump": {"file": "database.dump"}}, "'source.pg_dump.version' is missing"),
+        ({"pg_dump": {"version": 17, "file": "database.dump"}}, "'source.pg_dump.version' is 17"),
+        ({"pg_dump": {"version": "seventeen", "file": "database.dump"}}, "not a PostgreSQL"),
+        ({"pg_dump": {"version": "16.4", "file": "../etc/passwd"}}, "'source.pg_dump.file'"),
+        ({"pg_dump": {"version": "16.4"}}, "'source.pg_dump.file' is missing"),
+    ]
+    for source, said in cases:
+        (path / "manifest.json").write_text(json.dumps({**good, "source": source}))
+        result = _cli("restore", "--full", str(path), "-d", dst)
+        assert result.exit_code == 7, (source, result.output)
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("Error: "), result.stderr
+        assert "manifest.json: " in lines[0] and said in lines[0], (source, lines[0])
+    no_source = {k: v for k, v in good.items() if k != "source"}
+    (path / "manifest.json").write_text(json.dumps(no_source))
+    result = _cli("restore", "--full", str(path), "-d", dst)
+    assert result.exit_code == 7 and "has no 'source'" in result.stderr, result.output
+    files = [f for f in good["files"] if f["name"] != "database.dump"]
+    (path / "manifest.json").write_text(json.dumps({**good, "files": files}))
+    result = _cli("restore", "--full", str(path), "-d", dst)
+    assert result.exit_code == 7 and "does not list database.dump" in result.stderr, result.output
+    with psycopg.connect(dst) as conn:
+        assert conn.execute("SELECT count(*) FROM pg_largeobject_metadata").fetchone() == (0,)
+        assert conn.execute("SELECT to_regclass('docs')").fetchone() == (None,)

@@ -1,0 +1,114 @@
+"""A restore's ledger kept on disk, so that the run after a kill -9 knows which LOs an
+earlier run of the same archive into the same database made, and says ``--resume``.
+
+One small JSON file per restore (archive, target database and ``--part`` share) under
+``$XDG_STATE_HOME/pgblobdump/restores/`` (``~/.local/state`` by default): the OID ranges
+committed so far and the batch in flight. It is rewritten as each batch begins and removed
+when the restore ends with nothing of it left to finish (it succeeded, or its clean-up
+removed all it made); a kill -9 leaves it. It is only ever a hint for messages: a
+journal that cannot be written or read changes nothing else.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+
+from pgblobdump.packed.index import Index
+from pgblobdump.pg.connect import describe
+from pgblobdump.pg.ledger import Ledger, format_ranges
+from pgblobdump.pg.target import split_password
+
+Ranges = list[tuple[int, int]]
+
+
+def state_dir() -> Path:
+    """Where journals live: ``$XDG_STATE_HOME/pgblobdump/restores``."""
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "pgblobdump" / "restores"
+
+
+def _merge(ranges: Ranges) -> Ranges:
+    merged: Ranges = []
+    for lo, hi in sorted(ranges):
+        if merged and lo <= merged[-1][1] + 1:
+            merged[-1] = (merged[-1][0], max(hi, merged[-1][1]))
+        else:
+            merged.append((lo, hi))
+    return merged
+
+
+@dataclass
+class Journal:
+    """The journal of restoring one archive (share) into one database. ``earlier``: the
+    ranges a previous run of it left (made, and neither removed nor finished)."""
+
+    path: Path
+    target: str
+    earlier: Ranges
+
+    @classmethod
+    def open(
+        cls, conn: psycopg.Connection, conninfo: str, index: Index, part: tuple[int, int] | None
+    ) -> Journal:
+        """The journal of restoring ``index``'s archive (``part``: a share of it) into
+        ``conn``'s database: the server by its system identifier (its host and port may
+        change across a restart) where the role may read it, and the database by name and
+        OID (which tells a dropped and recreated one apart)."""
+        row = conn.execute(
+            "SELECT oid::int8 FROM pg_database WHERE datname = current_database()"
+        ).fetchone()
+        database = f"database {conn.info.dbname} (oid {row[0] if row else '?'})"
+        ident = None
+        allowed = conn.execute(  # superusers and pg_monitor, unless granted
+            "SELECT has_function_privilege('pg_control_system()', 'EXECUTE')"
+        ).fetchone()
+        if allowed and allowed[0]:
+            query = "SELECT system_identifier::text FROM pg_control_system()"
+            ident = conn.execute(query).fetchone()
+        if ident is not None:
+            target = f"{database} of system {ident[0]}"
+        else:
+            target = f"{database} on {describe(split_password(conninfo)[0])}"
+        archive = [(b.first, b.last, b.records) for b in index.blocks]
+        key = hashlib.sha256(json.dumps([archive, target, part]).encode()).hexdigest()[:24]
+        path = state_dir() / f"{key}.json"
+        earlier: Ranges = []
+        with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
+            saved = json.loads(path.read_text())
+            earlier = _merge([(int(lo), int(hi)) for lo, hi in saved["ranges"]])
+        return cls(path, target, earlier)
+
+    def made_earlier(self, oid: int) -> bool:
+        """Whether an earlier, unfinished run of this restore made (or may have) ``oid``."""
+        return any(lo <= oid <= hi for lo, hi in self.earlier)
+
+    def describe_earlier(self) -> str:
+        return format_ranges(self.earlier)
+
+    def save(self, ledger: Ledger) -> None:
+        """Record what is left to finish: the earlier run's, this run's, and the batch in
+        flight (it may commit). Nothing left: the file is removed."""
+        ranges = list(self.earlier) + list(ledger.lo_ranges)
+        if ledger.pending is not None:
+            ranges += ledger.pending.los
+        if not ranges:
+            self.remove()
+            return
+        body = json.dumps({"target": self.target, "ranges": _merge(ranges)})
+        with contextlib.suppress(OSError):
+            if not self.path.parent.is_dir():
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(body)
+            tmp.replace(self.path)
+
+    def remove(self) -> None:
+        with contextlib.suppress(OSError):
+            self.path.unlink(missing_ok=True)
