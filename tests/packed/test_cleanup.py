@@ -12,9 +12,9 @@ import psycopg
 import pytest
 
 from pgblobdump.packed.restore import RestoreRequest, _in_thread, _Restorer
-from pgblobdump.pg.cluster import EmbeddedCluster
 from pgblobdump.pg.ledger import Ledger
 from pgblobdump.report.reporter import QUIET
+from pgblobdump.servers.cluster import EmbeddedCluster
 from tests.conftest import NewDb
 
 
