@@ -19,7 +19,8 @@ from pgblobdump.fileio import write_atomically
 from pgblobdump.report import Column, Table, stream
 from pgblobdump.toc import acl as toc_acl
 from pgblobdump.toc import diff as toc_diff
-from pgblobdump.toc import listing, los, summary
+from pgblobdump.toc import listing, summary
+from pgblobdump.toc import lo as los
 from pgblobdump.toc import show as toc_show
 from pgblobdump.toc.reader import Archive, open_archive
 

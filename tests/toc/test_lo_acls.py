@@ -18,7 +18,8 @@ from click.testing import CliRunner
 from pgblobdump.cli import cli
 from pgblobdump.pg import acl as pg_acl
 from pgblobdump.pg.cluster import EmbeddedCluster
-from pgblobdump.toc import acl, los
+from pgblobdump.toc import acl
+from pgblobdump.toc import lo as los
 from pgblobdump.toc.reader import open_archive
 from tests.toc import build
 
