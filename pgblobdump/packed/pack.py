@@ -23,6 +23,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import BinaryIO
 
 import xxhash
@@ -31,7 +32,7 @@ from pgblobdump.errors import NotFound
 from pgblobdump.packed.format import DEFAULT_VOLUME_SIZE, PIECE_MAX, ZSTD_LEVEL
 from pgblobdump.packed.index import Meta
 from pgblobdump.packed.writer import ArchiveWriter, check_settings
-from pgblobdump.pg.acl import format_item
+from pgblobdump.pg.acl import AclItem, format_item
 from pgblobdump.report.reporter import QUIET, Reporter
 from pgblobdump.spool import Gather
 from pgblobdump.storage import FileInfo, Storage
@@ -67,8 +68,14 @@ def meta_of(lo: toc_lo.LargeObject) -> tuple[Meta, bool]:
         if items is None:
             understood = False
         else:
-            acl = tuple(format_item(i) for i in items)
+            acl = _acl_text(items)
     return Meta(lo.owner, acl, lo.comment), understood
+
+
+@lru_cache(maxsize=1024)
+def _acl_text(items: tuple[AclItem, ...]) -> tuple[str, ...]:
+    """``items`` as aclitem text (lo_grants gives the LOs of one group the same items)."""
+    return tuple(format_item(i) for i in items)
 
 
 def _is_lo_data(name: str, suffix: str) -> bool:

@@ -5,7 +5,8 @@ commands name the group's first OID, and pg_restore re-issues them once per LO o
 group (IssueACLPerBlob, for entries tagged ``LARGE OBJECTS a..b``). ``per_blob`` splits a
 definition the way IssueACLPerBlob does; ``grants`` replays GRANT/REVOKE statements on an
 LO's default privileges and gives the ACL the server ends up with, item by item as
-``pg_largeobject_metadata.lomacl`` holds it.
+``pg_largeobject_metadata.lomacl`` holds it; ``lo_grants`` does it once for all the LOs
+whose statements differ in their OID only (a 1.16 group, or equal per-LO ACL entries).
 """
 
 from __future__ import annotations
@@ -171,3 +172,44 @@ def grants_json(items: tuple[AclItem, ...] | None) -> list[dict[str, object]] | 
         }
         for i in items
     ]
+
+
+LO_GRANTS_MAX = 1024
+"""Distinct statement shapes whose grants lo_grants keeps (then it starts over)."""
+
+_by_shape: dict[tuple[tuple[str, ...], str | None], tuple[AclItem, ...] | None] = {}
+
+
+def _blank(stmt: str, oid: str) -> str:
+    """``stmt`` with the OID it names blanked: the first ``LARGE OBJECT <oid> `` when no
+    double quote comes before it, where GRANT and REVOKE name their object (only
+    keywords precede it there). Elsewhere (a quoted role name) the text is kept, so
+    two statements with one blanked form give the same grants for any OID."""
+    needle = LARGE_OBJECT + oid + " "
+    at = stmt.find(needle)
+    if at < 0 or '"' in stmt[:at]:
+        return stmt
+    return stmt[:at] + LARGE_OBJECT + "# " + stmt[at + len(needle) :]
+
+
+def lo_grants(
+    statements: tuple[str, ...], owner: str | None, oid: int
+) -> tuple[AclItem, ...] | None:
+    """``grants(statements, owner)`` of LO ``oid``, whose statements name it: replayed
+    once per shape (the statements with the OID blanked) and owner, and the same tuple
+    given for every LO of that shape. The grants cannot depend on the OID, so a group
+    of a 1.16 archive (whose ACL pg_restore re-issues per LO) is resolved once, and so
+    are a 1.15 archive's per-LO ACL entries that differ in the OID alone."""
+    if not statements:
+        return ()
+    text = str(oid)
+    key = (tuple(_blank(s, text) for s in statements), owner)
+    try:
+        return _by_shape[key]
+    except KeyError:
+        pass
+    found = grants(statements, owner)
+    if len(_by_shape) >= LO_GRANTS_MAX:
+        _by_shape.clear()
+    _by_shape[key] = found
+    return found

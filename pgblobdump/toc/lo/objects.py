@@ -43,8 +43,9 @@ class LargeObject(NamedTuple):
 
     @property
     def grants(self) -> tuple[AclItem, ...] | None:
-        """The ACL the statements give, as lomacl would hold it (see aclmod.grants)."""
-        return aclmod.grants(self.acl, self.owner)
+        """The ACL the statements give, as lomacl would hold it (see aclmod.grants),
+        resolved once for all the LOs whose statements differ in the OID only."""
+        return aclmod.lo_grants(self.acl, self.owner, self.oid)
 
 
 LoRow = tuple[int, "str | None", tuple[str, ...], "str | None", "int | None", int]

@@ -1,0 +1,56 @@
+"""The LO walk pack reads archives with: one pass over the TOC (no second one holding
+every OID of a pg_dump 16 archive), and the custom archive's LO data blocks read once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pgblobdump.packed.pack import pack
+from pgblobdump.storage.local import LocalDirectory
+from pgblobdump.toc import blocks
+from pgblobdump.toc import lo as los
+from pgblobdump.toc.reader import Archive, open_archive
+from tests.toc.conftest import Corpus
+
+
+@pytest.mark.parametrize("name", ["pg16-directory-gzip", "pg16-directory-none", "tar"])
+def test_pack_reads_the_toc_once(
+    corpus: Corpus, name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Up to 1.15 a directory or tar archive's coverage check took a second pass over
+    the TOC, holding every BLOB entry's OID; the catalog's pass tallies them now. (A
+    custom archive's TOC is read again to write it, as kept, without LO data.)"""
+    built = corpus.tar if name == "tar" else corpus.archives[name]
+    passes = []
+    real = Archive.iter_items
+
+    def counted(self: Archive) -> object:
+        passes.append(self.name)
+        return real(self)
+
+    monkeypatch.setattr(Archive, "iter_items", counted)
+    with open_archive(built.path) as a:
+        result = pack(a, LocalDirectory(tmp_path / "p", create=True))
+    assert result.los == len(corpus.los)
+    assert len(passes) == 1
+
+
+@pytest.mark.parametrize("name", ["pg16-custom-gzip", "pg17-custom-none", "pg18-custom-gzip"])
+def test_block_index_passes_over_the_blocks_walked(
+    corpus: Corpus, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The blocks an LO walk recorded are not read again, and the index is the same."""
+    with open_archive(corpus.archives[name].path) as a:
+        whole = list(blocks.block_index(a))
+        assert any(b.kind == blocks.BLK_BLOBS for b in whole)
+        index = blocks.BlockIndex()
+        walked = {lo.oid: b"".join(pieces) for lo, pieces in los.iter_data(a, index)}
+        assert walked == corpus.los
+
+        def unread(r: object) -> None:
+            raise AssertionError("a BLOBS block read twice")
+
+        monkeypatch.setattr(blocks, "_skip_blobs_block", unread)
+        assert list(blocks.block_index(a, index)) == whole
