@@ -3,14 +3,18 @@ every OID of a pg_dump 16 archive), and the custom archive's LO data blocks read
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
 
+from pgblobdump.errors import CorruptArchive
 from pgblobdump.packed.pack import pack
 from pgblobdump.storage.local import LocalDirectory
 from pgblobdump.toc import blocks
 from pgblobdump.toc import lo as los
+from pgblobdump.toc.lo import directory
+from pgblobdump.toc.lo.catalog import catalog
 from pgblobdump.toc.reader import Archive, open_archive
 from tests.toc.conftest import Corpus
 
@@ -54,3 +58,32 @@ def test_block_index_passes_over_the_blocks_walked(
 
         monkeypatch.setattr(blocks, "_skip_blobs_block", unread)
         assert list(blocks.block_index(a, index)) == whole
+
+
+def test_list_file_read_in_blocks_of_lines(
+    corpus: Corpus, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An LO list file is split in blocks (not held whole): the same OIDs, and the same
+    line number in an error, whatever the block size, CR LF line ends included."""
+    copy = tmp_path / "d"
+    shutil.copytree(corpus.archives["pg16-directory-none"].path, copy)
+    listing = copy / "blobs.toc"
+    lines = listing.read_bytes().splitlines()
+    listing.write_bytes(b"\r\n".join(lines) + b"\r\n")
+
+    def outcome() -> list[tuple[int, str]]:
+        with open_archive(copy) as a:
+            (entry,) = catalog(a).blobs
+            return list(directory.list_oids(a, entry))
+
+    whole = outcome()
+    assert sorted(oid for oid, _ in whole) == sorted(corpus.los)
+    for size in (1, 7, 64):
+        monkeypatch.setattr(directory, "LIST_BLOCK", size)
+        assert outcome() == whole
+    listing.write_bytes(b"\r\n".join([*lines[:3], b"x", *lines[3:]]) + b"\r\n")
+    with pytest.raises(CorruptArchive, match=r"blobs\.toc line 4 is not"):
+        outcome()
+    monkeypatch.setattr(directory, "LIST_BLOCK", 1 << 18)
+    with pytest.raises(CorruptArchive, match=r"blobs\.toc line 4 is not"):
+        outcome()

@@ -35,23 +35,40 @@ def list_file(archive: Archive, e: BlobsEntry) -> str:
 def list_oids(archive: Archive, e: BlobsEntry) -> Iterator[tuple[int, str]]:
     """(oid, data file name without suffix) per line of ``e``'s LO list file."""
     name = list_file(archive, e)
+    number = 0
+    for block in _line_blocks(archive, name):
+        for line in block.splitlines():
+            number += 1
+            if not line.strip():
+                continue
+            try:
+                oid_text, member = line.decode("utf-8").split(" ", 1)
+                oid = int(oid_text)
+            except (UnicodeDecodeError, ValueError) as ex:
+                raise CorruptArchive(
+                    f"{archive.name}: {name} line {number} is not '<oid> <file>'"
+                ) from ex
+            yield oid, member
+
+
+LIST_BLOCK = 1 << 18
+"""How much of an LO list file is split into lines at a time."""
+
+
+def _line_blocks(archive: Archive, name: str) -> Iterator[bytes]:
+    """Member ``name`` in blocks of whole lines, each cut after a newline: pg_dump 16's
+    blobs.toc lists every LO (20 MB for a million), and a walk holds no OID. A cut after
+    b"\n" splits no b"\r\n", so the blocks' splitlines() are the whole file's."""
     with archive.open_member(name) as f:
-        # Line by line: pg_dump 16's blobs.toc lists every LO (20 MB for a million), and
-        # a walk holds no OID. splitlines() of each line breaks where it broke the whole.
-        number = 0
-        for text in f:
-            for line in text.splitlines():
-                number += 1
-                if not line.strip():
-                    continue
-                try:
-                    oid_text, member = line.decode("utf-8").split(" ", 1)
-                    oid = int(oid_text)
-                except (UnicodeDecodeError, ValueError) as ex:
-                    raise CorruptArchive(
-                        f"{archive.name}: {name} line {number} is not '<oid> <file>'"
-                    ) from ex
-                yield oid, member
+        rest = b""
+        while chunk := f.read(LIST_BLOCK):
+            rest += chunk
+            cut = rest.rfind(b"\n") + 1
+            if cut:
+                yield rest[:cut]
+                rest = rest[cut:]
+        if rest:
+            yield rest
 
 
 def data(
