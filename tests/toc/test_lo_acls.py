@@ -279,8 +279,16 @@ def test_lo_grants_blanks_the_oid_only() -> None:
     def stmts(oid: int) -> tuple[str, ...]:
         return (f'GRANT SELECT ON LARGE OBJECT {oid} TO "LARGE OBJECT {oid} x";',)
 
+    def more(oid: int) -> tuple[str, ...]:
+        return (
+            'SET SESSION AUTHORIZATION "LARGE OBJECT 5 ";',
+            *stmts(oid),
+            "RESET SESSION AUTHORIZATION;",
+        )
+
     for oid in (5, 6, 5, 7):
         assert acl.lo_grants(stmts(oid), "o", oid) == acl.grants(stmts(oid), "o")
+        assert acl.lo_grants(more(oid), "o", oid) == acl.grants(more(oid), "o")
     first = acl.lo_grants(("GRANT SELECT ON LARGE OBJECT 10 TO r;",), "o", 10)
     assert acl.lo_grants(("GRANT SELECT ON LARGE OBJECT 11 TO r;",), "o", 11) is first
     assert acl.lo_grants(("GRANT SELECT ON LARGE OBJECT 11 TO r;",), "p", 11) is not first
