@@ -39,9 +39,11 @@ class Block:
 
 @dataclass
 class BlockIndex:
-    """The blocks of one archive met so far, by first byte (recorded by an LO walk)."""
+    """The blocks of one archive met so far, by first byte (recorded by an LO walk), and
+    the dump ids of the entries whose TOC Offset says they have a block (None: unknown)."""
 
     by_start: dict[int, Block] = field(default_factory=dict)
+    expected: set[int] | None = None
 
     def record(self, kind: int, dump_id: int, start: int, end: int) -> None:
         self.by_start[start] = Block(kind, dump_id, start, end)
@@ -73,18 +75,24 @@ def _skip_blobs_block(r: Reader) -> None:
 
 def block_index(archive: Archive, known: BlockIndex | None = None) -> Iterator[Block]:
     """Every data block of a custom archive, in file order from the end of the TOC; the
-    blocks ``known`` holds (an LO walk's) are passed over by their recorded end."""
+    blocks ``known`` holds (an LO walk's) are passed over by their recorded end. When
+    ``known`` says which blocks the TOC expects, the listing ends once it has met them:
+    what follows is not data (``pg_dump -Fc > FILE`` leaves the TOC it rewrites with the
+    blocks' positions after the last block; pg_restore never reads that far)."""
     met = known.by_start if known is not None else {}
+    left = set(known.expected) if known is not None and known.expected is not None else None
     with archive.toc_path.open("rb") as f:
         size = os.fstat(f.fileno()).st_size
         h = archive.header
         r = Reader(f, archive.name, h.int_size, h.off_size, size)
         r.seek(archive.data_start())
-        while not r.at_eof():
+        while not r.at_eof() and (left is None or left):
             start = r.offset
             block = met.get(start)
             if block is not None:
                 r.seek(block.end)
+                if left is not None:
+                    left.discard(block.dump_id)
                 yield block
                 continue
             kind, dump_id = block_header(r)
@@ -96,4 +104,6 @@ def block_index(archive: Archive, known: BlockIndex | None = None) -> Iterator[B
                 raise CorruptArchive(
                     f"{archive.name}: unrecognized data block type {kind} at byte {start}"
                 )
+            if left is not None:
+                left.discard(dump_id)
             yield Block(kind, dump_id, start, r.offset)

@@ -4,10 +4,13 @@ every OID of a pg_dump 16 archive), and the custom archive's LO data blocks read
 from __future__ import annotations
 
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from pgblobdump.cli import cli
 from pgblobdump.errors import CorruptArchive
 from pgblobdump.packed.pack import pack
 from pgblobdump.storage.local import LocalDirectory
@@ -87,3 +90,24 @@ def test_list_file_read_in_blocks_of_lines(
     monkeypatch.setattr(directory, "LIST_BLOCK", 1 << 18)
     with pytest.raises(CorruptArchive, match=r"blobs\.toc line 4 is not"):
         outcome()
+
+
+@pytest.mark.parametrize("name", ["pg16-custom-gzip-piped", "pg17-custom-zstd-piped"])
+def test_pack_of_pg_dump_to_stdout(corpus: Corpus, name: str, tmp_path: Path) -> None:
+    """``pg_dump -Fc > FILE`` writes the TOC again after the last data block (with the
+    blocks' positions); pack read on into it as if it were a block ("unrecognized data
+    block type 0", exit 7). The blocks the TOC names are all there is to keep."""
+    built = corpus.archives[name]
+    packed, back = tmp_path / "p", tmp_path / "back.dump"
+    result = CliRunner().invoke(cli, ["pack", str(built.path), "-o", str(packed)])
+    assert result.exit_code == 0, result.output
+    result = CliRunner().invoke(cli, ["unpack", str(packed), "--format", "custom", "-o", str(back)])
+    assert result.exit_code == 0, result.output
+    with open_archive(back) as a:
+        assert {lo.oid: b"".join(pieces) for lo, pieces in los.iter_data(a)} == corpus.los
+    listed = subprocess.run(
+        [str(built.bin_dir / "pg_restore"), "-l", str(back)], capture_output=True, text=True
+    )
+    assert listed.returncode == 0, listed.stderr
+    entries = [x for x in built.pg_restore_list().splitlines() if not x.startswith(";")]
+    assert [x for x in listed.stdout.splitlines() if not x.startswith(";")] == entries

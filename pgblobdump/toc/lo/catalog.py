@@ -34,6 +34,7 @@ from pgblobdump.toc.fields import (
     RawEntry,
 )
 from pgblobdump.toc.header import K_VERS_1_16
+from pgblobdump.toc.primitives import K_OFFSET_NO_DATA
 from pgblobdump.toc.reader import Archive
 
 _LO_TAG = re.compile(rb"LARGE OBJECTS? (\d{1,10})(?:\.\.(\d{1,10}))?\Z")
@@ -125,6 +126,9 @@ class LoCatalog:
     comment_of: dict[int, str | None] = field(default_factory=dict)
     security_labels: int = 0
     desc_counts: dict[bytes, int] = field(default_factory=dict)  # every entry, by desc
+    # custom format: the dump ids of the entries whose Offset says they have a data block
+    # (tables, BLOBS: few), the blocks a listing of the archive's blocks must meet
+    with_data: set[int] = field(default_factory=set)
     blobs: list[BlobsEntry] = field(default_factory=list)  # the BLOBS entries
     listed: int = 0  # entries `pg_restore -l` prints
     # 1.16: metadata dump id -> (owner, OIDs); at most a few thousand groups of 1000
@@ -189,6 +193,9 @@ def catalog(archive: Archive) -> LoCatalog:
             add_blobs(raw[F_OWNER], 1, lambda raw=raw: (blobs_oid(raw),))  # type: ignore[misc]
             continue
         counts[desc or b""] = counts.get(desc or b"", 0) + 1
+        state = raw[F_DATA_STATE]
+        if state is not None and state != K_OFFSET_NO_DATA:
+            cat.with_data.add(raw[F_DUMP_ID])
         # PrintTOCSummary's filter, inlined here so the summary needs one pass only
         if raw[F_SECTION] != SECTION_NONE:
             current = raw[F_SECTION]

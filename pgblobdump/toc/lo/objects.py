@@ -75,6 +75,8 @@ def iter_data(
     ``blocks``: where a custom archive's LO data blocks are, recorded as they are walked
     (so toc.blocks.block_index need not walk them again)."""
     cat = catalog(archive)
+    if blocks is not None:
+        blocks.expected = cat.with_data
     describe = _Describer(archive, cat)
     any_data = False
     for lo in coverage.checked(archive, cat, streams.iter_data(archive, cat.blobs, blocks)):
