@@ -8,7 +8,8 @@ leaves an LO with an entry and no data, which a listing would silently leave out
 
 While the data is walked, the LOs of each BLOBS entry are tallied: their count and, in a
 directory or tar archive, the sum and the sum of squares of their OIDs. When the walk
-ends the tallies are compared with those of the entries. Equal counts, sums and sums of
+ends the tallies are compared with those of the entries (up to 1.15 tallied by the
+catalog's own pass over the TOC, so no second pass lists every OID). Equal counts, sums and sums of
 squares leave two different OID sets only when three or more OIDs changed in concert.
 A custom archive is compared by count only: its walk already checks every length
 against the file, and summing a million OIDs would cost a tenth of `toc summary`. On a
