@@ -16,6 +16,9 @@ the LOs, an index). ``pgblobdump dump --full`` against ``pg_dump -Fc``; ``restor
 a fresh database, checked (LO count, table rows).
 
     .venv/bin/python benchmarks/pack_and_full.py [--count N] [--keep DIR]
+
+``--major 16 --pack-only``: part 1 only, on a pg_dump 16 -Fd archive (one BLOB entry per
+LO: the layout whose LO list a pack must not hold in memory).
 """
 
 from __future__ import annotations
@@ -69,15 +72,18 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--count", type=int, default=1_000_000)
     ap.add_argument("--keep", type=Path, help="keep (and reuse) the -Fd archive here")
+    ap.add_argument("--major", type=int, default=MAJOR, help="PostgreSQL and pg_dump major")
+    ap.add_argument("--pack-only", action="store_true", help="part 1 (pack) only")
     a = ap.parse_args()
     n = a.count
+    major = a.major
     work = a.keep or Path(tempfile.mkdtemp(prefix="pgbd-pack-bench-", dir="/var/tmp"))
     work.mkdir(parents=True, exist_ok=True)
-    tc = toolchain.find(MAJOR, ("pg_dump", "pg_restore"))
+    tc = toolchain.find(major, ("pg_dump", "pg_restore"))
     pg_dump, pg_restore = tc.tool("pg_dump"), tc.tool("pg_restore")
     lines: list[str] = []
     try:
-        with EmbeddedCluster(MAJOR) as c:
+        with EmbeddedCluster(major) as c:
             src = fresh(c, "src")
             with psycopg.connect(src, autocommit=True) as conn:
                 conn.execute(f"SELECT count(lo_create(g)) FROM generate_series(1, {n}) g")
@@ -94,7 +100,7 @@ def main() -> None:
             say(head)
 
             # part 1: pack of the -Fd archive
-            fd = work / f"fd{n}"
+            fd = work / f"fd{n}" if major == MAJOR else work / f"fd{n}_pg{major}"
             if not (fd / "toc.dat").is_file():
                 shutil.rmtree(fd, ignore_errors=True)
                 measured([pg_dump, "-Fd", "-f", fd, "-d", src], "pg_dump -Fd (made once)")
@@ -119,6 +125,9 @@ def main() -> None:
             shutil.rmtree(out, ignore_errors=True)
             if a.keep is None:
                 shutil.rmtree(fd, ignore_errors=True)
+            if a.pack_only:
+                _print(head, lines)
+                return
 
             # part 2: dump --full / restore --full
             full = work / "full.pbd"
@@ -159,6 +168,10 @@ def main() -> None:
     finally:
         if a.keep is None:
             shutil.rmtree(work, ignore_errors=True)
+    _print(head, lines)
+
+
+def _print(head: str, lines: list[str]) -> None:
     print(head)
     print()
     print("\n".join(lines))

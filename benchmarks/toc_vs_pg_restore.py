@@ -67,7 +67,7 @@ def timed(shell: str) -> tuple[float, float]:
 
 def walk(path: Path) -> None:
     """Every LO of the archive with its bytes, through los.iter_data (as pack reads)."""
-    from pgblobdump.toc import los
+    from pgblobdump.toc import lo as los
     from pgblobdump.toc.reader import open_archive
 
     count = total = 0
@@ -116,7 +116,7 @@ def main() -> None:
         base: tuple[float, float] | None = None
         for label, shell in runs:
             wall, rss = timed(shell)
-            base = base or (wall, rss)
+            base = base or (max(wall, 0.01), rss)  # a listing can take under 10 ms
             print(
                 f"| pg_dump {major} ({path.stat().st_size / 1e6:.1f} MB) | {label} | {wall:.2f}"
                 f" | {rss:.0f} | {wall / base[0]:.2f} | {rss / base[1]:.2f} |",

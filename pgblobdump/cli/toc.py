@@ -20,7 +20,8 @@ from pgblobdump.report import Column, Table, stream
 from pgblobdump.report.table import record_table
 from pgblobdump.toc import acl as toc_acl
 from pgblobdump.toc import diff as toc_diff
-from pgblobdump.toc import listing, los, summary
+from pgblobdump.toc import listing, summary
+from pgblobdump.toc import lo as los
 from pgblobdump.toc import show as toc_show
 from pgblobdump.toc.reader import Archive, open_archive
 
@@ -188,23 +189,17 @@ def _write_los_json(rows: Iterable[los.LoRow]) -> None:
     last_acl: object = object()
     owner_js = acl_js = ""
     grants_js = "null"
-    grants_of: dict[tuple[str, str | None], str] = {}
+    last_grants: object = object()
     for oid, owner, acl, comment, size, _group in started:
         if owner is not last_owner:  # rows of one group share these objects
             last_owner, owner_js = owner, js(owner)
         if acl is not last_acl:
             last_acl, acl_js = acl, js(acl)
-            grants_js = "null"
-            if acl:  # the same grants for every LO whose commands differ in the OID only
-                key = ("\n".join(acl).replace(f"OBJECT {oid} ", "OBJECT # "), owner)
-                found = grants_of.get(key)
-                if found is None:
-                    found = dumps(
-                        toc_acl.grants_json(toc_acl.grants(acl, owner)), ensure_ascii=False
-                    )
-                    if len(grants_of) < CACHE_MAX:
-                        grants_of[key] = found
-                grants_js = found
+            # lo_grants gives one tuple for every LO whose commands differ in the OID only
+            grants = toc_acl.lo_grants(acl, owner, oid) if acl else None
+            if grants is not last_grants:
+                last_grants = grants
+                grants_js = dumps(toc_acl.grants_json(grants), ensure_ascii=False)
         batch.append(
             f'{sep}{{"oid": {oid}, "owner": {owner_js}, "size": {"null" if size is None else size}'
             f', "acl": {acl_js}, "grants": {grants_js}, "comment": '

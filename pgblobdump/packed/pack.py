@@ -1,7 +1,7 @@
 """``pack``: the LOs of a pg_dump archive into a packed archive.
 
 The archive (custom, directory or tar; versions 1.12 to 1.16; any compression) is read
-in one pass through the TOC reader (``toc.los.iter_data``): each LO with its owner, its
+in one pass through the TOC reader (``toc.lo.iter_data``): each LO with its owner, its
 ACL as the aclitems its GRANT/REVOKE commands give (``toc.acl.grants``, the structured
 form, restored exactly), its comment and its bytes, decompressed. The LOs go into the
 volumes in the archive's data order, which from pg_dump 17 is grouped by owner and ACL
@@ -23,6 +23,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import BinaryIO
 
 import xxhash
@@ -30,16 +31,16 @@ import xxhash
 from pgblobdump.errors import NotFound
 from pgblobdump.packed.format import DEFAULT_VOLUME_SIZE, PIECE_MAX, ZSTD_LEVEL
 from pgblobdump.packed.index import Meta
-from pgblobdump.packed.tocwrite import Body
 from pgblobdump.packed.writer import ArchiveWriter, check_settings
-from pgblobdump.pg.acl import format_item
+from pgblobdump.pg.acl import AclItem, format_item
 from pgblobdump.report.reporter import QUIET, Reporter
 from pgblobdump.spool import Gather
 from pgblobdump.storage import FileInfo, Storage
-from pgblobdump.toc import los as toc_los
+from pgblobdump.toc import lo as toc_lo
+from pgblobdump.toc.blocks import BlockIndex
 from pgblobdump.toc.compression import SUFFIXES
-from pgblobdump.toc.fields import RawEntry
 from pgblobdump.toc.reader import Archive
+from pgblobdump.toc.write import without_lo_data
 
 REST_CUSTOM = "pg_dump.custom"
 """The file of an archive packed from a custom archive: that archive without LO data."""
@@ -58,7 +59,7 @@ class PackResult:
     acl_unread: int  # LOs whose ACL commands were not GRANT/REVOKE: default privileges
 
 
-def meta_of(lo: toc_los.LargeObject) -> tuple[Meta, bool]:
+def meta_of(lo: toc_lo.LargeObject) -> tuple[Meta, bool]:
     """The packed metadata of an archive's LO, and whether its ACL was understood."""
     acl: tuple[str, ...] | None = None
     understood = True
@@ -67,8 +68,14 @@ def meta_of(lo: toc_los.LargeObject) -> tuple[Meta, bool]:
         if items is None:
             understood = False
         else:
-            acl = tuple(format_item(i) for i in items)
+            acl = _acl_text(items)
     return Meta(lo.owner, acl, lo.comment), understood
+
+
+@lru_cache(maxsize=1024)
+def _acl_text(items: tuple[AclItem, ...]) -> tuple[str, ...]:
+    """``items`` as aclitem text (lo_grants gives the LOs of one group the same items)."""
+    return tuple(format_item(i) for i in items)
 
 
 def _is_lo_data(name: str, suffix: str) -> bool:
@@ -92,26 +99,13 @@ class _Hashing:
         return len(data)
 
 
-def _keep_custom(archive: Archive, storage: Storage) -> FileInfo:
-    """A custom archive without its LO data, as REST_CUSTOM: the same header and TOC
-    (every entry, the LOs' metadata entries too), the other entries' data blocks copied
-    byte for byte, the BLOBS entries without data. pg_restore reads it as it is (the
-    LOs then come back empty); unpack puts the LO data back."""
-    from pgblobdump.packed.tocwrite import copy_block, header_bytes, write_custom
-    from pgblobdump.toc.blobs import BLK_DATA, data_blocks
-
-    blocks = {dump_id: (start, end) for kind, dump_id, start, end in data_blocks(archive)
-              if kind == BLK_DATA}  # fmt: skip
-    path = archive.toc_path
-
-    def block_of(e: RawEntry) -> tuple[int, Body] | None:
-        where = blocks.get(e[0])
-        return None if where is None else (BLK_DATA, copy_block(path, *where))
-
+def _keep_custom(archive: Archive, storage: Storage, blocks: BlockIndex) -> FileInfo:
+    """A custom archive without its LO data, as REST_CUSTOM (toc.write.without_lo_data:
+    the same header and TOC, the other data blocks byte for byte, the BLOBS entries
+    without data); ``blocks``: the LO data blocks the walk passed, not read again."""
     with storage.create(REST_CUSTOM) as raw, tempfile.TemporaryFile() as out:
         # written whole to a temporary file first: the TOC's Offsets are patched at the end
-        write_custom(out, header_bytes(path), archive.header.version, archive.iter_raw(),
-                     block_of)  # fmt: skip
+        without_lo_data(out, archive, blocks)
         out.seek(0)
         h = _Hashing(raw)
         while chunk := out.read(1 << 20):
@@ -119,12 +113,12 @@ def _keep_custom(archive: Archive, storage: Storage) -> FileInfo:
     return FileInfo(REST_CUSTOM, h.size, h.h.hexdigest())
 
 
-def _keep_rest(archive: Archive, storage: Storage) -> FileInfo | None:
+def _keep_rest(archive: Archive, storage: Storage, blocks: BlockIndex) -> FileInfo | None:
     """A directory or tar archive's files other than LO data, unchanged, as the members
     of one uncompressed tar file, REST (one file however many list files pg_dump 17
     wrote: one per 1,000 LOs); a custom archive without its LO data (_keep_custom)."""
     if archive.kind == "custom":
-        return _keep_custom(archive, storage)
+        return _keep_custom(archive, storage, blocks)
     suffix = SUFFIXES.get(archive.header.compression, "")
     with storage.create(REST) as raw:
         out = _Hashing(raw)
@@ -159,7 +153,8 @@ def pack(
     into ``storage``. NotFound, before anything is written, if it holds no LO."""
     check_settings(volume_size, level)
     t0 = time.perf_counter()
-    walk = toc_los.iter_data(archive)
+    blocks = BlockIndex()  # the LO data blocks, as the walk passes them
+    walk = toc_lo.iter_data(archive, blocks)
     first = next(walk, None)
     if first is None:
         raise NotFound(f"{archive.name}: no large objects in this archive: nothing to pack")
@@ -188,7 +183,7 @@ def pack(
             if (now := time.monotonic()) - last > 0.1:
                 last = now
                 reporter.progress(done, nbytes)
-        kept = _keep_rest(archive, storage)
+        kept = _keep_rest(archive, storage, blocks)
         if kept is not None:
             writer.files.append(kept)
         h = archive.header
@@ -214,7 +209,7 @@ def pack(
                       kept is not None, unread)  # fmt: skip
 
 
-Item = tuple[toc_los.LargeObject, Iterator[bytes]]
+Item = tuple[toc_lo.LargeObject, Iterator[bytes]]
 
 
 def _chain(first: Item, rest: Iterator[Item]) -> Iterator[Item]:

@@ -5,9 +5,9 @@ from the packed bytes with the archive's compression (gzip, lz4, zstd or none), 
 pg_dump names them. pg_restore reads it as it read the original (same toc.dat, same LO
 list files): ``pg_restore -l`` is identical and every LO comes back.
 
-``unpack_custom`` writes the same archive as one custom-format file (tocwrite.py), and
+``unpack_custom`` writes the same archive as one custom-format file (toc/write.py), and
 puts an archive packed from a custom archive back together. A packed dump has no TOC to
-start from: tocbuild.py writes one in the layout of pg_dump 16 (1.15) or 17 (1.16).
+start from: toc/build.py writes one in the layout of pg_dump 16 (1.15) or 17 (1.16).
 Not done: an archive packed from a tar archive as a tar archive.
 """
 
@@ -19,7 +19,7 @@ import os
 import tarfile
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, BinaryIO, TypeVar
@@ -32,23 +32,35 @@ from pgblobdump.errors import (
     from_os_error,
 )
 from pgblobdump.packed.full import local_file
+from pgblobdump.packed.index import Meta
 from pgblobdump.packed.pack import REST, REST_CUSTOM
-from pgblobdump.packed.reader import PackedDirectory
-from pgblobdump.packed.tocwrite import (
-    BLK_BLOBS,
-    BLK_DATA,
-    Body,
-    copy_block,
-    header_bytes,
-    write_custom,
-    write_int,
-    write_stream,
-)
+from pgblobdump.packed.reader import LoPiece, PackedDirectory
 from pgblobdump.report.reporter import QUIET, Reporter
+from pgblobdump.toc import build
 from pgblobdump.toc.compression import SUFFIXES
-from pgblobdump.toc.fields import RawEntry
+from pgblobdump.toc.write import directory_as_custom, rebuild_custom
 
 T = TypeVar("T")
+
+
+class _Source:
+    """A packed archive as toc.build builds a pg_dump archive from it (a LoSource)."""
+
+    def __init__(self, archive: PackedDirectory) -> None:
+        self.archive = archive
+        source = (archive.manifest or {}).get("source", {})
+        self.database = str(source.get("database") or "postgres")
+        self.server_version = str(source.get("server_version") or "")
+
+    def los(self) -> Iterator[tuple[int, Meta]]:
+        index = self.archive.index
+        return ((r.oid, index.meta(r.meta)) for r in index)
+
+    def pieces(self) -> Iterator[LoPiece]:
+        return self.archive.pieces()
+
+    def read_lo(self, oid: int) -> Iterator[bytes | memoryview]:
+        return self.archive.read_lo(oid)
 
 
 @dataclass(frozen=True)
@@ -117,8 +129,6 @@ def unpack(
 def _directory_from_scratch(
     archive: PackedDirectory, output: Path, reporter: Reporter, major: int, t0: float
 ) -> UnpackResult:
-    from pgblobdump.packed.tocbuild import write_directory
-
     written: list[Path] = []
     with _removed_on_failure(written):
         output.mkdir(exist_ok=True)
@@ -129,7 +139,7 @@ def _directory_from_scratch(
             return _create(output / name)
 
         with _create(output / "toc.dat") as toc:
-            write_directory(archive, toc, lists, "gzip", major)
+            build.write_directory(_Source(archive), toc, lists, "gzip", major)
         los, nbytes = write_blob_files(archive, output, "gzip", written, reporter)
     return UnpackResult(los, nbytes, len(written), time.perf_counter() - t0)
 
@@ -216,7 +226,7 @@ def unpack_custom(
     """The pg_dump archive ``archive`` was packed from, as one custom-format file: a
     kept custom archive with its LO data put back, a kept directory archive unpacked
     into a temporary directory and rewritten as one file; for a packed dump, a custom
-    archive of its LOs in pg_dump ``major``'s layout (tocbuild.py). ``output`` must not
+    archive of its LOs in pg_dump ``major``'s layout (toc/build.py). ``output`` must not
     exist; on failure nothing is left under its name."""
     if output.exists():
         raise FileError(f"{output} exists; choose a new file name")
@@ -228,12 +238,14 @@ def unpack_custom(
     total = int((archive.manifest or {}).get("bytes", 0))
     if source.get("format") == "custom" and archive.storage.exists(REST_CUSTOM):
         with local_file(archive.storage, REST_CUSTOM) as rest:
-            los = _write_file(output, lambda out: _rebuild_custom(out, archive, rest))
+            los = _write_file(output, lambda out: rebuild_custom(
+                out, rest, lambda oid: (bytes(p) for p in archive.read_lo(oid)),
+                lambda: (r.oid for r in archive.index)))  # fmt: skip
         return UnpackResult(los, total, 1, time.perf_counter() - t0)
     if source.get("format") == "directory" and archive.storage.exists(REST):
         with tempfile.TemporaryDirectory(prefix="pgblobdump-unpack-", dir=output.parent) as tmp:
             done = unpack(archive, Path(tmp) / "dir", reporter)
-            _write_file(output, lambda out: _directory_as_custom(out, Path(tmp) / "dir"))
+            _write_file(output, lambda out: directory_as_custom(out, Path(tmp) / "dir"))
         return UnpackResult(done.los, done.bytes, 1, time.perf_counter() - t0)
     if "format" in source:
         raise UsageError(
@@ -242,10 +254,8 @@ def unpack_custom(
         )
     # A packed dump: no TOC to start from. pg_dump 16's layout (every pg_restore from 16
     # reads it), or 17's (--pg-dump-major 17 or 18).
-    from pgblobdump.packed.tocbuild import write_archive, write_archive_16
-
-    writer = write_archive if (major or 16) <= 16 else write_archive_16
-    los = _write_file(output, lambda out: writer(out, archive, "gzip"))
+    writer = build.write_archive if (major or 16) <= 16 else build.write_archive_16
+    los = _write_file(output, lambda out: writer(out, _Source(archive), "gzip"))
     return UnpackResult(los, total, 1, time.perf_counter() - t0)
 
 
@@ -266,96 +276,3 @@ def _write_file(output: Path, write: Callable[[BinaryIO], T]) -> T:
         part.unlink(missing_ok=True)
         raise
     return result
-
-
-def _directory_as_custom(out: BinaryIO, directory: Path) -> None:
-    """The pg_dump directory archive ``directory`` as one custom file: its header and
-    TOC, each data file re-streamed as a data block, each LO list as a BLOBS block."""
-    from pgblobdump.toc import blobs
-    from pgblobdump.toc.compression import decompressor
-    from pgblobdump.toc.fields import F_DESC, F_FILENAME
-    from pgblobdump.toc.reader import TOC_FILE, open_archive
-
-    with open_archive(directory) as a:
-        algorithm = a.header.compression
-        suffix = SUFFIXES.get(algorithm, "")
-
-        def file_pieces(name: str) -> Iterator[bytes]:
-            compressed = a.member_size(name + suffix) is not None
-            member = name + suffix if compressed else name
-            d = decompressor(algorithm if compressed else "none", whole_file=True)
-            with a.open_member(member) as fh:
-                while chunk := fh.read(1 << 20):
-                    if piece := d.feed(chunk):
-                        yield piece
-            if piece := d.finish():
-                yield piece
-
-        def block_of(e: RawEntry) -> tuple[int, Body] | None:
-            fname = e[F_FILENAME]
-            if not fname:
-                return None
-            if e[F_DESC] == b"BLOBS":
-                entry = blobs.blobs_entry(e)
-
-                def los(out: BinaryIO) -> None:
-                    for oid, member in blobs.list_oids(a, entry):
-                        write_int(out, oid)
-                        write_stream(out, file_pieces(member), algorithm)
-                    write_int(out, 0)
-
-                return BLK_BLOBS, los
-
-            def data(out: BinaryIO, name: str = fname.decode()) -> None:
-                write_stream(out, file_pieces(name), algorithm)
-
-            return BLK_DATA, data
-
-        write_custom(out, header_bytes(directory / TOC_FILE), a.header.version, a.iter_raw(),
-                     block_of)  # fmt: skip
-
-
-def _rebuild_custom(out: BinaryIO, archive: PackedDirectory, rest: Path) -> int:
-    """The custom archive ``archive`` was packed from: the kept archive's header and TOC,
-    its data blocks copied, and each BLOBS entry's block written again from the packed
-    LOs (1.16: the OIDs of the BLOB METADATA entry it depends on; before: every LO)."""
-    from pgblobdump.toc.blobs import BLK_DATA as DATA
-    from pgblobdump.toc.blobs import data_blocks
-    from pgblobdump.toc.entry import parse_oids
-    from pgblobdump.toc.fields import F_DEFN, F_DEPENDENCIES, F_DESC
-    from pgblobdump.toc.header import K_VERS_1_16
-    from pgblobdump.toc.reader import open_archive
-
-    los = 0
-    with open_archive(rest) as a:
-        algorithm = a.header.compression
-        grouped = a.header.version >= K_VERS_1_16
-        blocks = {i: (s, e) for kind, i, s, e in data_blocks(a) if kind == DATA}
-        metadata: dict[int, bytes] = {}  # 1.16: BLOB METADATA dump id -> its OID lines
-
-        def block_of(e: RawEntry) -> tuple[int, Body] | None:
-            if e[F_DESC] == b"BLOB METADATA":
-                metadata[e[0]] = e[F_DEFN] or b""
-            if e[0] in blocks:
-                return BLK_DATA, copy_block(rest, *blocks[e[0]])
-            if e[F_DESC] != b"BLOBS":
-                return None
-            deps = e[F_DEPENDENCIES]
-
-            def body(out: BinaryIO) -> None:
-                nonlocal los
-                oids: Iterable[int] = (
-                    (o for d in deps if d in metadata for o in parse_oids(metadata[d], a.name))
-                    if grouped
-                    else (r.oid for r in archive.index)
-                )
-                for oid in oids:
-                    write_int(out, oid)
-                    write_stream(out, (bytes(p) for p in archive.read_lo(oid)), algorithm)
-                    los += 1
-                write_int(out, 0)
-
-            return BLK_BLOBS, body
-
-        write_custom(out, header_bytes(rest), a.header.version, a.iter_raw(), block_of)
-    return los

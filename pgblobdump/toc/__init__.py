@@ -2,7 +2,8 @@
 
 The public API: ``open_archive(path)`` gives an ``Archive`` (a context manager) whose
 ``header`` and ``iter_entries()`` mirror pg_restore's ReadHead/ReadToc; ``summarize``,
-``los.iter_los`` and ``los.extract`` are the LO-aware views; ``diff.diff`` compares two.
+``lo.iter_los``, ``lo.iter_data`` and ``lo.extract`` are the LO-aware views; ``diff.diff``
+compares two; ``write`` and ``build`` write archives; ``blocks`` indexes data blocks.
 """
 
 from pgblobdump.toc.entry import TocEntry

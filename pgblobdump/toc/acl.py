@@ -5,7 +5,8 @@ commands name the group's first OID, and pg_restore re-issues them once per LO o
 group (IssueACLPerBlob, for entries tagged ``LARGE OBJECTS a..b``). ``per_blob`` splits a
 definition the way IssueACLPerBlob does; ``grants`` replays GRANT/REVOKE statements on an
 LO's default privileges and gives the ACL the server ends up with, item by item as
-``pg_largeobject_metadata.lomacl`` holds it.
+``pg_largeobject_metadata.lomacl`` holds it; ``lo_grants`` does it once for all the LOs
+whose statements differ in their OID only (a 1.16 group, or equal per-LO ACL entries).
 """
 
 from __future__ import annotations
@@ -171,3 +172,54 @@ def grants_json(items: tuple[AclItem, ...] | None) -> list[dict[str, object]] | 
         }
         for i in items
     ]
+
+
+LO_GRANTS_MAX = 1024
+"""Distinct statement shapes whose grants lo_grants keeps (then it starts over)."""
+
+_by_shape: dict[tuple[tuple[str, ...] | str, str | None], tuple[AclItem, ...] | None] = {}
+_BLANKED = LARGE_OBJECT + "# "
+
+
+def _blank(stmt: str, needle: str) -> str:
+    """``stmt`` with the OID it names blanked: the first ``needle`` (``LARGE OBJECT
+    <oid> ``) when no double quote comes before it, where GRANT and REVOKE name their
+    object (only keywords precede it there; an unquoted role name has no space).
+    Elsewhere (in a quoted role name) the text is kept, so two statements with one
+    blanked form give the same grants whatever their OID."""
+    if '"' in stmt:
+        at = stmt.find(needle)
+        if at < 0 or stmt.find('"', 0, at) >= 0:
+            return stmt
+    return stmt.replace(needle, _BLANKED, 1)
+
+
+def lo_grants(
+    statements: tuple[str, ...], owner: str | None, oid: int
+) -> tuple[AclItem, ...] | None:
+    """``grants(statements, owner)`` of LO ``oid``, whose statements name it: replayed
+    once per shape (the statements with the OID blanked) and owner, and the same tuple
+    given for every LO of that shape. The grants cannot depend on the OID, so a group
+    of a 1.16 archive (whose ACL pg_restore re-issues per LO) is resolved once, and so
+    are a 1.15 archive's per-LO ACL entries that differ in the OID alone."""
+    if not statements:
+        return ()
+    needle = f"{LARGE_OBJECT}{oid} "
+    if len(statements) == 1:  # the common case, at a few hundred ns an LO
+        stmt = statements[0]
+        shape: tuple[str, ...] | str = (
+            stmt.replace(needle, _BLANKED, 1) if '"' not in stmt else _blank(stmt, needle)
+        )
+    else:
+        shape = tuple([_blank(s, needle) for s in statements])
+    key = (shape, owner)
+    found = _by_shape.get(key, _UNSEEN)
+    if found is _UNSEEN:
+        found = grants(statements, owner)
+        if len(_by_shape) >= LO_GRANTS_MAX:
+            _by_shape.clear()
+        _by_shape[key] = found
+    return found  # type: ignore[return-value]
+
+
+_UNSEEN = object()

@@ -5,8 +5,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from pgblobdump.toc import coverage, los
-from pgblobdump.toc.lodata import SizeRun
+from pgblobdump.toc.lo import coverage
+from pgblobdump.toc.lo.catalog import catalog
+from pgblobdump.toc.lo.data import SizeRun
 from pgblobdump.toc.reader import Archive
 
 
@@ -56,7 +57,7 @@ def _archive_bytes(archive: Archive) -> int:
 
 def summarize(archive: Archive, with_data: bool = True) -> Summary:
     """Count entries by type, LOs, owners, ACLs, comments and (``with_data``) LO bytes."""
-    cat = los.catalog(archive)
+    cat = catalog(archive)
     h = archive.header
     with_acl = len(cat.acl_of)
     if cat.group_acl:

@@ -170,14 +170,14 @@ class Chunk(NamedTuple):
 
 def stored_chunks(path: Path, oid: int) -> list[Chunk]:
     """Where LO ``oid``'s stored chunks are in the custom archive at ``path``."""
-    from pgblobdump.toc import blobs, lodata
+    from pgblobdump.toc.lo import blockwalk, custom
     from pgblobdump.toc.reader import open_archive
 
     with open_archive(path) as a:
-        for r, blobs_id, limit in blobs._custom_blocks(a, None):
-            for found, size, stored in lodata.walk_data(r, blobs_id, limit):
+        for r, blobs_id, limit in custom.blocks(a, None):
+            for found, size, stored in blockwalk.walk_data(r, blobs_id, limit):
                 if found == oid:
                     if stored is not None:  # one buffered chunk: 4 + 1 bytes before it
                         return [Chunk(stored, r.offset - size - 5)] if size else []
-                    return [Chunk(*c) for c in lodata.read_chunks(r, "test")]
+                    return [Chunk(*c) for c in blockwalk.read_chunks(r, "test")]
     raise AssertionError(f"no large object {oid} in {path}")

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 from pgblobdump.cli import cli
 from pgblobdump.errors import ArchiveError, NotFound
-from pgblobdump.toc import los, summary
+from pgblobdump.toc import lo as los
+from pgblobdump.toc import summary
 from pgblobdump.toc.reader import open_archive
 from tests.toc.conftest import Corpus
 

@@ -22,8 +22,11 @@ from hypothesis import strategies as st
 from pgblobdump.errors import ArchiveError, NotFound
 from pgblobdump.servers import toolchain
 from pgblobdump.servers.cluster import EmbeddedCluster
-from pgblobdump.toc import blobruns, blobs, diff, lodata, los, show, summary
+from pgblobdump.toc import blobruns, diff, show, summary
+from pgblobdump.toc import lo as los
 from pgblobdump.toc.blobruns import BlobRun
+from pgblobdump.toc.entry import blobs_oid
+from pgblobdump.toc.lo import blockwalk, data, streams
 from pgblobdump.toc.reader import open_archive
 from tests.toc import build
 
@@ -97,7 +100,7 @@ def _views(path: Path) -> dict[str, Any]:
             "summary": dataclasses.asdict(summary.summarize(a)),
             "rows": list(los.iter_rows(a)),
             "rows_no_sizes": list(los.iter_rows(a, with_sizes=False)),
-            "stored": list(blobs.iter_sizes(a)),
+            "stored": list(streams.iter_sizes(a)),
             "data_start": a.data_start() if a.kind == "custom" else None,
             "show": list(show.lines(a)),
             "show_all": list(show.lines(a, show_all=True)),
@@ -108,7 +111,7 @@ def _generic_views(path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any
     """_views with every entry and LO decoded field by field (no family, no data run)."""
     with monkeypatch.context() as m:
         m.setattr(blobruns, "MAX_FAMILIES", 0)
-        m.setattr(lodata, "MAX_CHUNK", -1)
+        m.setattr(blockwalk, "MAX_CHUNK", -1)
         return _views(path)
 
 
@@ -139,12 +142,12 @@ def test_runs_engage(run_archives: dict[str, Path], name: str) -> None:
         for r in runs:
             entries = list(r.entries())
             assert len(entries) == r.count
-            assert list(r.oids()) == [los.blobs_oid(e) for e in entries]
+            assert list(r.oids()) == [blobs_oid(e) for e in entries]
             assert list(r.dump_ids()) == [e[0] for e in entries]
             assert all(e[14] == r.owner for e in entries)
         if a.kind == "custom":
-            sizes = list(blobs.iter_size_runs(a))
-            assert any(isinstance(x, lodata.SizeRun) and len(x.oids) > 100 for x in sizes)
+            sizes = list(streams.iter_size_runs(a))
+            assert any(isinstance(x, data.SizeRun) and len(x.oids) > 100 for x in sizes)
 
 
 def test_diff_equal(run_archives: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
@@ -203,7 +206,7 @@ def test_fuzz_fast_never_accepts_more(
         fast = _outcome(path)
         with monkeypatch.context() as m:
             m.setattr(blobruns, "MAX_FAMILIES", 0)
-            m.setattr(lodata, "MAX_CHUNK", -1)
+            m.setattr(blockwalk, "MAX_CHUNK", -1)
             slow = _outcome(path)
     assert fast == slow
 

@@ -18,7 +18,8 @@ from click.testing import CliRunner
 from pgblobdump.cli import cli
 from pgblobdump.pg import acl as pg_acl
 from pgblobdump.servers.cluster import EmbeddedCluster
-from pgblobdump.toc import acl, los
+from pgblobdump.toc import acl
+from pgblobdump.toc import lo as los
 from pgblobdump.toc.reader import open_archive
 from tests.toc import build
 
@@ -256,3 +257,38 @@ def test_grants_replay() -> None:
     )
     assert acl.grants((), "o") == ()
     assert acl.grants(("ALTER LARGE OBJECT 1 OWNER TO x;",), "o") is None
+
+
+@pytest.mark.parametrize("name", _NAMES)
+def test_grants_resolved_once_per_group(
+    acl_corpus: AclCorpus, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A group's commands differ per LO in the OID only: replayed once for the group."""
+    monkeypatch.setattr(acl, "_by_shape", {}, raising=False)
+    acl.grants.cache_clear()
+    found = list(_all_los(acl_corpus.archives[name].path))
+    assert all(lo.grants is not None for lo in found)
+    with_acl = [lo for lo in found if lo.acl]
+    assert len(with_acl) > len({lo.group for lo in with_acl})  # groups of several LOs
+    assert acl.grants.cache_info().misses <= len({lo.group for lo in with_acl})
+
+
+def test_lo_grants_blanks_the_oid_only() -> None:
+    """A role named like the statement's object keeps its name in the cache key."""
+
+    def stmts(oid: int) -> tuple[str, ...]:
+        return (f'GRANT SELECT ON LARGE OBJECT {oid} TO "LARGE OBJECT {oid} x";',)
+
+    def more(oid: int) -> tuple[str, ...]:
+        return (
+            'SET SESSION AUTHORIZATION "LARGE OBJECT 5 ";',
+            *stmts(oid),
+            "RESET SESSION AUTHORIZATION;",
+        )
+
+    for oid in (5, 6, 5, 7):
+        assert acl.lo_grants(stmts(oid), "o", oid) == acl.grants(stmts(oid), "o")
+        assert acl.lo_grants(more(oid), "o", oid) == acl.grants(more(oid), "o")
+    first = acl.lo_grants(("GRANT SELECT ON LARGE OBJECT 10 TO r;",), "o", 10)
+    assert acl.lo_grants(("GRANT SELECT ON LARGE OBJECT 11 TO r;",), "o", 11) is first
+    assert acl.lo_grants(("GRANT SELECT ON LARGE OBJECT 11 TO r;",), "p", 11) is not first

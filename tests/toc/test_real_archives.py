@@ -9,7 +9,9 @@ import pytest
 from click.testing import CliRunner
 
 from pgblobdump.cli import cli
-from pgblobdump.toc import blobs, los, summary
+from pgblobdump.toc import lo as los
+from pgblobdump.toc import summary
+from pgblobdump.toc.lo import streams
 from pgblobdump.toc.reader import open_archive
 from tests.toc import build
 from tests.toc.conftest import Corpus
@@ -72,7 +74,7 @@ def _check_los(corpus: Corpus, b: build.Built) -> None:
             if b.compression == "none":
                 assert lo.size == len(corpus.los[oid])
         if b.fmt == "directory":
-            for stored in blobs.iter_data(a):
+            for stored in streams.iter_data(a):
                 assert stored.member is not None
                 assert stored.size == (b.path / stored.member).stat().st_size
         # the one-pass walk: every LO's bytes, in data order, each LO once

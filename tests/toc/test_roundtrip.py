@@ -16,7 +16,7 @@ from pgblobdump.pg import acl as pg_acl
 from pgblobdump.servers import toolchain
 from pgblobdump.servers.cluster import EmbeddedCluster
 from pgblobdump.servers.doctor import build_compression
-from pgblobdump.toc import los
+from pgblobdump.toc import lo as los
 from pgblobdump.toc.reader import open_archive
 from tests.conftest import NewDb
 from tests.losets import fill, lo_specs, roles, state

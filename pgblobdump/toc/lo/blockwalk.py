@@ -18,9 +18,9 @@ import re
 import sys
 from array import array
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 from pgblobdump.errors import CorruptArchive
+from pgblobdump.toc.lo.data import SizeRun
 from pgblobdump.toc.primitives import INT4, Reader
 
 OID_MASK = 0xFFFFFFFF
@@ -36,16 +36,6 @@ little per byte in the Int by Int loop."""
 _patterns: dict[int, re.Pattern[bytes]] = {}
 
 assert array("I").itemsize == 4  # OIDs are sliced into an array of uint32
-
-
-@dataclass(frozen=True, slots=True)
-class SizeRun:
-    """Consecutive LOs of one block, each stored as ``size`` bytes in one chunk (no chunk
-    when ``size`` is 0); ``oids`` in data order, none of them 0."""
-
-    oids: array[int]
-    size: int
-    blobs_id: int
 
 
 def _pattern(n: int) -> re.Pattern[bytes]:

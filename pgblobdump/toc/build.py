@@ -1,10 +1,11 @@
-"""A pg_dump custom archive built from scratch for a packed archive's LOs, in pg_dump
+"""A pg_dump custom archive built from scratch for a set of LOs (a packed archive's), in pg_dump
 16's layout (archive 1.15), which pg_restore 16, 17 and 18 all read: the three settings
 entries, then per LO a ``BLOB`` entry (pre-data: ``lo_create``, its owner), an ``ACL``
 entry with the GRANT/REVOKE commands pg_dump would write for its ``aclitem[]`` and a
 ``COMMENT`` entry when it has them, and one ``BLOBS`` entry whose data block holds every
 LO (entry shapes as a real pg_dump 16 archive has them). Written in one pass over the
-index (the entries) and one over the volumes (the data), in constant memory.
+index (the entries) and one over the volumes (the data), in constant memory. What it
+is built from is a LoSource (packed/unpack.py gives one for a packed archive).
 """
 
 from __future__ import annotations
@@ -12,13 +13,14 @@ from __future__ import annotations
 import contextlib
 import struct
 import time
-from collections.abc import Callable, Iterator
-from typing import BinaryIO
+from collections.abc import Callable, Iterable, Iterator
+from typing import BinaryIO, Protocol
 
 from pgblobdump import __version__
-from pgblobdump.packed.index import Meta
-from pgblobdump.packed.reader import PackedDirectory
-from pgblobdump.packed.tocwrite import (
+from pgblobdump.pg.acl import AclItem, parse
+from pgblobdump.toc.fields import RawEntry
+from pgblobdump.toc.header import K_VERS_1_15, K_VERS_1_16
+from pgblobdump.toc.write import (
     BLK_BLOBS,
     compressor,
     set_offset,
@@ -27,9 +29,43 @@ from pgblobdump.packed.tocwrite import (
     write_str,
     write_stream,
 )
-from pgblobdump.pg.acl import AclItem, parse
-from pgblobdump.toc.fields import RawEntry
-from pgblobdump.toc.header import K_VERS_1_15, K_VERS_1_16
+
+
+class LoMeta(Protocol):
+    """An LO's owner, ACL (``aclitem[]`` as text items, None for the default), comment."""
+
+    @property
+    def owner(self) -> str | None: ...
+    @property
+    def acl(self) -> tuple[str, ...] | None: ...
+    @property
+    def comment(self) -> str | None: ...
+
+
+class LoPiece(Protocol):
+    """An LO's bytes from ``offset``: the whole LO, or a piece of it (``last`` ends it)."""
+
+    @property
+    def oid(self) -> int: ...
+    @property
+    def offset(self) -> int: ...
+    @property
+    def data(self) -> bytes | memoryview: ...
+    @property
+    def last(self) -> bool: ...
+
+
+class LoSource(Protocol):
+    """What an archive is built from: LOs in OID order with their metadata, their bytes
+    (all in that order, or one LO's), the database and server version to name."""
+
+    database: str
+    server_version: str
+
+    def los(self) -> Iterable[tuple[int, LoMeta]]: ...
+    def pieces(self) -> Iterable[LoPiece]: ...
+    def read_lo(self, oid: int) -> Iterable[bytes | memoryview]: ...
+
 
 COMPRESSION_CODES = {"none": 0, "gzip": 1, "lz4": 2, "zstd": 3}
 SECTION_NONE, SECTION_PRE_DATA, SECTION_DATA = 1, 2, 3
@@ -97,16 +133,15 @@ def _literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def _entries(archive: PackedDirectory) -> Iterator[RawEntry]:
+def _entries(archive: LoSource) -> Iterator[RawEntry]:
     """Every TOC entry but BLOBS, dump ids from 1 (the BLOBS entry takes the next one)."""
     dump_id = 0
     for tag, defn in SETTINGS:
         dump_id += 1
         yield (dump_id, 0, b"0", b"0", tag, tag, SECTION_PRE_DATA, defn, None, None, None,
                None, None, 0, None, (), None, 0, None)  # fmt: skip
-    for r in archive.index:
-        meta: Meta = archive.index.meta(r.meta)
-        o = str(r.oid).encode()
+    for lo_oid, meta in archive.los():
+        o = str(lo_oid).encode()
         owner = meta.owner.encode() if meta.owner is not None else None
         dump_id += 1
         blob = dump_id
@@ -114,14 +149,14 @@ def _entries(archive: PackedDirectory) -> Iterator[RawEntry]:
                b"SELECT pg_catalog.lo_create('" + o + b"');\n",
                b"SELECT pg_catalog.lo_unlink('" + o + b"');\n",
                None, None, None, None, 0, owner, (), None, 0, None)  # fmt: skip
-        defn = acl_commands(r.oid, meta.owner, meta.acl).encode() if meta.acl is not None else b""
+        defn = acl_commands(lo_oid, meta.owner, meta.acl).encode() if meta.acl is not None else b""
         if defn:  # an ACL equal to the default needs no command (pg_dump writes none)
             dump_id += 1
             yield (dump_id, 0, b"0", b"0", b"LARGE OBJECT " + o, b"ACL", SECTION_NONE, defn,
                    None, None, None, None, None, 0, owner, (blob,), None, 0, None)  # fmt: skip
         if meta.comment is not None:
             dump_id += 1
-            defn = f"COMMENT ON LARGE OBJECT {r.oid} IS {_literal(meta.comment)};\n".encode()
+            defn = f"COMMENT ON LARGE OBJECT {lo_oid} IS {_literal(meta.comment)};\n".encode()
             yield (dump_id, 0, b"0", b"0", b"LARGE OBJECT " + o, b"COMMENT", SECTION_NONE,
                    defn, None, None, None, None, None, 0, owner, (blob,), None, 0,
                    None)  # fmt: skip
@@ -146,12 +181,10 @@ def _header(count: int, algorithm: str, dbname: str, server: str, minor: int = 1
     return bytes(out)
 
 
-def write_archive(out: BinaryIO, archive: PackedDirectory, algorithm: str = "gzip") -> int:
+def write_archive(out: BinaryIO, archive: LoSource, algorithm: str = "gzip") -> int:
     """The custom archive of ``archive``'s LOs into ``out`` (seekable); returns the LOs."""
     count = sum(1 for _ in _entries(archive)) + 1  # one pass over the index to count
-    source = (archive.manifest or {}).get("source", {})
-    out.write(_header(count, algorithm, str(source.get("database") or "postgres"),
-                      str(source.get("server_version") or "")))  # fmt: skip
+    out.write(_header(count, algorithm, archive.database, archive.server_version))
     last = 0
     for e in _entries(archive):
         write_entry(out, e, K_VERS_1_15, NO_DATA)
@@ -194,15 +227,14 @@ Group = tuple[str | None, "tuple[str, ...] | None", list[tuple[int, "str | None"
 """(owner, ACL, [(oid, comment)]) of one BLOB METADATA group."""
 
 
-def _groups(archive: PackedDirectory) -> Iterator[Group]:
+def _groups(archive: LoSource) -> Iterator[Group]:
     """Consecutive LOs, in OID order, of one owner and one ACL, at most GROUP a group (a
     comment is the LO's own: it does not split groups); one LO a group when its ACL has
     a grant by another role than the owner."""
     key: tuple[str | None, tuple[str, ...] | None] | None = None
     los: list[tuple[int, str | None]] = []
     limit = GROUP
-    for r in archive.index:
-        m = archive.index.meta(r.meta)
+    for lo_oid, m in archive.los():
         k = (m.owner, m.acl)
         if los and (k != key or len(los) >= limit):
             assert key is not None
@@ -214,7 +246,7 @@ def _groups(archive: PackedDirectory) -> Iterator[Group]:
             # "SET SESSION AUTHORIZATION role<oid>(null);", an error: one LO per group.
             limit = 1 if any(parse(a).grantor != m.owner for a in m.acl or ()) else GROUP
         key = k
-        los.append((r.oid, m.comment))
+        los.append((lo_oid, m.comment))
     if los:
         assert key is not None
         yield key[0], key[1], los
@@ -224,7 +256,7 @@ def _tag(oids: list[int]) -> bytes:
     return (str(oids[0]) if len(oids) == 1 else f"{oids[0]}..{oids[-1]}").encode()
 
 
-def _entries_16(archive: PackedDirectory, first_blobs: int) -> Iterator[RawEntry]:
+def _entries_16(archive: LoSource, first_blobs: int) -> Iterator[RawEntry]:
     """Settings, then per group its BLOB METADATA, ACL and its LOs' COMMENTs; then the
     BLOBS entries, numbered from ``first_blobs`` (one per group, in group order)."""
     dump_id = 0
@@ -262,7 +294,7 @@ def _entries_16(archive: PackedDirectory, first_blobs: int) -> Iterator[RawEntry
                None, None, None, 0, owner, (md,), None, 0, None)  # fmt: skip
 
 
-def write_archive_16(out: BinaryIO, archive: PackedDirectory, algorithm: str = "gzip") -> int:
+def write_archive_16(out: BinaryIO, archive: LoSource, algorithm: str = "gzip") -> int:
     """The custom archive of ``archive``'s LOs in pg_dump 17's layout (archive 1.16):
     BLOB METADATA groups of one owner and ACL, a BLOBS data block per group."""
     others = blobs = 0
@@ -272,9 +304,8 @@ def write_archive_16(out: BinaryIO, archive: PackedDirectory, algorithm: str = "
         else:
             others += 1
     first_blobs = others + 1
-    source = (archive.manifest or {}).get("source", {})
-    out.write(_header(others + blobs, algorithm, str(source.get("database") or "postgres"),
-                      str(source.get("server_version") or ""), minor=16))  # fmt: skip
+    out.write(_header(others + blobs, algorithm, archive.database, archive.server_version,
+                      minor=16))  # fmt: skip
     offsets: list[int] = []
     for e in _entries_16(archive, first_blobs):
         if e[5] == b"BLOBS":
@@ -304,13 +335,12 @@ Opener = Callable[[str], contextlib.AbstractContextManager[BinaryIO]]
 
 
 def write_directory(
-    archive: PackedDirectory, toc: BinaryIO, lists: Opener, algorithm: str, layout: int
+    archive: LoSource, toc: BinaryIO, lists: Opener, algorithm: str, layout: int
 ) -> None:
     """A directory archive's toc.dat into ``toc`` and its LO list files through
     ``lists(name)``, in pg_dump 16's layout (``layout`` 16: blobs.toc) or 17's (17, 18:
     a blobs_<dumpId>.toc per group); the data files are the caller's (unpack)."""
-    source = (archive.manifest or {}).get("source", {})
-    db, server = str(source.get("database") or "postgres"), str(source.get("server_version") or "")
+    db, server = archive.database, archive.server_version
 
     def line(oid: int) -> bytes:
         return f"{oid} blob_{oid}.dat\n".encode()
@@ -328,8 +358,8 @@ def write_directory(
                           None, None, None, None, None, 0, None, (), None, 0, None),
                     K_VERS_1_15, filename=b"blobs.toc")  # fmt: skip
         with lists("blobs.toc") as f:
-            for r in archive.index:
-                f.write(line(r.oid))
+            for lo_oid, _meta in archive.los():
+                f.write(line(lo_oid))
         return
     others = sum(1 for e in _entries_16(archive, 1 << 30) if e[5] != b"BLOBS")
     groups = sum(1 for _ in _groups(archive))

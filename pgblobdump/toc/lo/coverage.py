@@ -8,7 +8,8 @@ leaves an LO with an entry and no data, which a listing would silently leave out
 
 While the data is walked, the LOs of each BLOBS entry are tallied: their count and, in a
 directory or tar archive, the sum and the sum of squares of their OIDs. When the walk
-ends the tallies are compared with those of the entries. Equal counts, sums and sums of
+ends the tallies are compared with those of the entries (up to 1.15 tallied by the
+catalog's own pass over the TOC, so no second pass lists every OID). Equal counts, sums and sums of
 squares leave two different OID sets only when three or more OIDs changed in concert.
 A custom archive is compared by count only: its walk already checks every length
 against the file, and summing a million OIDs would cost a tenth of `toc summary`. On a
@@ -19,48 +20,32 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from operator import mul
-from typing import TYPE_CHECKING, TypeVar, cast
+from typing import TypeVar, cast
 
 from pgblobdump.errors import CorruptArchive, NotFound, PgBlobDumpError
-from pgblobdump.toc import blobs
 from pgblobdump.toc.blobruns import BlobRun
 from pgblobdump.toc.entry import blobs_oid, parse_oids
 from pgblobdump.toc.fields import F_DESC
 from pgblobdump.toc.header import K_VERS_1_16
-from pgblobdump.toc.lodata import SizeRun
+from pgblobdump.toc.lo import directory, streams
+from pgblobdump.toc.lo.catalog import BlobsEntry, LoCatalog, Tally
+from pgblobdump.toc.lo.data import LoData, SizeRun
 from pgblobdump.toc.primitives import K_OFFSET_NO_DATA
 from pgblobdump.toc.reader import Archive
-
-if TYPE_CHECKING:
-    from pgblobdump.toc.los import LoCatalog
 
 ALL = -1
 """The tally key of archives up to 1.15: one BLOBS entry holds every LO's data."""
 
 
-@dataclass(slots=True)
-class Tally:
-    """LOs counted, and (when summing) the sum and sum of squares of their OIDs."""
-
-    count: int = 0
-    total: int = 0
-    squares: int = 0
-
-    @classmethod
-    def of(cls, oids: list[int]) -> Tally:
-        return cls(len(oids), sum(oids), sum(map(mul, oids, oids)))
-
-
-def _with_data(archive: Archive, cat: LoCatalog) -> list[blobs.BlobsEntry]:
-    """The BLOBS entries whose data the walk reads (blobs._custom_blocks, _directory_los)."""
+def _with_data(archive: Archive, cat: LoCatalog) -> list[BlobsEntry]:
+    """The BLOBS entries whose data the walk reads (custom.blocks, directory.data)."""
     if archive.kind == "custom":
         return [e for e in cat.blobs if e.data_state != K_OFFSET_NO_DATA]
     return [e for e in cat.blobs if e.filename]
 
 
-def _metadata_of(cat: LoCatalog, e: blobs.BlobsEntry) -> int | None:
+def _metadata_of(cat: LoCatalog, e: BlobsEntry) -> int | None:
     """The BLOB METADATA entry a 1.16 BLOBS entry depends on."""
     return next((d for d in e.dependencies if d in cat.metadata), None)
 
@@ -83,8 +68,8 @@ def _entry_oids(archive: Archive, cat: LoCatalog, key: int) -> list[int]:
 
 def _expected(archive: Archive, cat: LoCatalog, summing: bool) -> dict[int, Tally]:
     """The tally of the LOs the entries create, per BLOBS entry (1.16) or for ALL."""
-    if archive.header.version < K_VERS_1_16:
-        return {ALL: Tally.of(_entry_oids(archive, cat, ALL)) if summing else Tally(cat.count)}
+    if archive.header.version < K_VERS_1_16:  # the catalog's pass tallied the entries
+        return {ALL: cat.tally if summing else Tally(cat.count)}
     out: dict[int, Tally] = {}
     for e in _with_data(archive, cat):
         meta = _metadata_of(cat, e)
@@ -97,14 +82,14 @@ def _expected(archive: Archive, cat: LoCatalog, summing: bool) -> dict[int, Tall
     return out
 
 
-Item = TypeVar("Item", tuple[int, int, int] | SizeRun, blobs.LoData)
+Item = TypeVar("Item", tuple[int, int, int] | SizeRun, LoData)
 
 
 def checked(
     archive: Archive, cat: LoCatalog, items: Iterable[Item] | None = None
 ) -> Iterator[Item]:
-    """``items`` (default: blobs.iter_size_runs(archive, cat.blobs, verify=True); or
-    blobs.iter_data's LoData), checked: when the walk ends, CorruptArchive naming an LO
+    """``items`` (default: streams.iter_size_runs(archive, cat.blobs, verify=True); or
+    streams.iter_data's LoData), checked: when the walk ends, CorruptArchive naming an LO
     and its list file if the data does not hold exactly the LOs the entries create (an LO
     with an entry and no data, or the reverse)."""
     summing = archive.kind != "custom"
@@ -118,11 +103,11 @@ def checked(
         tally.squares += squares
 
     if items is None:
-        items = cast(Iterable[Item], blobs.iter_size_runs(archive, cat.blobs, verify=True))
+        items = cast(Iterable[Item], streams.iter_size_runs(archive, cat.blobs, verify=True))
     for item in items:
         if type(item) is tuple:
             oid, _size, blobs_id = item
-        elif isinstance(item, blobs.LoData):
+        elif isinstance(item, LoData):
             oid, blobs_id = item.oid, item.blobs_id
         else:
             assert isinstance(item, SizeRun)
@@ -160,19 +145,19 @@ def checked(
             raise _mismatch(archive, cat, k)
 
 
-def _where(archive: Archive, entries: list[blobs.BlobsEntry]) -> str:
+def _where(archive: Archive, entries: list[BlobsEntry]) -> str:
     """The list files (or, custom format, the data blocks) of ``entries``."""
     if archive.kind == "custom":
         ids = ", ".join(str(e.dump_id) for e in entries)
         return f"the large objects of entry {ids}"
-    return ", ".join(dict.fromkeys(blobs.list_file(archive, e) for e in entries))
+    return ", ".join(dict.fromkeys(directory.list_file(archive, e) for e in entries))
 
 
-def _data_oids(archive: Archive, entries: list[blobs.BlobsEntry]) -> list[int]:
+def _data_oids(archive: Archive, entries: list[BlobsEntry]) -> list[int]:
     """The OIDs the data of ``entries`` holds, in order (duplicates kept)."""
     if archive.kind == "custom":
-        return [oid for oid, _, _ in blobs.iter_sizes(archive, entries)]
-    return [oid for e in entries for oid, _ in blobs.list_oids(archive, e)]
+        return [oid for oid, _, _ in streams.iter_sizes(archive, entries)]
+    return [oid for e in entries for oid, _ in directory.list_oids(archive, e)]
 
 
 def _kind(archive: Archive) -> str:

@@ -1,5 +1,7 @@
-"""Write a pg_dump custom-format archive (pg_backup_custom.c) from a directory archive's
-TOC: the same header and entries, each entry's data file turned into a data block.
+"""Write a pg_dump custom-format archive (pg_backup_custom.c) from another archive's TOC:
+the same header and entries, each entry's data file turned into a data block
+(``directory_as_custom``), or a custom archive without its LO data (``without_lo_data``)
+and back with it (``rebuild_custom``).
 
 Custom and directory archives share the header and the TOC entry fields; they differ in
 the format byte of the header and in what ends each entry (WriteExtraToc): a directory
@@ -15,22 +17,29 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO, Protocol
 
 from pgblobdump.errors import CorruptArchive, UnsupportedArchive
-from pgblobdump.toc.fields import RawEntry
+from pgblobdump.toc import blocks
+from pgblobdump.toc.blocks import BlockIndex
+from pgblobdump.toc.compression import SUFFIXES, decompressor
+from pgblobdump.toc.entry import parse_oids
+from pgblobdump.toc.fields import F_DEFN, F_DEPENDENCIES, F_DESC, F_FILENAME, RawEntry
 from pgblobdump.toc.header import K_VERS_1_14, K_VERS_1_16, read_header
+from pgblobdump.toc.lo.catalog import blobs_entry
+from pgblobdump.toc.lo.directory import list_oids
 from pgblobdump.toc.primitives import (
     K_OFFSET_NO_DATA,
     K_OFFSET_POS_NOT_SET,
     K_OFFSET_POS_SET,
     Reader,
 )
+from pgblobdump.toc.reader import TOC_FILE, Archive, open_archive
 
-BLK_DATA = 1
-BLK_BLOBS = 3
+BLK_DATA = blocks.BLK_DATA
+BLK_BLOBS = blocks.BLK_BLOBS
 FORMAT_CUSTOM = 1
 FORMAT_BYTE = 10
 """Where the format code is in the header: after "PGDMP", 3 version bytes and 2 sizes."""
@@ -216,3 +225,107 @@ def copy_block(path: Path, start: int, end: int) -> Body:
                 left -= len(chunk)
 
     return body
+
+
+def without_lo_data(out: BinaryIO, archive: Archive, known: BlockIndex | None = None) -> None:
+    """The custom archive ``archive`` without its LO data into ``out`` (seekable): the
+    same header and TOC (every entry, the LOs' metadata entries too), the other entries'
+    data blocks copied byte for byte, the BLOBS entries without data. pg_restore reads it
+    as it is (the LOs then come back empty); rebuild_custom puts the LO data back.
+    ``known``: the blocks an LO walk of ``archive`` recorded, not read again."""
+    found = {b.dump_id: (b.start, b.end) for b in blocks.block_index(archive, known)
+             if b.kind == BLK_DATA}  # fmt: skip
+    path = archive.toc_path
+
+    def block_of(e: RawEntry) -> tuple[int, Body] | None:
+        where = found.get(e[0])
+        return None if where is None else (BLK_DATA, copy_block(path, *where))
+
+    write_custom(out, header_bytes(path), archive.header.version, archive.iter_raw(), block_of)
+
+
+def rebuild_custom(
+    out: BinaryIO,
+    rest: Path,
+    read_lo: Callable[[int], Iterable[bytes]],
+    every_oid: Callable[[], Iterable[int]],
+) -> int:
+    """The custom archive ``rest`` (written by without_lo_data) with its LO data put back
+    into ``out``: its header and TOC, its data blocks copied, and each BLOBS entry's block
+    written from ``read_lo(oid)`` (1.16: the OIDs of the BLOB METADATA entry it depends
+    on; before: ``every_oid()``). Returns the LOs written."""
+    los = 0
+    with open_archive(rest) as a:
+        algorithm = a.header.compression
+        grouped = a.header.version >= K_VERS_1_16
+        found = {b.dump_id: (b.start, b.end) for b in blocks.block_index(a) if b.kind == BLK_DATA}
+        metadata: dict[int, bytes] = {}  # 1.16: BLOB METADATA dump id -> its OID lines
+
+        def block_of(e: RawEntry) -> tuple[int, Body] | None:
+            if e[F_DESC] == b"BLOB METADATA":
+                metadata[e[0]] = e[F_DEFN] or b""
+            if e[0] in found:
+                return BLK_DATA, copy_block(rest, *found[e[0]])
+            if e[F_DESC] != b"BLOBS":
+                return None
+            deps = e[F_DEPENDENCIES]
+
+            def body(out: BinaryIO) -> None:
+                nonlocal los
+                oids: Iterable[int] = (
+                    (o for d in deps if d in metadata for o in parse_oids(metadata[d], a.name))
+                    if grouped
+                    else every_oid()
+                )
+                for oid in oids:
+                    write_int(out, oid)
+                    write_stream(out, read_lo(oid), algorithm)
+                    los += 1
+                write_int(out, 0)
+
+            return BLK_BLOBS, body
+
+        write_custom(out, header_bytes(rest), a.header.version, a.iter_raw(), block_of)
+    return los
+
+
+def directory_as_custom(out: BinaryIO, directory: Path) -> None:
+    """The pg_dump directory archive ``directory`` as one custom file: its header and
+    TOC, each data file re-streamed as a data block, each LO list as a BLOBS block."""
+    with open_archive(directory) as a:
+        algorithm = a.header.compression
+        suffix = SUFFIXES.get(algorithm, "")
+
+        def file_pieces(name: str) -> Iterator[bytes]:
+            compressed = a.member_size(name + suffix) is not None
+            member = name + suffix if compressed else name
+            d = decompressor(algorithm if compressed else "none", whole_file=True)
+            with a.open_member(member) as fh:
+                while chunk := fh.read(1 << 20):
+                    if piece := d.feed(chunk):
+                        yield piece
+            if piece := d.finish():
+                yield piece
+
+        def block_of(e: RawEntry) -> tuple[int, Body] | None:
+            fname = e[F_FILENAME]
+            if not fname:
+                return None
+            if e[F_DESC] == b"BLOBS":
+                entry = blobs_entry(e)
+
+                def los(out: BinaryIO) -> None:
+                    for oid, member in list_oids(a, entry):
+                        write_int(out, oid)
+                        write_stream(out, file_pieces(member), algorithm)
+                    write_int(out, 0)
+
+                return BLK_BLOBS, los
+
+            def data(out: BinaryIO, name: str = fname.decode()) -> None:
+                write_stream(out, file_pieces(name), algorithm)
+
+            return BLK_DATA, data
+
+        write_custom(out, header_bytes(directory / TOC_FILE), a.header.version, a.iter_raw(),
+                     block_of)  # fmt: skip

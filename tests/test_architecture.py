@@ -1,0 +1,132 @@
+"""The direction of imports that docs/architecture.md draws, enforced: read from the code
+(every import, function-level ones included; ``if TYPE_CHECKING:`` blocks left out, as they
+never run), so a move that breaks it fails here, not in a reviewer's head."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent / "pgblobdump"
+
+GROUND = {"errors", "units", "fileio", "spool", "signals", "proc", "aclitem", "harness"}
+"""L0: what everyone stands on; it imports nothing of the package but itself."""
+LAYER = {
+    **dict.fromkeys(GROUND, 0),
+    **dict.fromkeys(("pg", "servers", "storage", "toc", "report"), 1),
+    **dict.fromkeys(("packed", "generate", "migrate"), 2),
+    **dict.fromkeys(("compare", "bench"), 3),
+    "cli": 4,
+}
+"""Arrows go down only (a package may import its own layer's and lower ones), with the
+exceptions below."""
+NEVER = {
+    "toc": {"pg", "servers", "storage"},
+    "bench": {"compare"},
+    "compare": {"bench"},
+    "storage": {"pg", "toc", "servers"},
+    "pg": {"servers", "storage", "toc", "report"},
+}
+"""Pairs of one layer that stay apart: the pg_dump format is parsed with no server access,
+the measurement harnesses share only ``harness``, storage knows nothing of PostgreSQL."""
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for f in ROOT.rglob("*.py"):
+        parts = f.relative_to(ROOT.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        out[name] = f
+    return out
+
+
+def _imports(path: Path, modules: dict[str, Path]) -> Iterator[str]:
+    """The package modules ``path`` imports (``from a import b``: ``a.b`` when that is a
+    module, else ``a``)."""
+    tree = ast.parse(path.read_text())
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skip.update(id(n) for n in ast.walk(node))
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if not node.module.startswith("pgblobdump"):
+                continue
+            for a in node.names:
+                full = f"{node.module}.{a.name}"
+                yield full if full in modules else node.module
+        elif isinstance(node, ast.Import):
+            yield from (a.name for a in node.names if a.name.startswith("pgblobdump."))
+
+
+def _package(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+MODULES = _modules()
+GRAPH = {m: set(_imports(p, MODULES)) & set(MODULES) for m, p in MODULES.items()}
+
+
+def test_every_package_has_a_layer() -> None:
+    packages = {_package(m) for m in MODULES} - {"", "__main__"}
+    assert packages <= set(LAYER), f"place {packages - set(LAYER)} in docs/architecture.md"
+
+
+@pytest.mark.parametrize("module", sorted(GRAPH))
+def test_imports_go_down(module: str) -> None:
+    here = _package(module)
+    if here in ("", "__main__"):
+        return
+    wrong = []
+    for target in GRAPH[module]:
+        there = _package(target)
+        if there in ("", here):
+            continue
+        if (
+            LAYER[there] > LAYER[here]
+            or there in NEVER.get(here, ())
+            or (LAYER[here] == 0 and there not in GROUND)
+        ):
+            wrong.append(target)
+    assert not wrong, f"{module} imports {sorted(wrong)} against docs/architecture.md"
+
+
+def test_no_import_cycles() -> None:
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in GRAPH[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            # A package's __init__ importing its own modules is no cycle of concepts.
+            if len(comp) > 1 and not all(c.startswith(min(comp, key=len)) for c in comp):
+                cycles.append(sorted(comp))
+
+    for v in sorted(GRAPH):
+        if v not in index:
+            visit(v)
+    assert not cycles, f"import cycles: {cycles}"
