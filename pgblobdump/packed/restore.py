@@ -22,11 +22,11 @@ import psycopg
 import psycopg.errors
 from psycopg import sql
 
+from pgblobdump import aclitem as aclmod
 from pgblobdump.errors import DatabaseError, PgBlobDumpError
 from pgblobdump.packed.index import Index, Meta
 from pgblobdump.packed.journal import Journal
 from pgblobdump.packed.reader import Damaged, Item, LoPiece, WholeLos
-from pgblobdump.pg import acl as aclmod
 from pgblobdump.pg.connect import connect
 from pgblobdump.pg.failure import failed
 from pgblobdump.pg.ledger import Ledger, to_ranges

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from pgblobdump.pg.acl import AclItem
+from pgblobdump.aclitem import AclItem
 
 LARGE_OBJECT = "LARGE OBJECT "
 """What ends a command's first half in IssueACLPerBlob (the OID follows)."""

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import BinaryIO, Protocol
 
 from pgblobdump import __version__
-from pgblobdump.pg.acl import AclItem, parse
+from pgblobdump.aclitem import AclItem, parse
 from pgblobdump.toc.fields import RawEntry
 from pgblobdump.toc.header import K_VERS_1_15, K_VERS_1_16
 from pgblobdump.toc.write import (

@@ -15,8 +15,8 @@ import psycopg
 import pytest
 from click.testing import CliRunner
 
+from pgblobdump import aclitem as pg_acl
 from pgblobdump.cli import cli
-from pgblobdump.pg import acl as pg_acl
 from pgblobdump.servers.cluster import EmbeddedCluster
 from pgblobdump.toc import acl
 from pgblobdump.toc import lo as los

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from pgblobdump import aclitem as pg_acl
 from pgblobdump.errors import ToolchainError
-from pgblobdump.pg import acl as pg_acl
 from pgblobdump.servers import toolchain
 from pgblobdump.servers.cluster import EmbeddedCluster
 from pgblobdump.servers.doctor import build_compression

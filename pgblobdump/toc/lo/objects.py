@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
-from pgblobdump.pg.acl import AclItem
+from pgblobdump.aclitem import AclItem
 from pgblobdump.toc import acl as aclmod
 from pgblobdump.toc.blobruns import BlobRun
 from pgblobdump.toc.blocks import BlockIndex
