@@ -8,8 +8,9 @@ import os
 import psycopg
 import pytest
 
+from pgblobdump.pg.catalog import count
 from pgblobdump.pg.ledger import Ledger
-from pgblobdump.pg.lo import Grant, LockBudget, LoWriter, count, digests, read_chunks, read_range
+from pgblobdump.pg.lo import Grant, LockBudget, LoWriter, digests, read_chunks, read_range
 from pgblobdump.servers.cluster import EmbeddedCluster
 from tests.conftest import NewDb
 

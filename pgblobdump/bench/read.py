@@ -150,7 +150,8 @@ class _Setup:
             self.created.pop()
         if self.oid is not None:
             conn.execute(
-                "SELECT lo_unlink(oid) FROM pg_largeobject_metadata WHERE oid = %s", (self.oid,)
+                "SELECT lo_unlink(oid) FROM pg_catalog.pg_largeobject_metadata WHERE oid = %s",
+                (self.oid,),
             )
             self.oid = None
 

@@ -18,6 +18,7 @@ from psycopg import sql
 
 from pgblobdump.errors import DatabaseError, UsageError
 from pgblobdump.generate import GenerateSpec, generate
+from pgblobdump.pg import catalog
 from pgblobdump.pg.connect import connect, describe
 from pgblobdump.servers.cluster import EmbeddedCluster
 from pgblobdump.servers.toolchain import Toolchain
@@ -99,15 +100,15 @@ def check_may_create_databases(conninfo: str) -> None:
 
 def lo_count(conninfo: str) -> int:
     with connect(conninfo, doing="counting LOs") as conn:
-        row = conn.execute("SELECT count(*) FROM pg_largeobject_metadata").fetchone()
-    assert row is not None
-    return int(row[0])
+        return catalog.count(conn)
 
 
 def lo_data_bytes(conninfo: str) -> int:
     """On-disk size of pg_largeobject: an upper bound of LO data (any user may ask)."""
     with connect(conninfo, doing="measuring pg_largeobject") as conn:
-        row = conn.execute("SELECT pg_total_relation_size('pg_largeobject')").fetchone()
+        row = conn.execute(
+            "SELECT pg_catalog.pg_total_relation_size('pg_catalog.pg_largeobject')"
+        ).fetchone()
     assert row is not None
     return int(row[0])
 
@@ -165,7 +166,8 @@ def lo_checksum(conninfo: str, sample: int) -> Checksum:
     with connect(conninfo, doing=f"checksumming LOs in {describe(conninfo)}") as conn:
         row = conn.execute(
             "SELECT count(*), md5(coalesce(string_agg(oid::text || ':' || md5(lo_get(oid)),"
-            " ',' ORDER BY oid), '')) FROM pg_largeobject_metadata WHERE oid::int8 %% %s = 0",
+            " ',' ORDER BY oid), '')) FROM pg_catalog.pg_largeobject_metadata"
+            " WHERE oid::int8 %% %s = 0",
             (stride,),
         ).fetchone()
     assert row is not None

@@ -14,8 +14,9 @@ from psycopg import sql
 from pgblobdump.errors import NotFound, UsageError
 from pgblobdump.migrate import columns, finish, state
 from pgblobdump.migrate.locking import LockClock, LockPolicy, exclusively
-from pgblobdump.migrate.move import Move, check_name, drop_triggers_ddl, lo_exists
+from pgblobdump.migrate.move import Move, check_name, drop_triggers_ddl
 from pgblobdump.migrate.state import Migration
+from pgblobdump.pg.catalog import lo_exists
 from pgblobdump.pg.locks import LockBudget
 from pgblobdump.report.reporter import QUIET, Reporter
 

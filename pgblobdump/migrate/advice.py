@@ -61,7 +61,7 @@ def column_sample(conn: psycopg.Connection, table: sql.Identifier, column: str) 
     c = sql.Identifier(column)
     return sql.SQL(
         "SELECT {c} AS o FROM {t} TABLESAMPLE BERNOULLI ({p}) WHERE {c} IS NOT NULL AND EXISTS"
-        " (SELECT 1 FROM pg_largeobject_metadata m WHERE m.oid = {c})"
+        " (SELECT 1 FROM pg_catalog.pg_largeobject_metadata m WHERE m.oid = {c})"
     ).format(c=c, t=table, p=sql.Literal(sample_percent(conn, table)))
 
 

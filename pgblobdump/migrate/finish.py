@@ -21,8 +21,9 @@ from psycopg import sql
 from pgblobdump.errors import DatabaseError
 from pgblobdump.migrate import refs, state
 from pgblobdump.migrate.locking import LockClock, LockPolicy, exclusively
-from pgblobdump.migrate.move import lo_exists
 from pgblobdump.migrate.state import Migration
+from pgblobdump.pg import catalog
+from pgblobdump.pg.catalog import lo_exists
 from pgblobdump.pg.locks import LockBudget
 from pgblobdump.report.reporter import Reporter
 
@@ -148,7 +149,7 @@ def written_after_verify(
         return None
     if not has_column(conn, mig.relid, mig.old_column):
         return None
-    if not refs.catalog_readable(conn):
+    if not catalog.pages_readable(conn):
         reporter.note(
             "bytes written into LOs in place after the verify pass cannot be looked for by"
             " this role (it may not read pg_largeobject)"

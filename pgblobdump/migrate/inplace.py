@@ -21,6 +21,7 @@ from pgblobdump.migrate.locking import LockClock, exclusively
 from pgblobdump.migrate.move import Move
 from pgblobdump.migrate.options import RunOptions, RunResult
 from pgblobdump.migrate.start import defaults_note, prepare
+from pgblobdump.pg.catalog import LO_EXISTS
 from pgblobdump.report.reporter import QUIET, Reporter
 
 
@@ -78,9 +79,8 @@ def run_in_place(
             # USING takes no subquery: dangling OIDs (--missing null) become NULL first.
             conn.execute(
                 sql.SQL(
-                    "UPDATE {t} SET {c} = NULL WHERE {c} IS NOT NULL AND NOT EXISTS"
-                    " (SELECT 1 FROM pg_catalog.pg_largeobject_metadata m WHERE m.oid = {c})"
-                ).format(t=t, c=c)
+                    "UPDATE {t} SET {c} = NULL WHERE {c} IS NOT NULL AND NOT " + LO_EXISTS
+                ).format(t=t, c=c, o=c)
             )
             using = sql.SQL("pg_catalog.lo_get({})").format(c)
             for name in columns.lo_manage_triggers(conn, col):

@@ -31,13 +31,7 @@ from psycopg import sql
 
 from pgblobdump.migrate.access import readers_not_of
 from pgblobdump.migrate.columns import Key
-
-LO_EXISTS = "EXISTS (SELECT 1 FROM pg_catalog.pg_largeobject_metadata m WHERE m.oid = {o})"
-
-
-def lo_exists(name: str) -> str:
-    """``LO_EXISTS`` for a plain name (a PL/pgSQL variable, a CTE column)."""
-    return LO_EXISTS.replace("{o}", name)
+from pgblobdump.pg.catalog import LO_EXISTS, lo_exists
 
 
 @dataclass(frozen=True)

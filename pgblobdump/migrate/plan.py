@@ -22,6 +22,7 @@ from pgblobdump.migrate.advice import Storage, advise, compress_ratio, sample_pe
 from pgblobdump.migrate.measure import advise_measured
 from pgblobdump.migrate.measure import measure as measure_storages
 from pgblobdump.migrate.refs import LoColumn, RefStats
+from pgblobdump.pg import catalog
 from pgblobdump.pg.toast import lz4_available
 from pgblobdump.units import format_bytes
 
@@ -68,7 +69,7 @@ def confirm(conn: psycopg.Connection, col: LoColumn) -> tuple[int, int]:
     row = conn.execute(
         sql.SQL(
             "SELECT count(*), count(m.oid) FROM ({} LIMIT %s) s"
-            " LEFT JOIN pg_largeobject_metadata m ON m.oid = s.o"
+            " LEFT JOIN pg_catalog.pg_largeobject_metadata m ON m.oid = s.o"
         ).format(col.select()),
         (SAMPLE_VALUES,),
     ).fetchone()
@@ -80,7 +81,7 @@ def plan(conn: psycopg.Connection, database: str, measure: bool = False) -> Plan
     """Look at every oid/lo column of the database (read only; temporary tables only)."""
     lz4 = lz4_available(conn)
     version = str(conn.execute("SHOW server_version").fetchone()[0])  # type: ignore[index]
-    total_los = int(conn.execute("SELECT count(*) FROM pg_largeobject_metadata").fetchone()[0])  # type: ignore[index]
+    total_los = catalog.count(conn)
     cols = [c for c in refs.lo_columns(conn) if c.readable]
     plans: list[ColumnPlan] = []
     temps: list[str] = []
@@ -108,11 +109,11 @@ def plan(conn: psycopg.Connection, database: str, measure: bool = False) -> Plan
         )
         conn.execute("ALTER TABLE pg_temp.pgbd_all_refs ADD PRIMARY KEY (o)")
         orphans_sql = (
-            "SELECT count(*) FROM pg_largeobject_metadata m"
+            "SELECT count(*) FROM pg_catalog.pg_largeobject_metadata m"
             " WHERE NOT EXISTS (SELECT 1 FROM pg_temp.pgbd_all_refs a WHERE a.o = m.oid)"
         )
     else:
-        orphans_sql = "SELECT count(*) FROM pg_largeobject_metadata"
+        orphans_sql = "SELECT count(*) FROM pg_catalog.pg_largeobject_metadata"
     orphans = int(conn.execute(orphans_sql).fetchone()[0])  # type: ignore[index]
     for col, cp, temp in zip(cols, plans, temps, strict=True):
         if cp.confirmed:

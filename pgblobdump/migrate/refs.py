@@ -17,6 +17,8 @@ import psycopg
 from psycopg import sql
 
 from pgblobdump.migrate.columns import Column, quote
+from pgblobdump.pg import catalog
+from pgblobdump.pg.catalog import READABLE
 
 MAX_BYTEA = (1 << 30) - 1 - 4
 """The largest value a bytea can hold (1 GiB less its header): larger LOs cannot move."""
@@ -25,15 +27,6 @@ SIZE_BATCH = 1000
 OID_MAX = (1 << 32) - 1
 LIST_MAX = 20
 """How many OIDs a message lists before it says ``and N more``."""
-
-READABLE = sql.SQL(
-    "(current_setting('is_superuser') = 'on'"
-    " OR current_setting('lo_compat_privileges') = 'on'"
-    " OR pg_has_role(m.lomowner, 'USAGE')"
-    " OR EXISTS (SELECT 1 FROM aclexplode(m.lomacl) x WHERE x.privilege_type = 'SELECT'"
-    " AND (x.grantee = 0 OR pg_has_role(x.grantee, 'USAGE'))))"
-)
-"""Whether the connected role may read LO ``m`` (a pg_largeobject_metadata row)."""
 
 
 @dataclass(frozen=True)
@@ -121,10 +114,10 @@ def collect(conn: psycopg.Connection, col: LoColumn, temp: str) -> None:
     """(Re)build the temporary table ``temp`` from ``col``: one row per distinct OID with
     ``n`` (rows naming it), ``present``, ``readable`` (by this role) and ``size``."""
     t = sql.Identifier(temp)
-    readable_catalog = catalog_readable(conn)
+    readable_catalog = catalog.pages_readable(conn)
     size = sql.SQL(
         "CASE WHEN m.oid IS NULL THEN 0 ELSE coalesce((SELECT p.pageno::int8 * {blk}"
-        " + octet_length(p.data) FROM pg_largeobject p WHERE p.loid = r.o"
+        " + octet_length(p.data) FROM pg_catalog.pg_largeobject p WHERE p.loid = r.o"
         " ORDER BY p.pageno DESC LIMIT 1), 0) END"
     ).format(blk=sql.SQL("(current_setting('block_size')::int8 / 4)"))
     conn.execute(sql.SQL("DROP TABLE IF EXISTS pg_temp.{}").format(t))
@@ -133,7 +126,7 @@ def collect(conn: psycopg.Connection, col: LoColumn, temp: str) -> None:
             "CREATE TEMP TABLE {t} AS SELECT r.o, r.n, m.oid IS NOT NULL AS present,"
             " coalesce({readable}, false) AS readable, {size} AS size"
             " FROM (SELECT o, count(*) AS n FROM ({s}) x GROUP BY o) r"
-            " LEFT JOIN pg_largeobject_metadata m ON m.oid = r.o"
+            " LEFT JOIN pg_catalog.pg_largeobject_metadata m ON m.oid = r.o"
         ).format(
             t=t,
             readable=READABLE,
@@ -145,11 +138,6 @@ def collect(conn: psycopg.Connection, col: LoColumn, temp: str) -> None:
     if not readable_catalog:
         lseek_sizes(conn, temp)
     conn.execute(sql.SQL("ANALYZE pg_temp.{}").format(t))
-
-
-def catalog_readable(conn: psycopg.Connection) -> bool:
-    row = conn.execute("SELECT has_table_privilege('pg_largeobject', 'SELECT')").fetchone()
-    return bool(row and row[0])
 
 
 def lseek_sizes(conn: psycopg.Connection, temp: str) -> None:
@@ -244,7 +232,7 @@ def blockers(conn: psycopg.Connection, col: LoColumn) -> Blockers:
     ``run`` must refuse before it changes anything. Only LOs with a page past the bytea
     limit are sized, one index probe each; a role that may not read pg_largeobject sizes
     every LO with ``lo_lseek64`` (``collect``) instead."""
-    if not catalog_readable(conn):
+    if not catalog.pages_readable(conn):
         collect(conn, col, "pgbd_run_refs")
         st = stats(conn, col, "pgbd_run_refs")
         return Blockers(st.dangling, st.dangling_sample, st.unreadable, st.unreadable_sample,
@@ -254,7 +242,8 @@ def blockers(conn: psycopg.Connection, col: LoColumn) -> Blockers:
         max=sql.Literal(MAX_BYTEA)
     )
     big = sql.SQL(
-        "m.oid IS NOT NULL AND EXISTS (SELECT 1 FROM pg_largeobject p WHERE p.loid = x.{c}"
+        "m.oid IS NOT NULL AND EXISTS (SELECT 1 FROM pg_catalog.pg_largeobject p"
+        " WHERE p.loid = x.{c}"
         " AND {last} AND p.pageno::int8 * (current_setting('block_size')::int8 / 4)"
         " + octet_length(p.data) > {max})"
     ).format(c=c, last=last_page, max=sql.Literal(MAX_BYTEA))
@@ -268,7 +257,7 @@ def blockers(conn: psycopg.Connection, col: LoColumn) -> Blockers:
             conn.execute(
                 sql.SQL(
                     "CREATE TEMP TABLE pgbd_big_los AS SELECT DISTINCT p.loid"
-                    " FROM pg_largeobject p WHERE {}"
+                    " FROM pg_catalog.pg_largeobject p WHERE {}"
                 ).format(last_page)
             )
         big = sql.SQL("x.{} IN (SELECT loid FROM pg_temp.pgbd_big_los) AND {}").format(c, big)
@@ -278,7 +267,8 @@ def blockers(conn: psycopg.Connection, col: LoColumn) -> Blockers:
         "big": big,
     }
     base = sql.SQL(
-        "FROM {t} x LEFT JOIN pg_largeobject_metadata m ON m.oid = x.{c} WHERE x.{c} IS NOT NULL"
+        "FROM {t} x LEFT JOIN pg_catalog.pg_largeobject_metadata m ON m.oid = x.{c}"
+        " WHERE x.{c} IS NOT NULL"
     ).format(t=t, c=c)
     row = conn.execute(
         sql.SQL("SELECT {} {}").format(

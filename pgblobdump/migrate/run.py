@@ -32,6 +32,7 @@ from pgblobdump.migrate.move import Move, check_name, drop_triggers_ddl
 from pgblobdump.migrate.options import RunOptions, RunResult
 from pgblobdump.migrate.start import start
 from pgblobdump.migrate.state import Migration
+from pgblobdump.pg import catalog
 from pgblobdump.report.reporter import QUIET, Reporter
 
 REDO_UNDER_LOCK = 100
@@ -107,7 +108,7 @@ class Runner:
             sql.SQL(
                 "SELECT avg(octet_length(pg_catalog.lo_get(o, 0, 1048576)))::int8"
                 " FROM (SELECT {c} AS o FROM {t} WHERE {c} IS NOT NULL LIMIT 100) s"
-                " WHERE EXISTS (SELECT 1 FROM pg_largeobject_metadata m WHERE m.oid = s.o)"
+                " WHERE " + catalog.lo_exists("s.o")
             ).format(c=sql.Identifier(self.mig.column_name), t=self.col.ident())
         ).fetchone()
         avg = int(row[0]) if row and row[0] else 4096

@@ -72,7 +72,7 @@ def _ranges(conn: psycopg.Connection, sel: Selection, jobs: int) -> list[Selecti
     rows = conn.execute(
         sql.SQL(
             "SELECT min(oid)::int8, max(oid)::int8 FROM (SELECT m.oid, ntile({}) OVER"
-            " (ORDER BY m.oid) AS t FROM pg_largeobject_metadata m WHERE {}) s"
+            " (ORDER BY m.oid) AS t FROM pg_catalog.pg_largeobject_metadata m WHERE {}) s"
             " GROUP BY t ORDER BY 1"
         ).format(sql.Literal(jobs), sel.where(sql.SQL("m.oid")))
     ).fetchall()

@@ -27,6 +27,7 @@ from pgblobdump.errors import DatabaseError, PgBlobDumpError
 from pgblobdump.packed.index import Index, Meta
 from pgblobdump.packed.journal import Journal
 from pgblobdump.packed.reader import Damaged, Item, LoPiece, WholeLos
+from pgblobdump.pg import catalog
 from pgblobdump.pg.connect import connect
 from pgblobdump.pg.failure import failed
 from pgblobdump.pg.ledger import Ledger, to_ranges
@@ -247,11 +248,7 @@ class _Restorer:
         return None if self.req.no_owner else meta.owner
 
     def _existing(self, oids: list[int]) -> set[int]:
-        rows = self.conn.execute(
-            "SELECT oid::int8 FROM pg_largeobject_metadata WHERE oid = ANY(%s::int8[]::oid[])",
-            (oids,),
-        ).fetchall()
-        return {int(r[0]) for r in rows}
+        return catalog.existing(self.conn, oids)
 
     def flush(self) -> None:
         """Hand the batch to the writer thread, once it has written the one before: the
@@ -414,17 +411,14 @@ def precheck(
         return
     hits = conn.execute(
         "SELECT r.f FROM unnest(%s::int8[], %s::int8[]) AS r(f, l) WHERE EXISTS (SELECT 1"
-        " FROM pg_largeobject_metadata WHERE oid BETWEEN r.f::oid AND r.l::oid) ORDER BY 1",
+        " FROM pg_catalog.pg_largeobject_metadata WHERE oid BETWEEN r.f::oid AND r.l::oid)"
+        " ORDER BY 1",
         (firsts, lasts),
     ).fetchall()
     for (first,) in hits:
         last = lasts[firsts.index(first)]
         oids = [r.oid for r in index.range(first, last)]
-        rows = conn.execute(
-            "SELECT oid::int8 FROM pg_largeobject_metadata WHERE oid = ANY(%s::int8[]::oid[])"
-            " ORDER BY 1 LIMIT 5",
-            (oids,),
-        ).fetchall()
+        rows = [(o,) for o in sorted(catalog.existing(conn, oids))[:5]]
         if rows:
             more = f" (and {', '.join(str(r[0]) for r in rows[1:])}...)" if len(rows) > 1 else ""
             if journal is not None and journal.made_earlier(int(rows[0][0])):

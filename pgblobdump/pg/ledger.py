@@ -233,7 +233,7 @@ class Ledger:
             lo, hi = self.lo_ranges[0]
             top = min(hi, lo + per_batch - 1)
             conn.execute(
-                "SELECT count(lo_unlink(oid)) FROM pg_largeobject_metadata"
+                "SELECT count(lo_unlink(oid)) FROM pg_catalog.pg_largeobject_metadata"
                 " WHERE oid BETWEEN %s::int8::oid AND %s::int8::oid",
                 (lo, top),
             )

@@ -109,7 +109,7 @@ class Batch:
         """Set LOs' ACLs exactly (``aclitem[]`` text, grantors included) in one statement:
         a catalog update, which only a superuser may make."""
         self.conn.execute(
-            "UPDATE pg_largeobject_metadata m SET lomacl = u.acl::aclitem[]"
+            "UPDATE pg_catalog.pg_largeobject_metadata m SET lomacl = u.acl::aclitem[]"
             " FROM unnest(%s::oid[], %s::text[]) AS u(o, acl) WHERE m.oid = u.o",
             (list(oids), list(acls)),
         )
@@ -185,26 +185,12 @@ class LoWriter:
 
 
 # -- reading ----------------------------------------------------------------------------
-def count(conn: psycopg.Connection, first: int | None = None, last: int | None = None) -> int:
-    """How many LOs exist (with OIDs ``first..last`` when given)."""
-    if first is None or last is None:
-        row = conn.execute("SELECT count(*) FROM pg_largeobject_metadata").fetchone()
-    else:
-        row = conn.execute(
-            "SELECT count(*) FROM pg_largeobject_metadata"
-            " WHERE oid BETWEEN %s::int8::oid AND %s::int8::oid",
-            (first, last),
-        ).fetchone()
-    assert row is not None
-    return int(row[0])
-
-
 def read_range(conn: psycopg.Connection, first: int, last: int) -> Iterator[tuple[int, bytes]]:
     """(oid, contents) of every LO with an OID in ``first..last``, in OID order, through
     one binary COPY: no round trip per LO. An LO over 1 GB cannot come this way (a bytea's
     limit; the server says so): read it with ``read_chunks``."""
     with conn.cursor().copy(
-        "COPY (SELECT oid::int8, lo_get(oid) FROM pg_largeobject_metadata"
+        "COPY (SELECT oid::int8, lo_get(oid) FROM pg_catalog.pg_largeobject_metadata"
         f" WHERE oid BETWEEN {int(first)}::int8::oid AND {int(last)}::int8::oid ORDER BY oid)"
         " TO STDOUT (FORMAT binary)"
     ) as copy:

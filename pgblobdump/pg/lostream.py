@@ -23,6 +23,7 @@ import psycopg
 from psycopg import sql
 
 from pgblobdump.errors import NotFound
+from pgblobdump.pg import catalog
 from pgblobdump.pg.lo import PUT_CHUNK, read_chunks
 from pgblobdump.spool import Gather, Spooled
 
@@ -95,17 +96,11 @@ WINDOW = 20_000
 
 _META = """
 SELECT m.oid::int8, pg_get_userbyid(m.lomowner), m.lomacl::text[], d.description{data}
-FROM pg_largeobject_metadata m
-LEFT JOIN pg_description d
-  ON d.classoid = 'pg_largeobject'::regclass AND d.objoid = m.oid AND d.objsubid = 0
+FROM pg_catalog.pg_largeobject_metadata m
+{comment_join}
 WHERE {cond}
 ORDER BY m.oid
 """
-
-
-def can_read_pages(conn: psycopg.Connection) -> bool:
-    row = conn.execute("SELECT has_table_privilege('pg_largeobject', 'SELECT')").fetchone()
-    return bool(row and row[0])
 
 
 def _copy_rows(
@@ -122,7 +117,7 @@ def _acl(v: Any) -> tuple[str, ...] | None:
 
 
 _WINDOW_END = """
-SELECT m.oid::int8 FROM pg_largeobject_metadata m
+SELECT m.oid::int8 FROM pg_catalog.pg_largeobject_metadata m
 WHERE {cond} AND m.oid >= {start}::int8::oid
 ORDER BY m.oid OFFSET {skip} LIMIT 1
 """
@@ -130,9 +125,8 @@ _WINDOW_GROUPS = """
 SELECT pg_get_userbyid(w.owner), w.acl, w.comment, array_agg(w.oid ORDER BY w.oid)
 FROM (SELECT m.oid::int8 AS oid, m.lomowner AS owner,
              array_to_json(m.lomacl::text[])::text AS acl, d.description AS comment
-      FROM pg_largeobject_metadata m
-      LEFT JOIN pg_description d
-        ON d.classoid = 'pg_largeobject'::regclass AND d.objoid = m.oid AND d.objsubid = 0
+      FROM pg_catalog.pg_largeobject_metadata m
+      {comment_join}
       WHERE {cond} AND m.oid BETWEEN {start}::int8::oid AND {end}::int8::oid) w
 GROUP BY w.owner, 2, 3
 """
@@ -172,8 +166,9 @@ def _windows(conn: psycopg.Connection, sel: Selection) -> Iterator[list[tuple[in
         conn.execute("SET LOCAL enable_sort TO DEFAULT")
         end = int(row[0]) if row else sel.last
         query = sql.SQL(_WINDOW_GROUPS).format(
-            cond=cond, start=sql.Literal(start), end=sql.Literal(end)
-        )
+            cond=cond, start=sql.Literal(start), end=sql.Literal(end),
+            comment_join=sql.SQL(catalog.COMMENT_JOIN),
+        )  # fmt: skip
         pairs: list[tuple[int, MetaTuple]] = []
         with conn.cursor(binary=True) as cur:
             for owner, acl, comment, oids in cur.execute(query):
@@ -189,13 +184,13 @@ def _windows(conn: psycopg.Connection, sel: Selection) -> Iterator[list[tuple[in
 def iter_los(conn: psycopg.Connection, sel: Selection) -> Iterator[LoRow | EmptyRun]:
     """The selected LOs in OID order (see the module's docstring for how). Run it inside
     the transaction whose snapshot the dump uses."""
-    if can_read_pages(conn):
+    if catalog.pages_readable(conn):
         yield from _by_pages(conn, sel)
         return
     done = sel.first - 1
-    query = sql.SQL(_META.format(data=", lo_get(m.oid)", cond="{cond}")).format(
-        cond=sel.where(sql.SQL("m.oid"))
-    )
+    query = sql.SQL(
+        _META.format(data=", lo_get(m.oid)", cond="{cond}", comment_join=catalog.COMMENT_JOIN)
+    ).format(cond=sel.where(sql.SQL("m.oid")))
     try:
         with conn.transaction():  # a savepoint: the error below must not end the snapshot
             for oid, owner, acl, comment, data in _copy_rows(
@@ -222,7 +217,7 @@ def _by_pages(conn: psycopg.Connection, sel: Selection) -> Iterator[LoRow | Empt
     one connection runs one COPY at a time, so the two cannot be read side by side."""
     for window in _windows(conn, sel):
         pages_sql = sql.SQL(
-            "SELECT loid::int8, pageno, data FROM pg_largeobject"
+            "SELECT loid::int8, pageno, data FROM pg_catalog.pg_largeobject"
             " WHERE loid BETWEEN {}::int8::oid AND {}::int8::oid"
             # the column, not the int8 output of the same name: the index gives its order
             " ORDER BY pg_largeobject.loid, pageno"

@@ -65,7 +65,7 @@ def reserve(conn: psycopg.Connection, count: int, start: int | None) -> Reservat
         ]
         if start is None:
             row = conn.execute(
-                "SELECT coalesce(max(oid)::int8, %s) FROM pg_largeobject_metadata",
+                "SELECT coalesce(max(oid)::int8, %s) FROM pg_catalog.pg_largeobject_metadata",
                 (FIRST_OID - 1,),
             ).fetchone()
             assert row is not None
@@ -86,7 +86,7 @@ def reserve(conn: psycopg.Connection, count: int, start: int | None) -> Reservat
                         " choose another --start-oid"
                     )
             row = conn.execute(
-                "SELECT count(*), min(oid) FROM pg_largeobject_metadata"
+                "SELECT count(*), min(oid) FROM pg_catalog.pg_largeobject_metadata"
                 " WHERE oid BETWEEN %s::int8::oid AND %s::int8::oid",
                 (first, last),
             ).fetchone()

@@ -18,6 +18,7 @@ from pgblobdump.errors import DatabaseError, NotFound, UsageError
 from pgblobdump.generate import Content, GenerateSpec, SizeSpec
 from pgblobdump.generate import generate as make_los
 from pgblobdump.migrate import LockPolicy, RunOptions, abort, plan, run, run_in_place
+from pgblobdump.migrate import state as mstate
 from pgblobdump.migrate.columns import split_name
 from pgblobdump.servers.cluster import EmbeddedCluster
 from tests.conftest import NewDb
@@ -473,23 +474,31 @@ def _phase(db: str) -> tuple[str, int] | None:
     return (row[0], int(row[1])) if row else None
 
 
-def _kill_when_filled(
-    db: str, rows: int, *args: str, during: Callable[[], None] = lambda: None
-) -> None:
-    """Run ``migrate run`` and kill -9 it once it has filled ``rows`` rows (calling
-    ``during`` first, while it still runs)."""
-    with subprocess.Popen(
-        _argv(db, *args), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    ) as proc:  # fmt: skip
+def _kill_when_filled(db: str, rows: int, *args: str) -> None:
+    """Run ``migrate run`` and kill -9 it once it has filled ``rows`` rows; fail, saying
+    so, when it ends first (one connection polls, so a loaded machine does not make the
+    poll slower than the run)."""
+    with (
+        subprocess.Popen(
+            _argv(db, *args), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            start_new_session=True,
+        ) as proc,
+        psycopg.connect(db, autocommit=True) as conn,
+    ):  # fmt: skip
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and proc.poll() is None:
-            p = _phase(db)
-            if p is not None and p[0] == "filling" and p[1] >= rows:
-                break
-            time.sleep(0.05)
+        state = "SELECT to_regclass('pgblobdump.migrations') IS NOT NULL"
+        last = "SELECT phase, rows_done FROM pgblobdump.migrations ORDER BY id DESC LIMIT 1"
         try:
-            during()
+            while time.monotonic() < deadline and proc.poll() is None:
+                row = None
+                if conn.execute(state).fetchone()[0]:  # type: ignore[index]
+                    row = conn.execute(last).fetchone()
+                if row is not None and row[0] == "filling" and int(row[1]) >= rows:
+                    break
+                time.sleep(0.01)
+            else:
+                err = proc.stderr.read().decode() if proc.stderr else ""  # type: ignore[union-attr]
+                pytest.fail(f"the run ended (or never filled {rows} rows) before the kill: {err}")
         finally:
             os.killpg(proc.pid, signal.SIGKILL)
 
@@ -524,17 +533,19 @@ def test_abort_before_the_switch_gives_the_table_back(pg17: EmbeddedCluster, new
     generated(db, n=200)
     go(db)
     before, los = contents(db), lo_count(db)
-
-    def meanwhile() -> None:
-        # Another session may neither drive nor abort a run that one is driving.
+    _kill_when_filled(db, 20, "docs.lo", "--to", "lo", "--batch-rows", "2")
+    assert lo_count(db) > los  # the killed run had created some
+    # Another session may neither drive nor abort a run that one is driving: here the
+    # holder is a session that claims the run as a driver does.
+    with psycopg.connect(db, autocommit=True) as holder:
+        mig = mstate.active(holder, "pgblobdump", split_relid(holder, "docs"), "lo")
+        assert mig is not None
+        mstate.claim(holder, mig.id)
         with psycopg.connect(db, autocommit=True) as conn:
             with pytest.raises(DatabaseError, match="going on in another session"):
                 run(conn, "docs.lo", RunOptions(to="lo"))
             with pytest.raises(DatabaseError, match="going on in another session"):
                 abort(conn, "docs.lo", "pgblobdump", LockPolicy())
-
-    _kill_when_filled(db, 20, "docs.lo", "--to", "lo", "--batch-rows", "2", during=meanwhile)
-    assert lo_count(db) > los  # the killed run had created some
     with psycopg.connect(db, autocommit=True) as conn:
         mig = abort(conn, "docs.lo", "pgblobdump", LockPolicy())
     assert mig.phase == "aborted"
@@ -543,6 +554,10 @@ def test_abort_before_the_switch_gives_the_table_back(pg17: EmbeddedCluster, new
     with psycopg.connect(db) as conn:
         assert not conn.execute("SELECT count(*) FROM pg_trigger WHERE tgrelid = 'docs'::regclass"
                                 " AND NOT tgisinternal").fetchone()[0]  # type: ignore[index]  # fmt: skip
+
+
+def split_relid(conn: psycopg.Connection, table: str) -> int:
+    return int(conn.execute("SELECT %s::regclass::oid", (table,)).fetchone()[0])  # type: ignore[index]
 
 
 @pytest.mark.parametrize("major", [16, 18])

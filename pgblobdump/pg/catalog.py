@@ -1,0 +1,74 @@
+"""Every question about LOs that the server's catalogs answer, asked one way: how many
+there are, whether one exists, which of a set exist, whether this role may read one or
+read the pages of all, and each LO's owner, ACL and comment.
+
+Names are schema-qualified (``pg_catalog.``) so a user's table or function of the same name
+on the search path never answers instead.
+
+- ``pg_largeobject_metadata``: one row per LO (OID, owner, ACL); readable by everyone.
+- ``pg_largeobject``: the bytes, in pages of BLCKSZ / 4; readable only by superusers (or
+  roles granted SELECT on it), so paths that read it check ``pages_readable`` first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import psycopg
+from psycopg import sql
+
+METADATA = "pg_catalog.pg_largeobject_metadata"
+PAGES = "pg_catalog.pg_largeobject"
+
+LO_EXISTS = "EXISTS (SELECT 1 FROM pg_catalog.pg_largeobject_metadata m WHERE m.oid = {o})"
+"""Whether LO ``{o}`` exists: an SQL template for ``sql.SQL(...).format(o=...)``."""
+
+COMMENT_JOIN = (
+    "LEFT JOIN pg_catalog.pg_description d ON d.classoid = 'pg_catalog.pg_largeobject'::regclass"
+    " AND d.objoid = m.oid AND d.objsubid = 0"
+)
+"""Joins an LO's comment (``d.description``) to metadata row ``m``."""
+
+READABLE = sql.SQL(
+    "(current_setting('is_superuser') = 'on'"
+    " OR current_setting('lo_compat_privileges') = 'on'"
+    " OR pg_catalog.pg_has_role(m.lomowner, 'USAGE')"
+    " OR EXISTS (SELECT 1 FROM pg_catalog.aclexplode(m.lomacl) x"
+    " WHERE x.privilege_type = 'SELECT'"
+    " AND (x.grantee = 0 OR pg_catalog.pg_has_role(x.grantee, 'USAGE'))))"
+)
+"""Whether the connected role may read LO ``m`` (a pg_largeobject_metadata row)."""
+
+
+def lo_exists(name: str) -> str:
+    """``LO_EXISTS`` for a plain name (a PL/pgSQL variable, a CTE column)."""
+    return LO_EXISTS.replace("{o}", name)
+
+
+def count(conn: psycopg.Connection, first: int | None = None, last: int | None = None) -> int:
+    """How many LOs exist (with OIDs ``first..last`` when given)."""
+    if first is None or last is None:
+        row = conn.execute(f"SELECT count(*) FROM {METADATA}").fetchone()
+    else:
+        row = conn.execute(
+            f"SELECT count(*) FROM {METADATA} WHERE oid BETWEEN %s::int8::oid AND %s::int8::oid",
+            (first, last),
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def existing(conn: psycopg.Connection, oids: Sequence[int]) -> set[int]:
+    """Which of ``oids`` name an LO."""
+    rows = conn.execute(
+        f"SELECT oid::int8 FROM {METADATA} WHERE oid = ANY(%s::int8[]::oid[])", (list(oids),)
+    ).fetchall()
+    return {int(r[0]) for r in rows}
+
+
+def pages_readable(conn: psycopg.Connection) -> bool:
+    """Whether this role may read ``pg_largeobject`` (every LO's bytes at once)."""
+    row = conn.execute(
+        "SELECT pg_catalog.has_table_privilege('pg_catalog.pg_largeobject', 'SELECT')"
+    ).fetchone()
+    return bool(row and row[0])
