@@ -116,6 +116,7 @@ def test_embedded_excludes_connection_options() -> None:
     )
 
 
+@pytest.mark.pg  # starts named clusters of its own
 def test_server_refuses_bad_names_and_ports(monkeypatch: pytest.MonkeyPatch) -> None:
     import tempfile
     from pathlib import Path
@@ -195,6 +196,7 @@ def test_existing_oid(pg16: EmbeddedCluster, new_db: NewDb) -> None:
     )
 
 
+@pytest.mark.pg  # starts named clusters of its own
 def test_server_start_status_stop(
     tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:

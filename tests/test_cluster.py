@@ -15,6 +15,8 @@ import pytest
 from pgblobdump.errors import ServerError, UsageError
 from pgblobdump.servers.cluster import EmbeddedCluster
 
+pytestmark = pytest.mark.pg  # every test starts clusters of its own
+
 
 def test_temporary_cluster_starts_serves_and_vanishes() -> None:
     with EmbeddedCluster(16) as c:

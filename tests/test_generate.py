@@ -129,7 +129,7 @@ def test_failure_midway_removes_what_was_made(pg16: EmbeddedCluster, new_db: New
     assert _one(db, "SELECT to_regclass('t')") is None
 
 
-@pytest.mark.slow
+@pytest.mark.scale
 def test_a_million_empty_los(pg16: EmbeddedCluster, new_db: NewDb) -> None:
     db = new_db(pg16)
     assert generate(db, GenerateSpec(1_000_000)).count == 1_000_000

@@ -92,7 +92,7 @@ def test_lock_budget_bounds_a_batchs_comments(pg16: EmbeddedCluster, new_db: New
         assert count(conn) == n
 
 
-@pytest.mark.slow
+@pytest.mark.scale
 def test_an_lo_over_one_gigabyte(pg17: EmbeddedCluster, new_db: NewDb) -> None:
     db = new_db(pg17)
     piece = os.urandom(1 << 20)

@@ -201,6 +201,7 @@ def test_bad_options_are_refused_before_any_server_starts(args: list[str], fragm
     assert_one_line_error(result, 2, fragment)
 
 
+@pytest.mark.pg  # starts a server of its own
 def test_read_on_the_embedded_default_server_is_durable() -> None:
     result = run("bench", "read", "--sizes", "64KiB", "--repeat", "1", "--json")
     assert result.exit_code == 0, result.stderr
@@ -212,7 +213,8 @@ def test_read_on_the_embedded_default_server_is_durable() -> None:
     assert doc["cache"] == "warm"
 
 
-@pytest.mark.slow
+@pytest.mark.scale
+@pytest.mark.pg  # a server of its own
 def test_cold_reads_drop_the_caches() -> None:
     from pgblobdump.bench.server import can_drop_caches
 

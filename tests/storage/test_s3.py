@@ -122,7 +122,8 @@ def test_a_corrupt_object_is_named(pg17: EmbeddedCluster, new_db: NewDb, s3_url:
     assert volume in result.stderr
 
 
-@pytest.mark.slow
+@pytest.mark.scale
+@pytest.mark.s3  # a SeaweedFS of its own
 def test_server_killed_mid_upload_leaves_no_archive_and_a_rerun_works(
     pg17: EmbeddedCluster, new_db: NewDb
 ) -> None:
