@@ -16,8 +16,8 @@ from pgblobdump.bench import toast as toast_bench
 from pgblobdump.bench.server import server
 from pgblobdump.errors import DatabaseError
 from pgblobdump.servers.cluster import EmbeddedCluster
+from tests.clirun import assert_one_line_error, run
 from tests.conftest import NewDb
-from tests.test_cli import assert_one_line_error, run
 
 STRANGER = "pgbd_bench_not_ours"
 """A table whose name looks like a benchmark's, made by someone else: it must survive."""

@@ -15,12 +15,12 @@ from pgblobdump.servers import toolchain
 from pgblobdump.servers.cluster import EmbeddedCluster
 from pgblobdump.servers.seaweed import BUCKET, SECRET_KEY, LocalS3
 from pgblobdump.storage.s3 import S3Prefix
+from tests.clirun import assert_one_line_error, run
 from tests.conftest import NewDb
 from tests.losets import fill, state
 from tests.losets import roles as _roles
 from tests.packed.test_pack import _as_pg_dump_sees
 from tests.storage.flaky import FlakyProxy
-from tests.test_cli import assert_one_line_error, run
 
 LOS = {
     **{16384 + i: (i * 97 % 5000, i % 3, i % 3, i % 4 == 0) for i in range(300)},

@@ -23,8 +23,8 @@ from pgblobdump.cli import cli
 from pgblobdump.pg.names import clip, with_suffix
 from pgblobdump.servers import toolchain
 from pgblobdump.servers.cluster import EmbeddedCluster
+from tests.clirun import assert_one_line_error, run
 from tests.conftest import NewDb
-from tests.test_cli import assert_one_line_error, run
 
 
 # -- a missing table or column: 8 (not found) from every command that names one ----------

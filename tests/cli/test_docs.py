@@ -12,7 +12,7 @@ from pgblobdump import errors
 from pgblobdump.cli import cli
 from pgblobdump.cli.docgen import help_text, render, walk
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 COMMANDS = walk(cli, ["pgblobdump"])
 
 

@@ -6,23 +6,10 @@ import json
 
 import psycopg
 import pytest
-from click.testing import CliRunner, Result
 
-from pgblobdump.cli import cli
 from pgblobdump.servers.cluster import EmbeddedCluster
+from tests.clirun import assert_one_line_error, run
 from tests.conftest import NewDb
-
-
-def run(*args: str) -> Result:
-    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
-
-
-def assert_one_line_error(result: Result, code: int, fragment: str) -> None:
-    assert result.exit_code == code, (result.exit_code, result.output, result.stderr)
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("Error: ") and fragment in lines[0], lines[0]
-    assert "Traceback" not in result.output
 
 
 def test_doctor_finds_16_17_18() -> None:
