@@ -1,10 +1,20 @@
-"""Shared fixtures: real embedded PostgreSQL clusters of each major, fresh databases."""
+"""Shared fixtures: real embedded PostgreSQL clusters of each major, fresh databases,
+a SeaweedFS S3 server; and the markers that say which tests need them.
+
+``pg`` (a PostgreSQL server) and ``s3`` (SeaweedFS) are not written by hand where a
+fixture says it: ``pytest_collection_modifyitems`` marks every test whose fixtures, direct
+or through other fixtures, include one in ``PG_FIXTURES`` or ``S3_FIXTURES``. A test that
+starts a server itself carries the mark in its file; one that does so without the mark
+fails (``pytest_runtest_protocol``), so ``-m "not pg and not s3"`` cannot drift into
+starting one.
+"""
 
 from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
+from typing import NoReturn
 
 import psycopg
 import pytest
@@ -14,6 +24,45 @@ from pgblobdump.servers.cluster import EmbeddedCluster
 from pgblobdump.servers.seaweed import BUCKET, LocalS3, weed_binary
 
 _counter = itertools.count()
+
+PG_FIXTURES = frozenset({"pg16", "pg17", "pg18", "new_db", "corpus15"})
+"""Fixtures that start a PostgreSQL server (tests/toc's ``corpus15`` starts a 15 one)."""
+
+S3_FIXTURES = frozenset({"local_s3", "s3_url"})
+"""Fixtures that start SeaweedFS."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        # fixturenames is the closure: fixtures of fixtures are in it
+        names = set(getattr(item, "fixturenames", ()))
+        if names & PG_FIXTURES:
+            item.add_marker(pytest.mark.pg)
+        if names & S3_FIXTURES:
+            item.add_marker(pytest.mark.s3)
+
+
+def _refuse(mark: str) -> Callable[..., NoReturn]:
+    def start(*args: object, **kwargs: object) -> NoReturn:
+        raise AssertionError(f"this test starts a server: mark it @pytest.mark.{mark}")
+
+    return start
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(
+    item: pytest.Item, nextitem: pytest.Item | None
+) -> Generator[None, object, object]:
+    """A test without ``pg`` (``s3``) cannot start a PostgreSQL (SeaweedFS) server in this
+    process, in its body or in any fixture it sets up (of any scope). Servers a marked
+    test started earlier stay usable: only starting one is refused."""
+    with pytest.MonkeyPatch.context() as mp:
+        if item.get_closest_marker("pg") is None:
+            mp.setattr(EmbeddedCluster, "init", _refuse("pg"))
+            mp.setattr(EmbeddedCluster, "_start", _refuse("pg"))
+        if item.get_closest_marker("s3") is None:
+            mp.setattr(LocalS3, "start", _refuse("s3"))
+        return (yield)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -121,7 +121,7 @@ def test_ctrl_c_cleans_up_everything(pg17: EmbeddedCluster, new_db: NewDb) -> No
     _interrupt_loop(new_db(pg17), [0.2, 1.5, 3.0])
 
 
-@pytest.mark.slow
+@pytest.mark.scale
 def test_ctrl_c_cleans_up_at_any_moment(pg17: EmbeddedCluster, new_db: NewDb) -> None:
     """The hostile test saw clean-up fail about once in 55 runs: try 60 timings."""
     rng = random.Random(11)
@@ -145,6 +145,7 @@ def test_a_closed_pipe_ends_quietly_with_status_0() -> None:
     assert status.stderr == ""
 
 
+@pytest.mark.pg  # a cluster of its own
 def test_a_killed_server_leaves_a_named_remainder() -> None:
     """kill -9 of the server mid-run: clean-up cannot connect, so the one-line error
     names exactly the OIDs that were committed; they are all there after a restart."""

@@ -16,8 +16,8 @@ from pgblobdump.bench import toast as toast_bench
 from pgblobdump.bench.server import server
 from pgblobdump.errors import DatabaseError
 from pgblobdump.servers.cluster import EmbeddedCluster
+from tests.clirun import assert_one_line_error, run
 from tests.conftest import NewDb
-from tests.test_cli import assert_one_line_error, run
 
 STRANGER = "pgbd_bench_not_ours"
 """A table whose name looks like a benchmark's, made by someone else: it must survive."""
@@ -201,6 +201,7 @@ def test_bad_options_are_refused_before_any_server_starts(args: list[str], fragm
     assert_one_line_error(result, 2, fragment)
 
 
+@pytest.mark.pg  # starts a server of its own
 def test_read_on_the_embedded_default_server_is_durable() -> None:
     result = run("bench", "read", "--sizes", "64KiB", "--repeat", "1", "--json")
     assert result.exit_code == 0, result.stderr
@@ -212,7 +213,8 @@ def test_read_on_the_embedded_default_server_is_durable() -> None:
     assert doc["cache"] == "warm"
 
 
-@pytest.mark.slow
+@pytest.mark.scale
+@pytest.mark.pg  # a server of its own
 def test_cold_reads_drop_the_caches() -> None:
     from pgblobdump.bench.server import can_drop_caches
 

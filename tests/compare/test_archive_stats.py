@@ -80,8 +80,16 @@ def test_refuses_without_inodes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
 
 
 def test_no_inode_limit_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file system that reports no inode limit (btrfs: f_files 0, so f_favail 0 too) is
+    not taken as full: the need is estimated and returned, and nothing is refused."""
     monkeypatch.setattr("os.statvfs", lambda _p: _Vfs(10**9, 0, files=0))
-    safety.check_space(tmp_path, DIRECTORY, 1_000_000, 0)
+    need = safety.check_space(tmp_path, DIRECTORY, 1_000_000, 0)
+    assert need.inodes > 1_000_000  # one file per LO: the need is real, only not comparable
+    assert need.bytes <= 10**9 * 4096
+    # the same zero free inodes from a file system with a limit is refused
+    monkeypatch.setattr("os.statvfs", lambda _p: _Vfs(10**9, 0, files=10**7))
+    with pytest.raises(InsufficientResources, match="inodes"):
+        safety.check_space(tmp_path, DIRECTORY, 1_000_000, 0)
 
 
 def test_real_statvfs(tmp_path: Path) -> None:

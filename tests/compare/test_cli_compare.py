@@ -44,6 +44,7 @@ def _doc(small_run: tuple[Result, Path, Path]) -> dict[str, Any]:
     return doc
 
 
+@pytest.mark.pg  # small_run starts its own source cluster
 def test_dumps(small_run: tuple[Result, Path, Path]) -> None:
     doc = _doc(small_run)
     summary = {(s["contender"]["major"], s["contender"]["format"]): s for s in doc["summary"]
@@ -77,6 +78,7 @@ def test_dumps(small_run: tuple[Result, Path, Path]) -> None:
     assert doc["via"] in ("gnu-time", "wait4")
 
 
+@pytest.mark.pg  # small_run starts its own source cluster
 def test_packed_contender(small_run: tuple[Result, Path, Path]) -> None:
     """The packed archive measured like pg_dump, paired with the newest major, one
     restore mode (its batches are sized from the lock table), and ratios against it."""
@@ -92,6 +94,7 @@ def test_packed_contender(small_run: tuple[Result, Path, Path]) -> None:
     assert "pgblobdump packed" in _run("--render", str(small_run[1])).stdout
 
 
+@pytest.mark.pg  # small_run starts its own source cluster
 def test_restores_bring_every_lo_back(small_run: tuple[Result, Path, Path]) -> None:
     doc = _doc(small_run)
     modes = {(r["contender"]["major"], r["contender"]["format"], r["mode_label"])
@@ -107,6 +110,7 @@ def test_restores_bring_every_lo_back(small_run: tuple[Result, Path, Path]) -> N
         assert r["wall_s"]["median"] > 0
 
 
+@pytest.mark.pg  # small_run starts its own source cluster
 def test_results_folder_round_trips(small_run: tuple[Result, Path, Path]) -> None:
     _doc(small_run)
     folder = small_run[1]
@@ -137,6 +141,7 @@ def test_results_folder_round_trips(small_run: tuple[Result, Path, Path]) -> Non
     assert "| pg_dump 17 -Fd |" in md.stdout and "all back" in md.stdout
 
 
+@pytest.mark.pg  # small_run starts its own source cluster
 def test_kept_archives_entries_agree_with_pg_restore(small_run: tuple[Result, Path, Path]) -> None:
     _doc(small_run)
     work = small_run[2]

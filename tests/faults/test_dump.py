@@ -65,7 +65,7 @@ def test_dump_cut(source: Source, tmp_path: Path, jobs: int, k: int, kind: Kind)
     _cut_dump(source, tmp_path, jobs, FAST, k, kind)
 
 
-@pytest.mark.slow
+@pytest.mark.scale
 @pytest.mark.parametrize("jobs", [1, 2])
 @pytest.mark.parametrize(("k", "kind"), kinds(SLOW))
 def test_dump_cut_matrix(source: Source, tmp_path: Path, jobs: int, k: int, kind: Kind) -> None:

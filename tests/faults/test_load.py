@@ -93,7 +93,7 @@ def _archive_part(snap: Snapshot) -> Snapshot:
     return {o: v for o, v in snap.items() if o < WRITER_FIRST}
 
 
-@pytest.mark.slow  # ~20 s on 2 cores (80k LOs generated, dumped, restored in 8 parts)
+@pytest.mark.scale  # ~20 s on 2 cores (80k LOs generated, dumped, restored in 8 parts)
 def test_parallel_parts_with_writers_and_a_dump(
     pg17: EmbeddedCluster, new_db: NewDb, tmp_path: Path
 ) -> None:

@@ -134,7 +134,7 @@ def test_migrate_cut_then_rerun(
     _cut_migrate(pg17, template, copy_db, FAST, k, kind)
 
 
-@pytest.mark.slow
+@pytest.mark.scale
 @pytest.mark.parametrize(("k", "kind"), kinds(SLOW))
 def test_migrate_cut_matrix(
     pg17: EmbeddedCluster,

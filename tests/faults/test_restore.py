@@ -52,7 +52,7 @@ def test_restore_cut_then_resume(source: Source, new_db: NewDb, k: int, kind: Ki
     _cut_restore(source, new_db, FAST, k, kind, heal=False)
 
 
-@pytest.mark.slow
+@pytest.mark.scale
 @pytest.mark.parametrize("heal", [False, True], ids=["down", "back"])
 @pytest.mark.parametrize(("k", "kind"), kinds(SLOW))
 def test_restore_cut_matrix(source: Source, new_db: NewDb, k: int, kind: Kind, heal: bool) -> None:

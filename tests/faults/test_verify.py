@@ -57,7 +57,7 @@ def test_verify_cut(source: Source, restored: str, k: int, kind: Kind) -> None:
     _cut_verify(source, restored, FAST, k, kind)
 
 
-@pytest.mark.slow
+@pytest.mark.scale
 @pytest.mark.parametrize(("k", "kind"), kinds(SLOW))
 def test_verify_cut_matrix(source: Source, restored: str, k: int, kind: Kind) -> None:
     _cut_verify(source, restored, SLOW, k, kind)

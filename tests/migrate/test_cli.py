@@ -7,8 +7,8 @@ import json
 import psycopg
 
 from pgblobdump.servers.cluster import EmbeddedCluster
+from tests.clirun import assert_one_line_error, run
 from tests.conftest import NewDb
-from tests.test_cli import assert_one_line_error, run
 
 
 def test_plan_and_run_as_json(pg17: EmbeddedCluster, new_db: NewDb) -> None:

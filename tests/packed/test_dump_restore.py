@@ -166,7 +166,7 @@ def test_dump_selections(pg16: EmbeddedCluster, new_db: NewDb, tmp_path: Path) -
     assert b.los == 2
 
 
-@pytest.mark.slow
+@pytest.mark.scale
 def test_ctrl_c_during_restore_removes_what_it_made_and_kill_9_then_resume(
     pg17: EmbeddedCluster, new_db: NewDb, tmp_path: Path
 ) -> None:

@@ -198,8 +198,8 @@ def _stop_immediately(cluster: EmbeddedCluster) -> None:
     "into",
     [
         "new directory",
-        pytest.param("empty directory", marks=pytest.mark.slow),
-        pytest.param("stream", marks=pytest.mark.slow),
+        pytest.param("empty directory", marks=pytest.mark.scale),
+        pytest.param("stream", marks=pytest.mark.scale),
     ],
 )
 def test_backends_terminated_mid_dump(
@@ -261,7 +261,7 @@ def test_backends_terminated_mid_dump(
 # -- restore ----------------------------------------------------------------------------
 
 
-@pytest.mark.slow  # 8 s; the fast run keeps the dump case (the default run stays < 2 min)
+@pytest.mark.scale  # 8 s; the fast run keeps the dump case (the default run stays < 2 min)
 @pytest.mark.parametrize("storm", [False, True], ids=["once", "until-it-exits"])
 def test_backend_terminated_mid_restore_then_resume(
     archive: Archive, pg17: EmbeddedCluster, new_db: NewDb, storm: bool
@@ -309,7 +309,7 @@ def test_backend_terminated_mid_restore_then_resume(
     assert state(dst) == archive.expected
 
 
-@pytest.mark.slow  # a cluster of its own (like the rest of the suite's slow ones): ~8 s
+@pytest.mark.scale  # a cluster of its own (like the rest of the suite's slow ones): ~8 s
 def test_server_stopped_mid_restore_then_resume(archive: Archive) -> None:
     """The whole server stopped (immediate shutdown) under a restore: exit 3, one line
     naming the lost server and exactly what is left, with --resume advice (its clean-up
@@ -396,7 +396,7 @@ def _measured(*args: str, timeout: float = 900) -> tuple[float, int]:
     return seconds, peak
 
 
-@pytest.mark.slow  # ~75 s
+@pytest.mark.scale  # ~75 s
 def test_an_lo_over_1_gib_from_17_to_18(
     pg17: EmbeddedCluster, pg18: EmbeddedCluster, new_db: NewDb, tmp_path: Path
 ) -> None:

@@ -97,7 +97,7 @@ def test_pack(source: tuple[str, State], pg16: EmbeddedCluster, new_db: NewDb, t
     _round_trip(source, pg16, new_db, tmp_path, major, fmt, compression)
 
 
-@pytest.mark.slow
+@pytest.mark.scale
 @pytest.mark.parametrize(
     ("major", "fmt", "compression"),
     [(16, "d", "none"), (17, "c", "lz4"), (18, "d", "gzip"), (18, "c", "none"), (17, "t", "none")],
@@ -107,7 +107,7 @@ def test_pack_more(source: tuple[str, State], pg16: EmbeddedCluster, new_db: New
     _round_trip(source, pg16, new_db, tmp_path, major, fmt, compression)
 
 
-@pytest.mark.parametrize("major", [pytest.param(16, marks=pytest.mark.slow), 17])
+@pytest.mark.parametrize("major", [pytest.param(16, marks=pytest.mark.scale), 17])
 def test_unpack_gives_back_the_archive(
     source: tuple[str, State], pg16: EmbeddedCluster, new_db: NewDb, tmp_path: Path, major: int,
     request: pytest.FixtureRequest,
@@ -182,7 +182,7 @@ def test_bad_input(pg16: EmbeddedCluster, new_db: NewDb, tmp_path: Path,
 @pytest.mark.parametrize(
     ("major", "layout", "fmt"),
     [(16, None, "custom"), (17, 17, "custom"), (16, None, "directory"),
-     *(pytest.param(*p, marks=pytest.mark.slow) for p in
+     *(pytest.param(*p, marks=pytest.mark.scale) for p in
        ((17, None, "custom"), (18, None, "custom"), (18, 18, "custom"),
         (18, 17, "directory")))],
 )  # fmt: skip
@@ -212,7 +212,7 @@ def test_unpack_a_dump_as_a_pg_dump_archive(
     assert _as_pg_dump_sees(state(dst)) == source[1]
 
 
-@pytest.mark.parametrize("major", [pytest.param(16, marks=pytest.mark.slow), 17])
+@pytest.mark.parametrize("major", [pytest.param(16, marks=pytest.mark.scale), 17])
 def test_unpack_a_packed_custom_archive(
     source: tuple[str, State], pg16: EmbeddedCluster, new_db: NewDb, tmp_path: Path, major: int,
     request: pytest.FixtureRequest,

@@ -25,11 +25,11 @@ from pgblobdump.servers.seaweed import BUCKET, LocalS3
 from pgblobdump.storage import LocalDirectory
 from pgblobdump.storage.base import CLAIM_NAME
 from pgblobdump.storage.s3 import S3Prefix
+from tests.clirun import assert_one_line_error, run
 from tests.conftest import NewDb
 from tests.losets import fill
 from tests.losets import roles as _roles
 from tests.storage.flaky import SLOW_DOWN
-from tests.test_cli import assert_one_line_error, run
 
 # Enough that one run is still writing when the other starts (some 40 volumes).
 LOS = {20000 + i: (99_000, i % 3, i % 3, i % 5 == 0) for i in range(400)}

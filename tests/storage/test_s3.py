@@ -15,12 +15,12 @@ from pgblobdump.servers import toolchain
 from pgblobdump.servers.cluster import EmbeddedCluster
 from pgblobdump.servers.seaweed import BUCKET, SECRET_KEY, LocalS3
 from pgblobdump.storage.s3 import S3Prefix
+from tests.clirun import assert_one_line_error, run
 from tests.conftest import NewDb
 from tests.losets import fill, state
 from tests.losets import roles as _roles
 from tests.packed.test_pack import _as_pg_dump_sees
 from tests.storage.flaky import FlakyProxy
-from tests.test_cli import assert_one_line_error, run
 
 LOS = {
     **{16384 + i: (i * 97 % 5000, i % 3, i % 3, i % 4 == 0) for i in range(300)},
@@ -122,7 +122,8 @@ def test_a_corrupt_object_is_named(pg17: EmbeddedCluster, new_db: NewDb, s3_url:
     assert volume in result.stderr
 
 
-@pytest.mark.slow
+@pytest.mark.scale
+@pytest.mark.s3  # a SeaweedFS of its own
 def test_server_killed_mid_upload_leaves_no_archive_and_a_rerun_works(
     pg17: EmbeddedCluster, new_db: NewDb
 ) -> None:

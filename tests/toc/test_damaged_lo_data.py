@@ -6,6 +6,7 @@ exit 7; undamaged archives still read (tests/toc/test_real_archives.py)."""
 from __future__ import annotations
 
 import io
+import json
 import shutil
 import tarfile
 from pathlib import Path
@@ -128,11 +129,26 @@ def test_stream_end_of_every_real_data_file(corpus: Corpus, name: str) -> None:
 
 
 def test_uncompressed_data_file_cut_short_is_undetectable(corpus: Corpus, tmp_path: Path) -> None:
-    """Documented in docs/toc.md: an uncompressed data file has no framing."""
+    """Documented in docs/toc.md: an uncompressed data file has no framing, so one cut
+    short reads as a shorter LO (its first bytes, exactly), and only that LO changes."""
     archive = _copy(corpus, "pg17-directory-none", tmp_path)
     victim = _data_file(archive, 1004)
-    victim.write_bytes(victim.read_bytes()[:100])
-    assert _toc("summary", archive).exit_code == 0
+    assert victim.read_bytes() == corpus.los[1004]  # no framing: the file is the bytes
+    victim.write_bytes(corpus.los[1004][:100])
+    summary = _toc("summary", archive, "--json")
+    assert summary.exit_code == 0, summary.output
+    s = json.loads(summary.stdout)
+    assert s["lo_count"] == s["los_with_data"] == len(corpus.los)
+    assert s["lo_data_bytes"] == sum(map(len, corpus.los.values())) - len(corpus.los[1004]) + 100
+    rows = json.loads(_toc("los", archive, "--json").stdout)
+    assert {r["oid"]: r["size"] for r in rows} == {
+        oid: 100 if oid == 1004 else len(data) for oid, data in corpus.los.items()
+    }
+    for oid, data in corpus.los.items():
+        out = tmp_path / f"{oid}.bin"
+        extracted = _toc("extract", archive, oid, "-o", out)
+        assert extracted.exit_code == 0, extracted.output
+        assert out.read_bytes() == (data[:100] if oid == 1004 else data), oid
 
 
 # -- a data file or a blobs list line missing -------------------------------------------

@@ -1,0 +1,88 @@
+"""Docs that cannot go stale: the command reference is generated and every help has an example."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+import click
+import pytest
+
+from pgblobdump import errors
+from pgblobdump.cli import cli
+from pgblobdump.cli.docgen import help_text, render, walk
+
+ROOT = Path(__file__).resolve().parents[2]
+COMMANDS = walk(cli, ["pgblobdump"])
+
+
+def test_command_reference_is_current() -> None:
+    current = (ROOT / "docs" / "commands.md").read_text()
+    assert current == render(), "run: python -m pgblobdump.cli.docgen > docs/commands.md"
+
+
+@pytest.mark.parametrize(("path", "cmd"), COMMANDS, ids=[" ".join(p) for p, _ in COMMANDS])
+def test_every_command_has_help_ending_with_an_example(path: list[str], cmd: object) -> None:
+    text = help_text(path, cmd)  # type: ignore[arg-type]
+    assert "Example:" in text, f"{' '.join(path)} --help has no example"
+
+
+def test_readme_mentions_every_top_level_command() -> None:
+    readme = (ROOT / "README.md").read_text()
+    for name in cli.list_commands(click.Context(cli)):
+        assert f"pgblobdump {name}" in readme, f"README does not mention pgblobdump {name}"
+
+
+def _readme_exit_codes() -> dict[int, str]:
+    """The README's exit-code table: each code (``130, 143, 129`` rows split) to its meaning."""
+    lines = (ROOT / "README.md").read_text().splitlines()
+    start = lines.index("| exit | meaning |") + 2  # past the header and its rule
+    table: dict[int, str] = {}
+    for line in lines[start:]:
+        if not line.startswith("|"):
+            break
+        codes, meaning = (cell.strip() for cell in line.strip("|").split("|", 1))
+        for code in codes.split(","):
+            table[int(code)] = meaning
+    return table
+
+
+# Words the README's meaning of each class's exit code must contain.
+_MEANS = {
+    errors.PgBlobDumpError: "other failure", errors.UsageError: "bad option value",
+    errors.ConnectionFailed: "cannot connect", errors.DatabaseError: "database refused",
+    errors.ToolchainError: "binaries missing", errors.ServerError: "embedded server failed",
+    errors.ArchiveError: "archive", errors.ResultsUnreadable: "results file unreadable",
+    errors.NotFound: "not found", errors.ExternalCommandFailed: "pg_dump/pg_restore failed",
+    errors.InsufficientResources: "disk space", errors.FileError: "file or directory",
+    errors.ObjectStorageError: "object storage",
+}  # fmt: skip
+
+
+def _subclasses(cls: type) -> list[type]:
+    return [cls, *(s for sub in cls.__subclasses__() for s in _subclasses(sub))]
+
+
+def test_readme_exit_codes_are_the_ones_errors_py_maps() -> None:
+    table = _readme_exit_codes()
+    classes = _subclasses(errors.PgBlobDumpError)
+    # A class with an exit code of its own needs its word; one that inherits its parent's
+    # code (a finer kind of the same condition) is covered by the parent's row.
+    own_code = {c for c in classes if "exit_code" in vars(c) and c is not errors.Interrupted}
+    assert own_code <= set(_MEANS) | {
+        errors.NotAnArchive, errors.UnsupportedArchive, errors.CorruptArchive
+    }, "a new exit code: give it a row (or a word) in README's exit-code table"  # fmt: skip
+    used = set()
+    for cls in classes:
+        if cls is errors.Interrupted:
+            continue
+        code = cls.exit_code  # type: ignore[attr-defined]
+        assert code in table, f"{cls.__name__} exits {code}, which README does not list"
+        word = next(_MEANS[k] for k in cls.__mro__ if k in _MEANS)
+        assert word in table[code], f"README: exit {code} is {table[code]!r}, not {word!r}"
+        used.add(code)
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        code = errors.Interrupted("x", signum).exit_code
+        assert code in table and "interrupted" in table[code]
+        used.add(code)
+    assert used == set(table), f"README lists codes no error has: {set(table) - used}"
