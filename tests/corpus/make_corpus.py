@@ -33,8 +33,8 @@ from typing import Any
 
 import psycopg
 
+from pgblobdump import aclitem as acl
 from pgblobdump.errors import PgBlobDumpError
-from pgblobdump.pg import acl
 from pgblobdump.servers import toolchain
 from pgblobdump.servers.cluster import EmbeddedCluster
 from pgblobdump.toc.acl import grants_json

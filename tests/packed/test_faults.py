@@ -583,7 +583,7 @@ def test_kill_9_then_the_same_restore_says_resume(
     assert code == 4 and "--on-conflict skip" in line and "--resume" not in line, line
 
 
-@pytest.mark.slow  # waits out STOP_WAIT (30 s) for a worker whose server does not answer
+@pytest.mark.scale  # waits out STOP_WAIT (30 s) for a worker whose server does not answer
 def test_ctrl_c_of_a_dump_whose_server_does_not_answer(source: str, tmp_path: Path) -> None:
     """``dump --jobs 2`` whose backends are frozen (SIGSTOP: the server neither answers
     nor hangs up, as across a cut network) when Ctrl-C comes: the workers are waited for
