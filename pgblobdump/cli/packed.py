@@ -6,14 +6,14 @@ import contextlib
 import dataclasses
 import shlex
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import click
 
 from pgblobdump import storage as places
-from pgblobdump.cli.options import connection_options, output_options
+from pgblobdump.cli.options import F, connection_options, output_options
 from pgblobdump.cli.output import Format, emit
 from pgblobdump.cli.pipes import silence_stdout
 from pgblobdump.cli.progress import reporter
@@ -43,6 +43,16 @@ LEVEL = click.option(
     "--level", type=int, default=ZSTD_LEVEL, show_default=True,
     help="zstd level, 0 to store uncompressed.",
 )  # fmt: skip
+
+
+def jobs_option(text: str) -> Callable[[F], F]:
+    """``-j/--jobs N`` (default 1); the request checks its range and what it goes with."""
+    return click.option("-j", "--jobs", type=int, default=1, show_default=True, help=text)
+
+
+def pg_dump_major_option(text: str) -> Callable[[F], F]:
+    """``--pg-dump-major MAJOR``: which pg_dump's archive (dump --full, unpack)."""
+    return click.option("--pg-dump-major", type=int, metavar="MAJOR", help=text)
 
 
 ONLY_OIDS = click.option(
@@ -89,14 +99,7 @@ def _result_table(title: str, record: dict[str, Any]) -> Table:
     metavar="TABLE.COLUMN",
     help="Only LOs this column references (repeatable).",
 )
-@click.option(
-    "-j",
-    "--jobs",
-    type=int,
-    default=1,
-    show_default=True,
-    help="Workers (connections) sharing one snapshot.",
-)
+@jobs_option("Workers (connections) sharing one snapshot.")
 @VOLUME_SIZE
 @LEVEL
 @click.option(
@@ -104,12 +107,7 @@ def _result_table(title: str, record: dict[str, Any]) -> Table:
     is_flag=True,
     help="Also the rest of the database: pg_dump under the same snapshot, kept in the archive.",
 )
-@click.option(
-    "--pg-dump-major",
-    type=int,
-    metavar="MAJOR",
-    help="With --full: the pg_dump to use (default: the server's major).",
-)
+@pg_dump_major_option("With --full: the pg_dump to use (default: the server's major).")
 @output_options
 def dump(target: ConnectionTarget, output: str, oids: tuple[int, int],
          referenced_by: tuple[str, ...], jobs: int, volume_size: int, level: int, full: bool,
@@ -182,14 +180,7 @@ def dump(target: ConnectionTarget, output: str, oids: tuple[int, int],
     help="Restore share K of N (OID ranges of equal LO counts): N restores at once, one"
     " archive, one database.",
 )
-@click.option(
-    "-j",
-    "--jobs",
-    type=int,
-    default=1,
-    show_default=True,
-    help="With --full: pg_restore's jobs for data and post-data.",
-)
+@jobs_option("With --full: pg_restore's jobs for data and post-data.")
 @output_options
 def restore(archive: str, target: ConnectionTarget, no_owner: bool, no_acl: bool,
             no_comments: bool, on_conflict: str, resume: bool, skip_damaged: bool,
@@ -364,12 +355,9 @@ def pack_cmd(archive: Path, output: str, volume_size: int, level: int, fmt: Form
     show_default=True,
     help="The pg_dump archive format to write.",
 )
-@click.option(
-    "--pg-dump-major",
-    type=int,
-    metavar="MAJOR",
-    help="A packed dump's archive layout: pg_dump 16's (the default; pg_restore 16-18 read"
-    " it) or 17/18's (grouped BLOB METADATA; pg_restore 17+).",
+@pg_dump_major_option(
+    "A packed dump's archive layout: pg_dump 16's (the default; pg_restore 16-18 read"
+    " it) or 17/18's (grouped BLOB METADATA; pg_restore 17+)."
 )
 @output_options
 def unpack_cmd(archive: str, output: str, out_format: str, pg_dump_major: int | None,
