@@ -17,7 +17,7 @@ from pgblobdump.cli.options import F, connection_options, output_options
 from pgblobdump.cli.output import Format, emit
 from pgblobdump.cli.pipes import silence_stdout
 from pgblobdump.cli.progress import reporter
-from pgblobdump.cli.types import OID, OIDS, PART, SIZE
+from pgblobdump.cli.types import COLUMN, OID, OIDS, PART, SIZE
 from pgblobdump.errors import CorruptArchive, FileError, UsageError
 from pgblobdump.fileio import refuse_input, write_atomically
 from pgblobdump.packed import DumpRequest, OnConflict, RestoreRequest, restore_archive
@@ -60,16 +60,6 @@ ONLY_OIDS = click.option(
 )
 
 
-def parse_references(values: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
-    refs = []
-    for v in values:
-        table, dot, column = v.rpartition(".")
-        if not dot or not table or not column:
-            raise UsageError(f"--referenced-by {v!r} must be TABLE.COLUMN (or SCHEMA.TABLE.COLUMN)")
-        refs.append((table, column))
-    return tuple(refs)
-
-
 def new_directory(output: str) -> contextlib.AbstractContextManager[Storage]:
     """storage.create_new for this command: the claim names the command; a claim left
     behind after a run that succeeded is a warning on stderr."""
@@ -95,6 +85,7 @@ def _result_table(title: str, record: dict[str, Any]) -> Table:
 @ONLY_OIDS
 @click.option(
     "--referenced-by",
+    type=COLUMN,
     multiple=True,
     metavar="TABLE.COLUMN",
     help="Only LOs this column references (repeatable).",
@@ -110,8 +101,8 @@ def _result_table(title: str, record: dict[str, Any]) -> Table:
 @pg_dump_major_option("With --full: the pg_dump to use (default: the server's major).")
 @output_options
 def dump(target: ConnectionTarget, output: str, oids: tuple[int, int],
-         referenced_by: tuple[str, ...], jobs: int, volume_size: int, level: int, full: bool,
-         pg_dump_major: int | None, fmt: Format) -> None:  # fmt: skip
+         referenced_by: tuple[tuple[str, str], ...], jobs: int, volume_size: int, level: int,
+         full: bool, pg_dump_major: int | None, fmt: Format) -> None:  # fmt: skip
     """Dump large objects into a packed archive: a few files whatever the count.
 
     Owners, ACLs and comments come along; every worker reads under one snapshot, with
@@ -120,7 +111,7 @@ def dump(target: ConnectionTarget, output: str, oids: tuple[int, int],
 
     Example: pgblobdump dump -d mydb -o lobs.pbd --jobs 2
     """
-    req = DumpRequest(Selection(*oids, parse_references(referenced_by)), jobs, volume_size,
+    req = DumpRequest(Selection(*oids, referenced_by), jobs, volume_size,
                       level, full, pg_dump_major)  # fmt: skip
     conninfo = target.conninfo()
     if output == places.STREAM:

@@ -35,6 +35,14 @@ def parse_sizes(text: str, what: str) -> tuple[int, ...]:
     return tuple(parse_size(s.strip(), what) for s in text.split(",") if s.strip())
 
 
+def parse_column(text: str, what: str) -> tuple[str, str]:
+    """``[schema.]table.column`` -> (``[schema.]table``, ``column``)."""
+    table, dot, column = text.rpartition(".")
+    if not dot or not table or not column:
+        raise UsageError(f"{what} {text!r} must be TABLE.COLUMN (or SCHEMA.TABLE.COLUMN)")
+    return table, column
+
+
 def parse_part(text: str, what: str = "--part") -> tuple[int, int]:
     from pgblobdump.packed.parts import parse_part  # libpq only for the commands with --part
 
@@ -81,5 +89,7 @@ COUNT = Parsed("count", parse_count)
 """A whole number: ``1000``, ``100k``, ``1M``."""
 OIDS = Parsed("oids", parse_oids)
 """One OID or an inclusive range ``1000-5000``: (first, last)."""
+COLUMN = Parsed("table.column", parse_column)
+"""``[schema.]table.column``: (table, column)."""
 PART = Parsed("part", parse_part)
 """``K/N``: (K, N)."""

@@ -96,6 +96,10 @@ def test_dump_refuses_what_the_cli_refuses(tmp_path: Path) -> None:
             ["pack", "x", "-o", "y", "--volume-size", "-1"],
             _refused(lambda: parse_size("-1", "--volume-size")),
         ),
+        (
+            ["dump", "-d", NOWHERE, "-o", "x", "--referenced-by", "nodot"],
+            "--referenced-by 'nodot' must be TABLE.COLUMN (or SCHEMA.TABLE.COLUMN)",
+        ),
         (["cat", "x", "0"], "OID 0 is out of range (1 to 4294967295)"),
         (["toc", "extract", "x", "4294967296"], "OID 4294967296 is out of range (1 to 4294967295)"),
         (["bench", "read", "--chunk", "1XB"], _refused(lambda: parse_size("1XB", "--chunk"))),
