@@ -59,8 +59,9 @@ class ReadSpec:
     directory: Path | None = None
     seed: int = 0
 
-    def check(self) -> None:
-        """UsageError unless every figure is in range."""
+    def __post_init__(self) -> None:
+        """UsageError unless every figure is in range (a library caller meets the CLI's
+        refusals)."""
         if not self.sizes:
             raise UsageError("--sizes needs one or more sizes")
         for what, n in [*(("--sizes", s) for s in self.sizes), ("--chunk", self.chunk)]:
@@ -228,7 +229,6 @@ def _reader(setup: _Setup, cur: Cursor, method: str, mode: str, chunk: int,
 
 
 def run(server: Server, spec: ReadSpec, reporter: Reporter = QUIET) -> ReadResult:
-    spec.check()
     tag = unique_tag()
     rows: list[ReadRow] = []
     with tempfile.TemporaryDirectory(prefix="pgbd-bench-", dir=spec.directory) as tmp:

@@ -47,8 +47,9 @@ class ToastSpec:
     content: Content | None = None
     seed: int = 0
 
-    def check(self) -> None:
-        """UsageError unless every figure is in range."""
+    def __post_init__(self) -> None:
+        """UsageError unless every figure is in range (a library caller meets the CLI's
+        refusals)."""
         if self.kind not in KINDS:
             raise UsageError("--type must be text or bytea")
         if not self.lengths or not all(1 <= n <= MAX_LENGTH for n in self.lengths):
@@ -89,7 +90,6 @@ class ToastResult:
 
 
 def run(server: Server, spec: ToastSpec, reporter: Reporter = QUIET) -> ToastResult:
-    spec.check()
     content = spec.content or (Content.TEXT if spec.kind == "text" else Content.RANDOM)
     table = sql.Identifier(f"{PREFIX}{unique_tag()}_toast")
     rows: list[ToastRow] = []

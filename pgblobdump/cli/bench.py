@@ -14,11 +14,12 @@ from pgblobdump.bench.server import server
 from pgblobdump.cli.options import connection_options, output_options
 from pgblobdump.cli.output import Format, emit
 from pgblobdump.cli.progress import note, reporter
+from pgblobdump.cli.types import SIZE, SIZES
 from pgblobdump.generate.spec import Content
 from pgblobdump.pg.target import ConnectionTarget
 from pgblobdump.report import Column, Table
 from pgblobdump.report.table import jsonable
-from pgblobdump.units import format_bytes, parse_size
+from pgblobdump.units import format_bytes
 
 MAJOR = click.option(
     "--major",
@@ -48,10 +49,6 @@ def bench() -> None:
 
 def _target(target: ConnectionTarget) -> str | None:
     return target.conninfo() if target.given else None
-
-
-def _sizes(text: str, what: str) -> tuple[int, ...]:
-    return tuple(parse_size(s.strip(), what) for s in text.split(",") if s.strip())
 
 
 def _size_label(n: int) -> str:
@@ -120,8 +117,10 @@ def toast_table(result: toast_bench.ToastResult, kind: str) -> Table:
 @bench.command("read")
 @connection_options
 @MAJOR
-@click.option("--sizes", default="350MB,4.5MB", show_default=True, help="Content sizes.")
-@click.option("--chunk", default="1MiB", show_default=True, help="Bytes per chunked read.")
+@click.option("--sizes", type=SIZES, default="350MB,4.5MB", show_default=True,
+              help="Content sizes.")  # fmt: skip
+@click.option("--chunk", type=SIZE, default="1MiB", show_default=True,
+              help="Bytes per chunked read.")  # fmt: skip
 @click.option("--repeat", type=click.IntRange(1, 1000), default=5, show_default=True,
               help="Reads per method, size and mode.")  # fmt: skip
 @click.option("--content", type=click.Choice([c.value for c in Content]), default="random",
@@ -133,8 +132,8 @@ def toast_table(result: toast_bench.ToastResult, kind: str) -> Table:
               help="Where the file copy goes (default: the temporary directory).")  # fmt: skip
 @PLOT
 @output_options
-def read_cmd(target: ConnectionTarget, major: int, sizes: str, chunk: str, repeat: int,
-             content: str, cold: bool, directory: Path | None, plot_dir: Path | None,
+def read_cmd(target: ConnectionTarget, major: int, sizes: tuple[int, ...], chunk: int,
+             repeat: int, content: str, cold: bool, directory: Path | None, plot_dir: Path | None,
              fmt: Format) -> None:  # fmt: skip
     """Read the same bytes as a file, an LO, and bytea EXTERNAL and EXTENDED.
 
@@ -144,9 +143,7 @@ def read_cmd(target: ConnectionTarget, major: int, sizes: str, chunk: str, repea
 
     Example: pgblobdump bench read --sizes 350MB,4.5MB --repeat 5 --markdown
     """
-    spec = read_bench.ReadSpec(_sizes(sizes, "--sizes"), parse_size(chunk, "--chunk"), repeat,
-                               Content(content), cold, directory)  # fmt: skip
-    spec.check()
+    spec = read_bench.ReadSpec(sizes, chunk, repeat, Content(content), cold, directory)
     with server(_target(target), major, cold) as srv, reporter("reading", repeat) as rep:
         result = read_bench.run(srv, spec, rep)
     table = read_table(result)
@@ -166,15 +163,15 @@ def read_cmd(target: ConnectionTarget, major: int, sizes: str, chunk: str, repea
 @bench.command("toast")
 @connection_options
 @MAJOR
-@click.option("--lengths", default=",".join(str(n) for n in toast_bench.DEFAULT_LENGTHS),
-              show_default=True, help="Value lengths in bytes.")  # fmt: skip
+@click.option("--lengths", type=SIZES, show_default=True, help="Value lengths in bytes.",
+              default=",".join(str(n) for n in toast_bench.DEFAULT_LENGTHS))  # fmt: skip
 @click.option("--rows", type=click.IntRange(10, 10_000_000), default=2000, show_default=True,
               help="Rows per length and storage.")  # fmt: skip
 @click.option("--type", "kind", type=click.Choice(["text", "bytea"]), default="text",
               show_default=True, help="text (words) or bytea (random bytes).")  # fmt: skip
 @PLOT
 @output_options
-def toast_cmd(target: ConnectionTarget, major: int, lengths: str, rows: int, kind: str,
+def toast_cmd(target: ConnectionTarget, major: int, lengths: tuple[int, ...], rows: int, kind: str,
               plot_dir: Path | None, fmt: Format) -> None:  # fmt: skip
     """Sweep value lengths across the TOAST threshold: bytes per row on disk, the share
     stored compressed, insert rate, substring read rate, and buffers per access, for
@@ -182,8 +179,7 @@ def toast_cmd(target: ConnectionTarget, major: int, lengths: str, rows: int, kin
 
     Example: pgblobdump bench toast --lengths 1000,2000,4000 --rows 5000 --json
     """
-    spec = toast_bench.ToastSpec(_sizes(lengths, "--lengths"), rows, kind)
-    spec.check()
+    spec = toast_bench.ToastSpec(lengths, rows, kind)
     with server(_target(target), major, False) as srv, reporter("toast", 0) as rep:
         result = toast_bench.run(srv, spec, rep)
     table = toast_table(result, kind)

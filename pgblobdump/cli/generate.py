@@ -10,6 +10,7 @@ import click
 from pgblobdump.cli.options import connection_options, output_options
 from pgblobdump.cli.output import Format, emit
 from pgblobdump.cli.progress import note, reporter
+from pgblobdump.cli.types import COUNT, Parsed
 from pgblobdump.errors import UsageError
 from pgblobdump.generate import Content, GenerateResult, GenerateSpec, SizeSpec
 from pgblobdump.generate import generate as run
@@ -17,7 +18,7 @@ from pgblobdump.pg.target import ConnectionTarget
 from pgblobdump.report import Column, Table
 from pgblobdump.report.table import jsonable
 from pgblobdump.servers.cluster import EmbeddedCluster
-from pgblobdump.units import format_bytes, parse_count
+from pgblobdump.units import format_bytes
 
 
 def record_table(r: GenerateResult) -> Table:
@@ -60,10 +61,16 @@ def _target(target: ConnectionTarget, embedded: int | None) -> Iterator[str]:
 @click.command()
 @connection_options
 @click.option(
-    "-n", "--count", default="1000", show_default=True, help="How many LOs (1000, 100k, 1M)."
+    "-n",
+    "--count",
+    type=COUNT,
+    default="1000",
+    show_default=True,
+    help="How many LOs (1000, 100k, 1M).",
 )
 @click.option(
     "--size",
+    type=Parsed("size", lambda text, _flag: SizeSpec.parse(text)),
     default="0",
     show_default=True,
     help="LO size: fixed (0, 4KiB) or a log-uniform range (1KiB-64KiB).",
@@ -113,8 +120,8 @@ def _target(target: ConnectionTarget, embedded: int | None) -> Iterator[str]:
 @output_options
 def generate(
     target: ConnectionTarget,
-    count: str,
-    size: str,
+    count: int,
+    size: SizeSpec,
     content: str,
     table: str | None,
     owners: int,
@@ -138,8 +145,8 @@ def generate(
     --grants 0.1 --comments 0.01
     """
     spec = GenerateSpec(
-        count=parse_count(count, "--count"),
-        size=SizeSpec.parse(size),
+        count=count,
+        size=size,
         content=Content(content),
         table=table,
         owners=owners,

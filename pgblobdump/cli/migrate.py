@@ -219,7 +219,6 @@ def run_cmd(
         lock=core.LockPolicy(wait_s=lock_wait), allow_acl_widening=allow_acl_widening,
         owner=owner,
     )  # fmt: skip
-    opts.check()  # before connecting: a bad combination needs no server
     with (
         connect(target.conninfo(), doing=f"migrating {column}") as conn,
         reporter("migrating", 0) as rep,

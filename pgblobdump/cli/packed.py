@@ -6,45 +6,35 @@ import contextlib
 import dataclasses
 import shlex
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import click
 
-from pgblobdump.cli.options import connection_options, output_options
+from pgblobdump import storage as places
+from pgblobdump.cli.options import F, connection_options, output_options
 from pgblobdump.cli.output import Format, emit
 from pgblobdump.cli.pipes import silence_stdout
 from pgblobdump.cli.progress import reporter
-from pgblobdump.errors import CorruptArchive, FileError, PgBlobDumpError, UsageError
+from pgblobdump.cli.types import COLUMN, OID, OIDS, PART, SIZE
+from pgblobdump.errors import CorruptArchive, FileError, UsageError
 from pgblobdump.fileio import refuse_input, write_atomically
-from pgblobdump.packed import (
-    DumpRequest,
-    OnConflict,
-    RestoreRequest,
-    open_source,
-)
-from pgblobdump.packed import (
-    dump as run_dump,
-)
-from pgblobdump.packed import (
-    restore as run_restore,
-)
+from pgblobdump.packed import DumpRequest, OnConflict, RestoreRequest, restore_archive
+from pgblobdump.packed import dump as run_dump
 from pgblobdump.packed import source as packed_source
 from pgblobdump.packed.format import DEFAULT_VOLUME_SIZE, ZSTD_LEVEL
-from pgblobdump.packed.full import restore_full
 from pgblobdump.packed.verify import check_archive, compare_database
 from pgblobdump.pg.lostream import Selection
 from pgblobdump.pg.target import ConnectionTarget, split_password
 from pgblobdump.report import Column, Table, stream
-from pgblobdump.storage import LocalDirectory, Storage
-from pgblobdump.storage.base import CLAIM_NAME, why, widened
-from pgblobdump.storage.s3 import S3Prefix, is_s3
-from pgblobdump.units import format_bytes, parse_count, parse_size
+from pgblobdump.storage import Storage
+from pgblobdump.units import format_bytes
 
 ARCHIVE = click.argument("archive", metavar="ARCHIVE")
 VOLUME_SIZE = click.option(
     "--volume-size",
+    type=SIZE,
     default=format_bytes(DEFAULT_VOLUME_SIZE).replace(" ", ""),
     show_default=True,
     help="Start a new data volume past this size.",
@@ -55,82 +45,27 @@ LEVEL = click.option(
 )  # fmt: skip
 
 
-def parse_oids(text: str | None) -> tuple[int, int]:
-    """``1000-5000`` (inclusive) or one OID."""
-    if not text:
-        return 0, 2**32 - 1
-    lo, sep, hi = text.partition("-")
-    try:
-        first = parse_count(lo, "--oids")
-        last = parse_count(hi, "--oids") if sep else first
-    except PgBlobDumpError as e:
-        raise UsageError(f"--oids {text!r} is not an OID or a range like 1000-5000") from e
-    if not 0 <= first <= last <= 2**32 - 1:
-        raise UsageError(f"--oids {text!r}: the range must ascend within 0..4294967295")
-    return first, last
+def jobs_option(text: str) -> Callable[[F], F]:
+    """``-j/--jobs N`` (default 1); the request checks its range and what it goes with."""
+    return click.option("-j", "--jobs", type=int, default=1, show_default=True, help=text)
 
 
-def parse_references(values: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
-    refs = []
-    for v in values:
-        table, dot, column = v.rpartition(".")
-        if not dot or not table or not column:
-            raise UsageError(f"--referenced-by {v!r} must be TABLE.COLUMN (or SCHEMA.TABLE.COLUMN)")
-        refs.append((table, column))
-    return tuple(refs)
+def pg_dump_major_option(text: str) -> Callable[[F], F]:
+    """``--pg-dump-major MAJOR``: which pg_dump's archive (dump --full, unpack)."""
+    return click.option("--pg-dump-major", type=int, metavar="MAJOR", help=text)
 
 
-@contextlib.contextmanager
-def new_directory(output: str) -> Iterator[Storage]:
-    """The archive directory ``output``: new, or existing and empty; on failure it is
-    removed again if this run created it (the writers leave it empty, as they should).
-    ``s3://bucket/prefix``: a prefix holding nothing yet, in a bucket that exists.
-    Either is claimed first (storage.base.CLAIM_NAME): of two runs given one output, one
-    goes on and the other is refused."""
+ONLY_OIDS = click.option(
+    "--oids", type=OIDS, default="", help="Only LOs with OIDs in this range (1000-5000)."
+)
+
+
+def new_directory(output: str) -> contextlib.AbstractContextManager[Storage]:
+    """storage.create_new for this command: the claim names the command; a claim left
+    behind after a run that succeeded is a warning on stderr."""
     ctx = click.get_current_context(silent=True)
     what = f"pgblobdump {ctx.info_name}" if ctx is not None and ctx.info_name else "pgblobdump"
-    if is_s3(output):
-        s3 = S3Prefix(output, create=True)
-        s3.claim(what)
-        with _claimed(s3):
-            yield s3
-        return
-    path = Path(output)
-    held = (path / CLAIM_NAME).exists()  # then claim() says by whom
-    if path.exists() and (not path.is_dir() or (not held and any(path.iterdir()))):
-        raise FileError(f"{path} exists and is not an empty directory; choose a new name")
-    created = not path.exists()
-    storage = LocalDirectory(path, create=True)
-    try:
-        storage.claim(what)
-        with _claimed(storage):
-            yield storage
-    except BaseException:
-        if created:
-            with contextlib.suppress(OSError):
-                path.rmdir()  # not when another run's files are in it
-        raise
-
-
-@contextlib.contextmanager
-def _claimed(storage: LocalDirectory | S3Prefix) -> Iterator[None]:
-    """Release ``storage``'s claim when the run ends; one that cannot be removed is named
-    (in the error, or as a warning after a run that succeeded)."""
-    try:
-        yield
-    except BaseException as e:
-        try:
-            storage.release()
-        except PgBlobDumpError as failure:
-            claim = f"{storage.description}/{CLAIM_NAME}"
-            wider = widened(e, f"could not remove {claim} ({why(failure)}): delete it")
-            if wider is not e:
-                raise wider from e
-        raise
-    try:
-        storage.release()
-    except PgBlobDumpError as failure:
-        click.echo(f"Warning: the archive is complete, but: {failure}; delete it", err=True)
+    return places.create_new(output, what, lambda m: click.echo(f"Warning: {m}", err=True))
 
 
 def _result_table(title: str, record: dict[str, Any]) -> Table:
@@ -147,21 +82,15 @@ def _result_table(title: str, record: dict[str, Any]) -> Table:
     metavar="DIR|-",
     help="A new directory for the archive, or - for one stream on stdout.",
 )
-@click.option("--oids", help="Only LOs with OIDs in this range (1000-5000).")
+@ONLY_OIDS
 @click.option(
     "--referenced-by",
+    type=COLUMN,
     multiple=True,
     metavar="TABLE.COLUMN",
     help="Only LOs this column references (repeatable).",
 )
-@click.option(
-    "-j",
-    "--jobs",
-    type=int,
-    default=1,
-    show_default=True,
-    help="Workers (connections) sharing one snapshot.",
-)
+@jobs_option("Workers (connections) sharing one snapshot.")
 @VOLUME_SIZE
 @LEVEL
 @click.option(
@@ -169,16 +98,11 @@ def _result_table(title: str, record: dict[str, Any]) -> Table:
     is_flag=True,
     help="Also the rest of the database: pg_dump under the same snapshot, kept in the archive.",
 )
-@click.option(
-    "--pg-dump-major",
-    type=int,
-    metavar="MAJOR",
-    help="With --full: the pg_dump to use (default: the server's major).",
-)
+@pg_dump_major_option("With --full: the pg_dump to use (default: the server's major).")
 @output_options
-def dump(target: ConnectionTarget, output: str, oids: str | None, referenced_by: tuple[str, ...],
-         jobs: int, volume_size: str, level: int, full: bool, pg_dump_major: int | None,
-         fmt: Format) -> None:  # fmt: skip
+def dump(target: ConnectionTarget, output: str, oids: tuple[int, int],
+         referenced_by: tuple[tuple[str, str], ...], jobs: int, volume_size: int, level: int,
+         full: bool, pg_dump_major: int | None, fmt: Format) -> None:  # fmt: skip
     """Dump large objects into a packed archive: a few files whatever the count.
 
     Owners, ACLs and comments come along; every worker reads under one snapshot, with
@@ -187,16 +111,10 @@ def dump(target: ConnectionTarget, output: str, oids: str | None, referenced_by:
 
     Example: pgblobdump dump -d mydb -o lobs.pbd --jobs 2
     """
-    first, last = parse_oids(oids)
-    if full and output == "-":
-        raise UsageError("--full writes a directory archive (pg_dump's archive is a file in it)")
-    if pg_dump_major is not None and not full:
-        raise UsageError("--pg-dump-major goes with --full")
-    req = DumpRequest(Selection(first, last, parse_references(referenced_by)), jobs,
-                      parse_size(volume_size, "--volume-size"), level, full,
-                      pg_dump_major)  # fmt: skip
+    req = DumpRequest(Selection(*oids, referenced_by), jobs, volume_size,
+                      level, full, pg_dump_major)  # fmt: skip
     conninfo = target.conninfo()
-    if output == "-":
+    if output == places.STREAM:
         if sys.stdout.isatty():
             raise UsageError("-o - writes binary data: redirect stdout to a file or a pipe")
         try:
@@ -214,7 +132,7 @@ def dump(target: ConnectionTarget, output: str, oids: str | None, referenced_by:
     record = {"los": result.los, "bytes": result.bytes, "seconds": round(result.seconds, 3),
               "files": len(result.files), "archive_bytes": result.archive_bytes,
               "snapshot": result.snapshot}  # fmt: skip
-    if output == "-":
+    if output == places.STREAM:
         click.echo(f"dumped {result.los:,} LOs ({format_bytes(result.bytes)})", err=True)
         return
     emit(_result_table("dumped", record), fmt, record)
@@ -248,22 +166,17 @@ def dump(target: ConnectionTarget, output: str, oids: str | None, referenced_by:
 )
 @click.option(
     "--part",
+    type=PART,
     metavar="K/N",
     help="Restore share K of N (OID ranges of equal LO counts): N restores at once, one"
     " archive, one database.",
 )
-@click.option(
-    "-j",
-    "--jobs",
-    type=int,
-    default=1,
-    show_default=True,
-    help="With --full: pg_restore's jobs for data and post-data.",
-)
+@jobs_option("With --full: pg_restore's jobs for data and post-data.")
 @output_options
 def restore(archive: str, target: ConnectionTarget, no_owner: bool, no_acl: bool,
             no_comments: bool, on_conflict: str, resume: bool, skip_damaged: bool,
-            full: bool, part: str | None, jobs: int, fmt: Format) -> None:  # fmt: skip
+            full: bool, part: tuple[int, int] | None, jobs: int,
+            fmt: Format) -> None:  # fmt: skip
     """Restore a packed archive's LOs: same OIDs, owners, ACLs and comments.
 
     ARCHIVE is a directory, a stream file, or - for standard input. Batches are sized
@@ -273,51 +186,17 @@ def restore(archive: str, target: ConnectionTarget, no_owner: bool, no_acl: bool
 
     Example: pgblobdump dump -d src -o - | pgblobdump restore - -d dst
     """
-    req = RestoreRequest(
-        no_owner, no_acl, no_comments, OnConflict(on_conflict), resume, skip_damaged
-    )
-    if not 1 <= jobs <= 64:
-        raise UsageError(f"--jobs must be between 1 and 64 (got {jobs})")
-    if jobs > 1 and not full:
-        raise UsageError("--jobs goes with --full (LOs are restored by one connection)")
-    conninfo = target.conninfo()
-    again = resume_command(archive, target, req, part)
-    if full and part is not None:
-        raise UsageError("--part restores a share of the LOs alone; --full restores everything")
-    if full:
-        if archive == "-":
-            raise UsageError("--full restores a directory archive (dump --full writes one),"
-                             " not a stream")  # fmt: skip
-        directory = packed_source.directory(archive)
-        with reporter("restoring LOs", 0) as rep:
-            result = restore_full(conninfo, directory, req, jobs, rep)
-    elif part is not None:
-        from pgblobdump.packed.parts import parse_part, share, share_items
-
-        k, n = parse_part(part)
-        req = dataclasses.replace(req, sharing=n)  # n restores share the lock table
-        if skip_damaged:
-            raise UsageError("--part and --skip-damaged do not go together")
-        directory = packed_source.directory(archive)
-        first, last = share(directory, k, n)
-        click.echo(f"part {k}/{n}: OIDs {first}..{last}", err=True)
-        with reporter("restoring LOs", 0) as rep:
-            items = share_items(directory, first, last)
-            metas = directory.index.metas.values
-            result = run_restore(conninfo, items, req, rep, directory.index, metas, (first, last),
-                                 again)  # fmt: skip
-    else:
-        with open_source(archive, skip_damaged) as src, reporter("restoring LOs", 0) as rep:
-            result = run_restore(conninfo, src.items, req, rep, src.index, src.metas,
-                                 again=again)  # fmt: skip
+    req = RestoreRequest(no_owner, no_acl, no_comments, OnConflict(on_conflict), resume,
+                         skip_damaged, full, part, jobs)  # fmt: skip
+    again = resume_command(archive, target, req)
+    with reporter("restoring LOs", 0) as rep:
+        result = restore_archive(target.conninfo(), archive, req, rep, again)
     record = dataclasses.asdict(result)
     record["seconds"] = round(result.seconds, 3)
     emit(_result_table("restored", record), fmt, record)
 
 
-def resume_command(
-    archive: str, target: ConnectionTarget, req: RestoreRequest, part: str | None
-) -> str:
+def resume_command(archive: str, target: ConnectionTarget, req: RestoreRequest) -> str:
     """The command that finishes this restore once interrupted: the same archive, target
     and options, with --resume (a password in -d left out: give it as before)."""
     args = ["pgblobdump", "restore", archive]
@@ -330,8 +209,8 @@ def resume_command(
     flags = (("--no-owner", req.no_owner), ("--no-acl", req.no_acl),
              ("--no-comments", req.no_comments), ("--skip-damaged", req.skip_damaged))  # fmt: skip
     args += [flag for flag, on in flags if on]
-    if part is not None:
-        args += ["--part", part]
+    if req.part is not None:
+        args += ["--part", "/".join(map(str, req.part))]
     return shlex.join([*args, "--resume"])
 
 
@@ -377,15 +256,15 @@ def verify(archive: str, target: ConnectionTarget, fmt: Format) -> None:
 
 @click.command("ls")
 @ARCHIVE
-@click.option("--oids", help="Only LOs with OIDs in this range (1000-5000).")
+@ONLY_OIDS
 @output_options
-def ls_cmd(archive: str, oids: str | None, fmt: Format) -> None:
+def ls_cmd(archive: str, oids: tuple[int, int], fmt: Format) -> None:
     """List a packed archive's LOs: OID, size, owner, ACL, comment (from its index).
 
     Example: pgblobdump ls lobs.pbd --oids 16384-17000 --csv
     """
     a = packed_source.directory(archive)
-    first, last = parse_oids(oids)
+    first, last = oids
     index = a.index
     columns = ["oid", "size", "owner", "acl", "comment"]
 
@@ -401,7 +280,7 @@ def ls_cmd(archive: str, oids: str | None, fmt: Format) -> None:
 
 @click.command("cat")
 @ARCHIVE
-@click.argument("oid", type=int)
+@click.argument("oid", type=OID)
 @click.option("-o", "--output", type=click.Path(path_type=Path, dir_okay=False),
               help="Write to FILE instead of stdout.")  # fmt: skip
 def cat_cmd(archive: str, oid: int, output: Path | None) -> None:
@@ -409,8 +288,6 @@ def cat_cmd(archive: str, oid: int, output: Path | None) -> None:
 
     Example: pgblobdump cat lobs.pbd 16401 -o picture.png
     """
-    if not 0 < oid <= 0xFFFFFFFF:
-        raise UsageError(f"OID {oid} is out of range (1 to 4294967295)")
     a = packed_source.directory(archive)
     a.find(oid)  # NotFound before any output
     if output is None:
@@ -429,7 +306,7 @@ def cat_cmd(archive: str, oid: int, output: Path | None) -> None:
 @VOLUME_SIZE
 @LEVEL
 @output_options
-def pack_cmd(archive: Path, output: str, volume_size: str, level: int, fmt: Format) -> None:
+def pack_cmd(archive: Path, output: str, volume_size: int, level: int, fmt: Format) -> None:
     """Pack the LOs of a pg_dump archive into a packed archive: a few files.
 
     ARCHIVE is a pg_dump custom file, directory or tar archive (pg_dump 9.0 to 18, any
@@ -443,13 +320,12 @@ def pack_cmd(archive: Path, output: str, volume_size: str, level: int, fmt: Form
     from pgblobdump.packed.pack import pack
     from pgblobdump.toc.reader import open_archive
 
-    size = parse_size(volume_size, "--volume-size")
     with (
         open_archive(archive) as a,
         new_directory(output) as storage,
         reporter("packing LOs", 0) as rep,
     ):
-        result = pack(a, storage, size, level, rep)
+        result = pack(a, storage, volume_size, level, rep)
     record = {"los": result.los, "bytes": result.bytes, "seconds": round(result.seconds, 3),
               "files": len(result.files), "kept_pg_dump_files": result.kept,
               "archive_bytes": sum(f.size for f in result.files)}  # fmt: skip
@@ -470,12 +346,9 @@ def pack_cmd(archive: Path, output: str, volume_size: str, level: int, fmt: Form
     show_default=True,
     help="The pg_dump archive format to write.",
 )
-@click.option(
-    "--pg-dump-major",
-    type=int,
-    metavar="MAJOR",
-    help="A packed dump's archive layout: pg_dump 16's (the default; pg_restore 16-18 read"
-    " it) or 17/18's (grouped BLOB METADATA; pg_restore 17+).",
+@pg_dump_major_option(
+    "A packed dump's archive layout: pg_dump 16's (the default; pg_restore 16-18 read"
+    " it) or 17/18's (grouped BLOB METADATA; pg_restore 17+)."
 )
 @output_options
 def unpack_cmd(archive: str, output: str, out_format: str, pg_dump_major: int | None,
@@ -494,7 +367,7 @@ def unpack_cmd(archive: str, output: str, out_format: str, pg_dump_major: int | 
     """
     from pgblobdump.packed.unpack import unpack, unpack_custom
 
-    if is_s3(output):
+    if places.local_path(output) is None:
         raise UsageError("unpack writes a pg_dump archive for pg_restore: give a local -o")
     a = packed_source.directory(archive)
     if out_format == "custom":
@@ -502,7 +375,7 @@ def unpack_cmd(archive: str, output: str, out_format: str, pg_dump_major: int | 
             result = unpack_custom(a, Path(output), rep, pg_dump_major)
     else:
         with new_directory(output) as storage, reporter("unpacking LOs", 0) as rep:
-            assert isinstance(storage, LocalDirectory)
+            assert isinstance(storage, places.LocalDirectory)
             result = unpack(a, storage.path, rep, pg_dump_major)
     record = {"los": result.los, "bytes": result.bytes, "files": result.files,
               "seconds": round(result.seconds, 3)}  # fmt: skip

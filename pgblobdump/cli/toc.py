@@ -14,6 +14,7 @@ import click
 
 from pgblobdump.cli.options import output_options
 from pgblobdump.cli.output import Format, emit
+from pgblobdump.cli.types import OID
 from pgblobdump.errors import UsageError
 from pgblobdump.fileio import write_atomically
 from pgblobdump.report import Column, Table, stream
@@ -240,7 +241,7 @@ def diff(a: Path, b: Path, fmt: Format) -> None:
 
 @toc.command()
 @ARCHIVE
-@click.argument("oid", type=int)
+@click.argument("oid", type=OID)
 @click.option("-o", "--output", type=click.Path(path_type=Path, dir_okay=False),
               help="Write to FILE instead of stdout.")  # fmt: skip
 def extract(archive: Path, oid: int, output: Path | None) -> None:
@@ -251,8 +252,6 @@ def extract(archive: Path, oid: int, output: Path | None) -> None:
 
     Example: pgblobdump toc extract db.dump 16401 -o picture.png
     """
-    if not 0 < oid <= 0xFFFFFFFF:
-        raise UsageError(f"OID {oid} is out of range (1 to 4294967295)")
     with open_archive(archive) as a:
         _refuse_writing_into(a, output)
         pieces = los.extract(a, oid)

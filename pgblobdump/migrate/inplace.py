@@ -41,7 +41,6 @@ def _digest(
 def run_in_place(
     conn: psycopg.Connection, spec: str, opts: RunOptions, reporter: Reporter = QUIET
 ) -> RunResult:
-    opts.check()
     t0 = time.monotonic()
     state.ensure(conn, opts.schema)
     col = columns.resolve(conn, spec)

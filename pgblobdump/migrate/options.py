@@ -8,10 +8,14 @@ from pgblobdump.errors import UsageError
 from pgblobdump.migrate.locking import LockPolicy
 
 MISSING = ("error", "null", "skip")
+DIRECTIONS = ("bytea", "lo")
 
 
 @dataclass(frozen=True)
 class RunOptions:
+    """What a run is asked to do; options that do not go together are refused on
+    construction (UsageError), so a library caller meets the CLI's refusals."""
+
     to: str = "bytea"
     missing: str = "error"
     """Dangling OIDs: ``error`` refuses, ``null`` gives those rows NULL, ``skip`` gives them
@@ -29,8 +33,10 @@ class RunOptions:
     owner: str | None = None
     """Backward: the owner of the new LOs (default: the table's owner)."""
 
-    def check(self) -> None:
-        """UsageError for options that do not go together."""
+    def __post_init__(self) -> None:
+        """UsageError for options that do not go together (before any server is asked)."""
+        if self.to not in DIRECTIONS:
+            raise UsageError(f"--to must be one of {', '.join(DIRECTIONS)}")
         if self.owner is not None and self.to != "lo":
             raise UsageError("--owner goes with --to lo (it names the new LOs' owner)")
         if self.allow_acl_widening and self.to != "bytea":

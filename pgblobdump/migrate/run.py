@@ -368,7 +368,6 @@ def run(
     conn: psycopg.Connection, spec: str, opts: RunOptions, reporter: Reporter = QUIET
 ) -> RunResult:
     """Start, resume or finish the migration of ``spec`` (``[schema.]table.column``)."""
-    opts.check()
     t0 = time.monotonic()
     state.ensure(conn, opts.schema)
     col = columns.resolve(conn, spec)

@@ -13,6 +13,7 @@ from pgblobdump.packed.reader import (
     stream_pieces,
 )
 from pgblobdump.packed.restore import OnConflict, RestoreRequest, RestoreResult, restore
+from pgblobdump.packed.restoring import restore_archive
 from pgblobdump.packed.source import open_source
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "dump",
     "open_source",
     "restore",
+    "restore_archive",
     "stream_items",
     "stream_pieces",
 ]

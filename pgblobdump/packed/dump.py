@@ -41,6 +41,8 @@ class DumpRequest:
     pg_dump_major: int | None = None  # default: the server's
 
     def __post_init__(self) -> None:
+        if self.pg_dump_major is not None and not self.full:
+            raise UsageError("--pg-dump-major goes with --full")
         if not 1 <= self.jobs <= 64:
             raise UsageError(f"--jobs must be between 1 and 64 (got {self.jobs})")
         check_settings(self.volume_size, self.level)
@@ -159,6 +161,8 @@ def dump(
     Any failure or interrupt writes no manifest and removes the volume in progress; the
     volumes already finished are removed too, so nothing half-done stays under the name.
     """
+    if req.full and storage is None:
+        raise UsageError("--full writes a directory archive (pg_dump's archive is a file in it)")
     t0 = time.perf_counter()
     with connect(conninfo, autocommit=True, doing="dump") as leader:
         _begin(leader)
@@ -173,8 +177,7 @@ def dump(
             writer = stack.enter_context(ArchiveWriter(storage, stream, req.volume_size, req.level))
             pg_dump = None
             if req.full:
-                if storage is None:
-                    raise UsageError("--full writes a directory archive, not a stream")
+                assert storage is not None  # refused above
                 tc = full.pg_dump_for(full.server_major(leader), req.pg_dump_major)
                 pg_dump = stack.enter_context(full.PgDump(tc, conninfo, snapshot, storage))
             packers = [writer.worker() for _ in ranges]

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pgblobdump.errors import CorruptArchive, UsageError
 from pgblobdump.packed.format import volume_name, volume_of
 from pgblobdump.packed.reader import Item, LoPiece, PackedDirectory, WholeLos, _Assembler
+from pgblobdump.packed.restore import PART_RULE, PARTS_MAX
 
 OID_MAX = 2**32 - 1
 
@@ -23,8 +24,8 @@ OID_MAX = 2**32 - 1
 def parse_part(text: str) -> tuple[int, int]:
     """``K/N`` -> (K, N), 1 <= K <= N."""
     k, sep, n = text.partition("/")
-    if not sep or not k.isdigit() or not n.isdigit() or not 1 <= int(k) <= int(n) <= 1024:
-        raise UsageError(f"--part {text!r} must be K/N with 1 <= K <= N (2/3: the second third)")
+    if not sep or not k.isdigit() or not n.isdigit() or not 1 <= int(k) <= int(n) <= PARTS_MAX:
+        raise UsageError(f"--part {text!r} {PART_RULE}")
     return int(k), int(n)
 
 

@@ -23,7 +23,7 @@ import psycopg.errors
 from psycopg import sql
 
 from pgblobdump import aclitem as aclmod
-from pgblobdump.errors import DatabaseError, PgBlobDumpError
+from pgblobdump.errors import DatabaseError, PgBlobDumpError, UsageError
 from pgblobdump.packed.index import Index, Meta
 from pgblobdump.packed.journal import Journal
 from pgblobdump.packed.reader import Damaged, Item, LoPiece, WholeLos
@@ -45,6 +45,11 @@ STOP_WAIT = 30.0
 cleans up all the same, leaving that batch's connection alone."""
 
 
+PARTS_MAX = 1024
+"""The most restores ``--part K/N`` shares an archive among."""
+PART_RULE = "must be K/N with 1 <= K <= N (2/3: the second third)"
+
+
 class OnConflict(enum.StrEnum):
     ERROR = "error"
     SKIP = "skip"
@@ -52,16 +57,46 @@ class OnConflict(enum.StrEnum):
 
 @dataclass(frozen=True)
 class RestoreRequest:
+    """What to restore and how; options that do not go together are refused here (a
+    UsageError on construction), so a library caller meets the CLI's refusals.
+
+    ``full``: a --full archive (pg_restore's sections around the LOs), ``jobs`` its
+    pg_restore jobs. ``part``: (K, N), share K of N of the archive's LOs
+    (``packed.parts``), N restores at once into one database.
+    """
+
     no_owner: bool = False
     no_acl: bool = False
     no_comments: bool = False
     on_conflict: OnConflict = OnConflict.ERROR
     resume: bool = False
     skip_damaged: bool = False
-    sharing: int = 1
-    """Restores running at once into the database (``--part K/N``: N). Each batch takes
-    1/sharing of one restore's share of the lock table, so N parts together take no
-    more of it than one restore does, and none runs out of shared memory."""
+    full: bool = False
+    part: tuple[int, int] | None = None
+    jobs: int = 1
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "on_conflict", OnConflict(self.on_conflict))
+        if not 1 <= self.jobs <= 64:
+            raise UsageError(f"--jobs must be between 1 and 64 (got {self.jobs})")
+        if self.jobs > 1 and not self.full:
+            raise UsageError("--jobs goes with --full (LOs are restored by one connection)")
+        if self.part is None:
+            return
+        if self.full:
+            raise UsageError("--part restores a share of the LOs alone; --full restores everything")
+        k, n = self.part
+        if not 1 <= k <= n <= PARTS_MAX:
+            raise UsageError(f"--part {f'{k}/{n}'!r} {PART_RULE}")
+        if self.skip_damaged:
+            raise UsageError("--part and --skip-damaged do not go together")
+
+    @property
+    def sharing(self) -> int:
+        """Restores running at once into the database (``--part K/N``: N). Each batch
+        takes 1/sharing of one restore's share of the lock table, so N parts together
+        take no more of it than one restore does, and none runs out of shared memory."""
+        return 1 if self.part is None else self.part[1]
 
     @property
     def skipping(self) -> bool:

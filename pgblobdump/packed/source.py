@@ -8,12 +8,11 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from pgblobdump import storage
 from pgblobdump.errors import FileError, NotAnArchive, NotFound, UsageError, from_os_error
 from pgblobdump.packed.format import STREAM_MAGIC
 from pgblobdump.packed.index import Index, Meta
 from pgblobdump.packed.reader import Item, PackedDirectory, stream_items
-from pgblobdump.storage import LocalDirectory
-from pgblobdump.storage.s3 import S3Prefix, is_s3
 
 
 @dataclass
@@ -32,27 +31,22 @@ class Source:
 def open_source(path: str, skip_damaged: bool = False) -> Iterator[Source]:
     """``skip_damaged``: a directory archive's damaged frames become Damaged items (only
     a directory has the index that names what a damaged frame held)."""
-    if is_s3(path):
-        archive = PackedDirectory(S3Prefix(path))
+    if path != storage.STREAM and storage.is_directory(path):
+        archive = PackedDirectory(storage.open(path))
         items = archive.items(skip_damaged)
         yield Source(items, archive.index, archive.index.metas.values, archive)
         return
-    if skip_damaged and path != "-" and Path(path).is_file():
+    if skip_damaged and path != storage.STREAM and Path(path).is_file():
         directory(path)  # raises: says what the file is and what to do with it
-    if skip_damaged and path == "-":
+    if skip_damaged and path == storage.STREAM:
         raise UsageError(
             "--skip-damaged needs a directory archive: only its index can name the LOs a"
             " damaged part held (a stream has none)"
         )
-    if path == "-":
+    if path == storage.STREAM:
         yield Source(stream_items(sys.stdin.buffer, "standard input"), None, None, None)
         return
     p = Path(path)
-    if p.is_dir():
-        archive = PackedDirectory(LocalDirectory(p))
-        items = archive.items(skip_damaged)
-        yield Source(items, archive.index, archive.index.metas.values, archive)
-        return
     if not p.exists():
         raise NotFound(f"{p}: no such archive")
     if not p.is_file():
@@ -69,15 +63,13 @@ def directory(path: str) -> PackedDirectory:
     """A directory archive (``ls``, ``cat``, ``verify``, ``unpack``, ``restore --part``
     and ``--full`` need its index), or one on S3. A stream file is the wrong kind of
     archive (NotAnArchive, exit 7, as for any other file): the message names the fix."""
-    if is_s3(path):
-        return PackedDirectory(S3Prefix(path))
-    if path == "-":  # not a file named "-": the same "-" that restore reads as stdin
+    if path == storage.STREAM:  # not a file named "-": the same "-" restore reads as stdin
         raise UsageError(
             "- (standard input) is read as a stream: only `pgblobdump restore -` reads one;"
             " this needs a directory archive"
         )
-    p = Path(path)
-    if p.is_file():
+    p = storage.local_path(path)
+    if p is not None and p.is_file():
         try:
             with p.open("rb") as f:
                 head = f.read(len(STREAM_MAGIC))
@@ -90,4 +82,4 @@ def directory(path: str) -> PackedDirectory:
                 " --part/--full, dump again with -o DIR"
             )
         raise NotAnArchive(f"{p}: not a packed archive (a directory with a manifest.json)")
-    return PackedDirectory(LocalDirectory(p))
+    return PackedDirectory(storage.open(path))

@@ -220,7 +220,7 @@ def test_to_lo_owner_option_and_in_place(pg17: EmbeddedCluster, new_db: NewDb) -
     assert [(o, b_) for o, _, b_ in c] == [(me, b"one"), (me, b"two")]
     assert all(a is not None and f"{W}=r/{me}" in a for _, a, _ in c)
     with pytest.raises(UsageError, match="--owner goes with --to lo"):
-        RunOptions(owner=R).check()
+        RunOptions(owner=R)
 
 
 def test_partitioned_tables_and_partitions_are_refused_by_name(

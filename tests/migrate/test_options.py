@@ -1,0 +1,45 @@
+"""``RunOptions`` refuses what does not go together when it is built: a library caller
+meets the same UsageError, word for word, as ``migrate run`` prints, with no server."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+from pgblobdump.cli import cli
+from pgblobdump.errors import UsageError
+from pgblobdump.migrate import RunOptions
+
+NOWHERE = "host=/nonexistent port=1 dbname=x connect_timeout=1"
+
+
+@pytest.mark.parametrize(
+    ("args", "fields", "fragment"),
+    [
+        (["--owner", "r"], {"owner": "r"}, "--owner goes with --to lo"),
+        (
+            ["--to", "lo", "--allow-acl-widening"],
+            {"to": "lo", "allow_acl_widening": True},
+            "--allow-acl-widening goes with --to bytea",
+        ),
+        (["--unlink", "--keep-old"], {"unlink": True, "keep_old": True}, "--unlink with"),
+    ],
+)
+def test_run_options_refuse_what_the_cli_refuses(
+    args: list[str], fields: dict[str, object], fragment: str
+) -> None:
+    with pytest.raises(UsageError) as caught:
+        RunOptions(**fields)  # type: ignore[arg-type]
+    assert fragment in str(caught.value)
+    result = CliRunner().invoke(
+        cli, ["migrate", "run", "-d", NOWHERE, "t.c", *args], catch_exceptions=False
+    )
+    assert result.exit_code == 2, result.stderr
+    assert result.stderr == f"Error: {caught.value}\n"
+
+
+def test_run_options_refuse_an_unknown_direction_or_missing_policy() -> None:
+    with pytest.raises(UsageError, match="--to must be one of bytea, lo"):
+        RunOptions(to="text")
+    with pytest.raises(UsageError, match="--missing must be one of error, null, skip"):
+        RunOptions(missing="ignore")
