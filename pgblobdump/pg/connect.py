@@ -41,6 +41,10 @@ def reason(e: psycopg.Error) -> str:
     """The server's primary message (or libpq's first line), with any password masked."""
     diag = getattr(e, "diag", None)
     text = diag.message_primary if diag is not None and diag.message_primary else first_line(e)
+    if e.sqlstate == "53200" and diag is not None and diag.message_hint:
+        # "out of shared memory" alone names no cure; the server's hint does (a full
+        # lock table: max_locks_per_transaction).
+        text = f"{text} ({diag.message_hint.rstrip('.')})"
     return scrub(text or type(e).__name__)
 
 
