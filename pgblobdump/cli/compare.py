@@ -199,8 +199,6 @@ def compare(
         raise UsageError("--against works with --render DIR (compare two saved runs)")
     if plots and results_dir is None:
         raise UsageError("--plots needs --results DIR to write into")
-    if target.given and not may_generate and los:
-        raise UsageError("--los with -d needs --generate (else the database is dumped as it is)")
     request = session.CompareRequest(
         counts=session.parse_los(los or [DEFAULT_LOS]),
         majors=session.parse_majors(majors),
@@ -218,6 +216,7 @@ def compare(
         may_generate=may_generate,
         embedded_major=embedded_major if embedded_major_old is None else embedded_major_old,
         pg_bin=pg_bin,
+        counts_given=bool(los),
     )
     res = session.run(request, Reporter(note=note))
     if results_dir is not None and plots is not False:

@@ -1,7 +1,7 @@
 """One compare session from a validated request: source, work folder, runs, results.
 
-Everything a user can get wrong is checked (``plan_for``, writable folders) before any
-cluster starts; the command line only builds the request and shows the results.
+Everything a user can get wrong is checked (the request itself, then writable folders)
+before any cluster starts; the command line only builds the request and shows the results.
 """
 
 from __future__ import annotations
@@ -69,6 +69,10 @@ def parse_formats(text: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(formats))
 
 
+MAX_LOS = OID_MAX - FIRST_OID
+"""The most LOs a database can hold: one per OID above initdb's (generate's limit too)."""
+
+
 @dataclass(frozen=True)
 class CompareRequest:
     """What to measure. ``conninfo`` None means a throwaway ``embedded_major`` source;
@@ -90,32 +94,38 @@ class CompareRequest:
     embedded_major: int = 16
     pg_bin: tuple[Path, ...] = ()
     contenders: tuple[str, ...] = (PG_DUMP,)
+    counts_given: bool = True
+    """Whether ``counts`` were asked for: with a conninfo and not ``may_generate`` the
+    database is dumped as it is, so asked-for counts would be ignored: refused."""
 
-
-MAX_LOS = OID_MAX - FIRST_OID
-"""The most LOs a database can hold: one per OID above initdb's (generate's limit too)."""
+    def __post_init__(self) -> None:
+        """UsageError for any bad combination, before anything starts."""
+        if self.verify_sample < 0:
+            raise UsageError(
+                f"--verify-sample must be 0 (all LOs) or more (got {self.verify_sample})"
+            )
+        if self.may_generate and self.conninfo is None:
+            raise UsageError("--generate applies to a database given with -d")
+        if self.conninfo is not None and not self.may_generate and self.counts_given:
+            raise UsageError(
+                "--los with -d needs --generate (else the database is dumped as it is)"
+            )
+        too_many = [c for c in self.counts if c > MAX_LOS]
+        if too_many:
+            raise UsageError(
+                f"--los {too_many[0]:,} is more LOs than a database can hold"
+                f" (at most {MAX_LOS:,}: OIDs are 32-bit)"
+            )
+        if self.conninfo is None:
+            check_major(self.embedded_major)
+            check_can_dump(
+                self.majors, self.embedded_major, f"--embedded {self.embedded_major}",
+                also=f", or --embedded {min(self.majors)}",
+            )  # fmt: skip
 
 
 def plan_for(req: CompareRequest) -> Plan:
-    """The run plan; raises UsageError for any bad combination, before anything starts."""
-    if req.verify_sample < 0:
-        raise UsageError(f"--verify-sample must be 0 (all LOs) or more (got {req.verify_sample})")
-    if req.may_generate and req.conninfo is None:
-        raise UsageError("--generate applies to a database given with -d")
-    too_many = [c for c in req.counts if c > MAX_LOS]
-    if too_many:
-        raise UsageError(
-            f"--los {too_many[0]:,} is more LOs than a database can hold"
-            f" (at most {MAX_LOS:,}: OIDs are 32-bit)"
-        )
-    if req.conninfo is None:
-        check_major(req.embedded_major)
-        check_can_dump(
-            req.majors,
-            req.embedded_major,
-            f"--embedded {req.embedded_major}",
-            also=f", or --embedded {min(req.majors)}",
-        )
+    """The run plan of a request (which checked itself when it was made)."""
     modes = restore_modes(req.jobs, req.transaction_size) if req.restore else ()
     return Plan(contenders(req.contenders, req.majors, req.formats), req.counts, req.repeat,
                 modes)  # fmt: skip

@@ -17,7 +17,7 @@ import pytest
 
 from pgblobdump.compare import safety
 from pgblobdump.compare.matrix import Contender
-from pgblobdump.errors import InsufficientResources
+from pgblobdump.errors import InsufficientResources, UsageError
 from pgblobdump.servers.cluster import EmbeddedCluster
 from tests.compare.conftest import MakeRole, pgblobdump, run_cli
 from tests.conftest import NewDb
@@ -194,3 +194,22 @@ def test_sigterm_stops_pg_dump_and_cleans_up(
     assert list(work.iterdir()) == []  # the partial archive is gone
     saved = json.loads((folder / "results.json").read_text())
     assert saved["complete"] is False and saved["dumps"] == []
+
+
+def test_a_library_caller_gets_the_cli_refusals() -> None:
+    """The request checks its own combinations, so a caller of the core gets what the
+    command line says, before anything starts."""
+    from pgblobdump.compare.session import CompareRequest
+
+    base = {"counts": (10,), "majors": (17,), "formats": ("custom",)}
+    cases = [
+        ({"conninfo": "dbname=x"}, "--los with -d needs --generate"),
+        ({"may_generate": True}, "--generate applies to a database given with -d"),
+        ({"verify_sample": -1}, "--verify-sample must be 0"),
+        ({"counts": (2**33,)}, "more LOs than a database can hold"),
+        ({"majors": (16,), "embedded_major": 17}, "pg_dump 16 cannot dump a PostgreSQL 17"),
+    ]
+    for extra, message in cases:
+        with pytest.raises(UsageError, match=message):
+            CompareRequest(**{**base, **extra})  # type: ignore[arg-type]
+    CompareRequest(**base, conninfo="dbname=x", counts_given=False)  # type: ignore[arg-type]
