@@ -12,7 +12,7 @@ from pgblobdump.cli.output import Format, emit
 from pgblobdump.cli.progress import note, reporter
 from pgblobdump.cli.types import COUNT, Parsed
 from pgblobdump.errors import UsageError
-from pgblobdump.generate import Content, GenerateResult, GenerateSpec, SizeSpec
+from pgblobdump.generate import Content, GenerateResult, GenerateSpec, SizeDist, SizeSpec
 from pgblobdump.generate import generate as run
 from pgblobdump.pg.target import ConnectionTarget
 from pgblobdump.report import Column, Table
@@ -42,8 +42,13 @@ def result_table(r: GenerateResult) -> Table:
         {"what": "owners", "value": ", ".join(r.owners) or "connecting user"},
         {"what": "LOs with GRANTs", "value": f"{r.grants:,}"},
         {"what": "LOs with comments", "value": f"{r.comments:,}"},
+        {"what": "sparse LOs", "value": f"{r.sparse:,}"},
     ]
     return Table([Column("what"), Column("value")], rows, title="generated")
+
+
+REALISTIC_SIZES = SizeDist(16 * 1024, 2.5, 1024**3)
+"""--preset realistic's sizes: median 16 KiB, 5% over 1 MiB, 1 in 2,500 over 64 MiB."""
 
 
 @contextlib.contextmanager
@@ -76,11 +81,31 @@ def _target(target: ConnectionTarget, embedded: int | None) -> Iterator[str]:
     help="LO size: fixed (0, 4KiB) or a log-uniform range (1KiB-64KiB).",
 )
 @click.option(
+    "--size-dist",
+    type=Parsed("lognormal:MEDIAN[:SIGMA[:MAX]]", lambda text, _flag: SizeDist.parse(text)),
+    help="Draw sizes log-normal instead: median, sigma (2.5), clip (1GiB);"
+    " e.g. lognormal:16KiB. Not with --size.",
+)
+@click.option(
+    "--sparse",
+    "sparse_fraction",
+    type=float,
+    default=0.0,
+    show_default=True,
+    help="Share of LOs of 8 KiB or more (0..1) written with holes (missing pages).",
+)
+@click.option(
+    "--preset",
+    type=click.Choice(["realistic"]),
+    help="realistic: --size-dist lognormal:16KiB:2.5:1GiB --content mixed --owners 3"
+    " --grants 0.1 --comments 0.05 --sparse 0.05 (options given too win).",
+)
+@click.option(
     "--content",
     type=click.Choice([c.value for c in Content]),
     default="random",
     show_default=True,
-    help="zeros (compressible), random (incompressible), text.",
+    help="zeros (compressible), random (incompressible), text, mixed (half text).",
 )
 @click.option("--table", help="Create this owning table (id, lo oid, size, name), a row per LO.")
 @click.option(
@@ -122,6 +147,9 @@ def generate(
     target: ConnectionTarget,
     count: int,
     size: SizeSpec,
+    size_dist: SizeDist | None,
+    sparse_fraction: float,
+    preset: str | None,
     content: str,
     table: str | None,
     owners: int,
@@ -143,10 +171,28 @@ def generate(
 
     Example: pgblobdump generate -d mydb -n 100k --size 4KiB --table docs --owners 3
     --grants 0.1 --comments 0.01
+
+    Users' data: pgblobdump generate -d mydb -n 10k --preset realistic
     """
+    if preset == "realistic":
+        # The preset fills only what the command line left at its default.
+        ctx = click.get_current_context()
+
+        def default(name: str) -> bool:
+            return ctx.get_parameter_source(name) is click.core.ParameterSource.DEFAULT
+
+        if size_dist is None and default("size"):
+            size_dist = REALISTIC_SIZES
+        content = "mixed" if default("content") else content
+        owners = 3 if default("owners") else owners
+        grant_fraction = 0.1 if default("grant_fraction") else grant_fraction
+        comment_fraction = 0.05 if default("comment_fraction") else comment_fraction
+        sparse_fraction = 0.05 if default("sparse_fraction") else sparse_fraction
     spec = GenerateSpec(
         count=count,
         size=size,
+        size_dist=size_dist,
+        sparse_fraction=sparse_fraction,
         content=Content(content),
         table=table,
         owners=owners,

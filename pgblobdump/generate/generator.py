@@ -25,7 +25,7 @@ import psycopg.errors
 from psycopg import sql
 
 from pgblobdump.errors import DatabaseError, PgBlobDumpError
-from pgblobdump.generate.content import ContentSource
+from pgblobdump.generate.content import ContentSource, Planned
 from pgblobdump.generate.roles import READER_ROLE, WRITER_ROLE, ensure_roles, owner_names
 from pgblobdump.generate.spec import GenerateSpec
 from pgblobdump.pg.connect import connect
@@ -54,6 +54,7 @@ class GenerateResult:
     owners: tuple[str, ...]
     grants: int
     comments: int
+    sparse: int = 0
 
     @property
     def los_per_second(self) -> float:
@@ -76,7 +77,7 @@ def _check_table(conn: psycopg.Connection, table: str | None) -> None:
 def _create_table(conn: psycopg.Connection, table: str) -> None:
     conn.execute(
         sql.SQL(
-            "CREATE TABLE {} (id bigint PRIMARY KEY, lo oid NOT NULL, size integer NOT NULL,"
+            "CREATE TABLE {} (id bigint PRIMARY KEY, lo oid NOT NULL, size bigint NOT NULL,"
             " name text NOT NULL)"
         ).format(sql.Identifier(table))
     )
@@ -95,8 +96,11 @@ class _Run:
         self.bytes = 0
         self.grants = 0
         self.comments = 0
+        self.sparse = 0
         self.next_id = 1
-        self.source = ContentSource(spec.size, spec.content, spec.seed)
+        self.source = ContentSource(
+            spec.size, spec.content, spec.seed, spec.size_dist, spec.sparse_fraction
+        )
         self._grant_acc = 0.0
         self._comment_acc = 0.0
 
@@ -112,16 +116,39 @@ class _Run:
         self.made += n
 
     # -- the general path -------------------------------------------------------------
-    def batch(self, n: int, batch_no: int) -> None:
-        datas = [self.source.data(self.source.next_size()) for _ in range(n)]
+    def batch(self, limit: int, batch_no: int) -> None:
+        """One transaction: up to ``limit`` LOs, ending early once ``batch_bytes`` are
+        planned. Small LOs go in one ``lo_from_bytea`` statement per run of them; big and
+        sparse ones are streamed in pieces between, in OID order."""
+        plans: list[Planned] = []
+        planned = 0
+        while len(plans) < limit and planned < self.spec.batch_bytes:
+            p = self.source.plan()
+            plans.append(p)
+            planned += p.size
+        n = len(plans)
         lo, hi = self._oids(n)
         with self.writer.batch(lo, hi) as b:
             owner = self.owners[batch_no % len(self.owners)] if self.owners else None
             oids = list(range(lo, hi + 1))
-            b.create(oids, datas, owner)
-            self._decorate(b, oids, datas)
+            run_oids: list[int] = []
+            run_datas: list[bytes] = []
+            for oid, p in zip(oids, plans, strict=True):
+                if not p.streamed:
+                    run_oids.append(oid)
+                    run_datas.append(self.source.data(p.size, p.kind))
+                    continue
+                if run_oids:
+                    b.create(run_oids, run_datas, owner)
+                    run_oids, run_datas = [], []
+                b.create_pieces(oid, self.source.pieces(p), owner)
+                if p.sparse:
+                    self.sparse += 1
+            if run_oids:
+                b.create(run_oids, run_datas, owner)
+            self._decorate(b, oids, [p.size for p in plans])
         self.made += n
-        self.bytes += sum(len(d) for d in datas)
+        self.bytes += planned
 
     def _take(self, fraction: float, acc: float, n: int) -> tuple[int, float]:
         """How many of the next ``n`` LOs get a decoration, spreading the fraction evenly."""
@@ -129,7 +156,7 @@ class _Run:
         k = int(acc)
         return min(k, n), acc - k
 
-    def _decorate(self, b: Batch, oids: list[int], datas: list[bytes]) -> None:
+    def _decorate(self, b: Batch, oids: list[int], sizes: list[int]) -> None:
         spec = self.spec
         if spec.table:
             ids = range(self.next_id, self.next_id + len(oids))
@@ -138,8 +165,8 @@ class _Run:
                     sql.Identifier(spec.table)
                 )
             ) as copy:
-                for i, oid, d in zip(ids, oids, datas, strict=True):
-                    copy.write_row((i, oid, len(d), f"object-{i}.bin"))
+                for i, oid, size in zip(ids, oids, sizes, strict=True):
+                    copy.write_row((i, oid, size, f"object-{i}.bin"))
             self.next_id += len(oids)
         k, self._grant_acc = self._take(spec.grant_fraction, self._grant_acc, len(oids))
         if k:
@@ -191,6 +218,7 @@ def generate(
         owners=run.owners,
         grants=run.grants,
         comments=run.comments,
+        sparse=run.sparse,
     )
 
 
@@ -204,19 +232,18 @@ def _fill(run: _Run, progress: Callable[[int, int], None]) -> None:
             done += n
             progress(done, 0)
         return
-    avg = max(1, (spec.size.low + spec.size.high) // 2)
     # Comments take a lock each until commit: no more per batch than the lock budget.
+    # (Bytes are bounded as each batch is planned: it ends once batch_bytes are drawn.)
     cap = min(MAX_BATCH, run.writer.budget.per_transaction) if spec.comment_fraction else MAX_BATCH
-    per_batch = max(1, min(cap, spec.batch_bytes // avg))
+    per_batch = max(1, cap)
     if spec.owners > 1:
         # Owners take batches in turn: small enough batches that every owner gets a share.
         per_batch = max(1, min(per_batch, -(-spec.count // spec.owners)))
     batch_no = 0
     while done < spec.count:
-        n = min(per_batch, spec.count - done)
-        run.batch(n, batch_no)
+        run.batch(min(per_batch, spec.count - done), batch_no)
         batch_no += 1
-        done += n
+        done = run.made
         progress(done, run.bytes)
 
 

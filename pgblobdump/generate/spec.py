@@ -24,6 +24,65 @@ class Content(enum.StrEnum):
     ZEROS = "zeros"  # compresses to almost nothing
     RANDOM = "random"  # incompressible
     TEXT = "text"  # words and spaces, compresses about 3x like real documents
+    MIXED = "mixed"  # half the LOs text, half random, alternating: a mailbox of attachments
+
+
+LO_LENGTH_MAX = 4 * 1024**4 - 1
+"""An LO's largest length (4 TB); sizes drawn from a distribution are streamed with
+``lo_put``, so they are not held to the bytea cap."""
+
+SIZE_DIST_MAX = 1024**3
+"""Default clip of a drawn size: 1 GiB, the issue's "one LO over 1 GiB" is a MAX away
+(``lognormal:16KiB:2.5:2GiB``), and an unclipped tail would now and then ask for a
+multi-GiB LO that takes minutes by itself."""
+
+SPARSE_MIN = 8 * 1024
+"""Smallest LO written with holes: four 2 KiB pages, so a hole of at least one whole
+page fits between the written pieces. ``--sparse`` is a share of the LOs this big."""
+
+
+@dataclass(frozen=True)
+class SizeDist:
+    """A log-normal size distribution: ``median`` bytes, shape ``sigma`` (natural log),
+    each draw clipped to ``[0, max]``.
+
+    With the default sigma 2.5 and median 16 KiB, about 5% of LOs are over 1 MiB and 1
+    in 2,500 over 64 MiB; the mean is about 22.8x the median (365 KiB).
+    """
+
+    median: int
+    sigma: float = 2.5
+    max: int = SIZE_DIST_MAX
+
+    @classmethod
+    def parse(cls, text: str) -> SizeDist:
+        """``lognormal:MEDIAN[:SIGMA[:MAX]]``, e.g. ``lognormal:16KiB:2.5:1GiB``."""
+        kind, _, rest = text.partition(":")
+        parts = rest.split(":") if rest else []
+        usage = (
+            f"--size-dist {text!r} is not a distribution; use lognormal:MEDIAN[:SIGMA[:MAX]]"
+            " like lognormal:16KiB or lognormal:16KiB:2.5:1GiB"
+        )
+        if kind.strip().lower() != "lognormal" or not 1 <= len(parts) <= 3:
+            raise UsageError(usage)
+        try:
+            median = parse_size(parts[0], "--size-dist median")
+            sigma = float(parts[1]) if len(parts) > 1 else 2.5
+            top = parse_size(parts[2], "--size-dist max") if len(parts) > 2 else SIZE_DIST_MAX
+        except (UsageError, ValueError) as e:
+            raise UsageError(usage) from e
+        if median < 1:
+            raise UsageError(f"--size-dist {text!r}: the median must be at least 1 byte")
+        if not 0.0 <= sigma <= 10.0:
+            raise UsageError(f"--size-dist {text!r}: sigma must be between 0 and 10")
+        if top < median:
+            raise UsageError(f"--size-dist {text!r}: the max is below the median")
+        if top > LO_LENGTH_MAX:
+            raise UsageError(f"--size-dist {text!r}: the max is over an LO's 4 TB limit")
+        return cls(median, sigma, top)
+
+    def __str__(self) -> str:
+        return f"lognormal:{self.median}:{self.sigma:g}:{self.max}"
 
 
 @dataclass(frozen=True)
@@ -85,6 +144,8 @@ class GenerateSpec:
     start_oid: int | None = None
     seed: int = 0
     batch_bytes: int = 8 * 1024 * 1024
+    size_dist: SizeDist | None = None
+    sparse_fraction: float = 0.0
 
     def __post_init__(self) -> None:
         if self.count < 0:
@@ -109,7 +170,13 @@ class GenerateSpec:
             )
         if not 0 <= self.owners <= 100:
             raise UsageError(f"owners must be between 0 and 100 (got {self.owners})")
-        for name, value in (("grant", self.grant_fraction), ("comment", self.comment_fraction)):
+        if self.size_dist is not None and self.size.high > 0:
+            raise UsageError("--size and --size-dist are two ways to give sizes: give one")
+        for name, value in (
+            ("grant", self.grant_fraction),
+            ("comment", self.comment_fraction),
+            ("sparse", self.sparse_fraction),
+        ):
             if not 0.0 <= value <= 1.0:
                 raise UsageError(f"{name} fraction must be between 0 and 1 (got {value})")
 
@@ -119,4 +186,5 @@ class GenerateSpec:
         return (
             bool(self.table or self.owners or self.grant_fraction or self.comment_fraction)
             or self.size.high > 0
+            or self.size_dist is not None
         )

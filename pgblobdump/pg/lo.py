@@ -98,6 +98,16 @@ class Batch:
                     offset += len(piece)
         return offset
 
+    def create_pieces(
+        self, oid: int, pieces: Iterable[tuple[int, bytes]], owner: str | None = None
+    ) -> None:
+        """Create LO ``oid`` and write each (offset, bytes) piece with ``lo_put``; pages
+        no piece touches stay missing in pg_largeobject (holes, read back as zeros)."""
+        with self._as(owner):
+            self.conn.execute("SELECT lo_create(%s::int8::oid)", (oid,))
+            for offset, data in pieces:
+                self.conn.execute("SELECT lo_put(%s::int8::oid, %s, %b)", (oid, offset, data))
+
     def put(self, oid: int, offset: int, data: bytes | memoryview) -> None:
         """Write ``data`` into LO ``oid`` at ``offset`` (a piece of a large LO)."""
         view = memoryview(data)
