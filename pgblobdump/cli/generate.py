@@ -48,7 +48,7 @@ def result_table(r: GenerateResult) -> Table:
 
 
 REALISTIC_SIZES = SizeDist(16 * 1024, 2.5, 1024**3)
-"""--preset realistic's sizes: median 16 KiB, 5% over 1 MiB, 1 in 2,500 over 64 MiB."""
+"""--preset realistic's sizes: median 16 KiB, 5% over 1 MiB, 1 in 2,300 over 64 MiB."""
 
 
 @contextlib.contextmanager
