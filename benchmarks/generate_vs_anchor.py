@@ -5,12 +5,17 @@ binary COPY into a staging table + ``lo_from_bytea`` for 4 KiB LOs, on one conne
 split over two. pgblobdump runs as a child under /usr/bin/time for its peak RSS, at two
 scales each, to show memory stays flat as the count grows.
 
-Usage: .venv/bin/python benchmarks/generate_vs_anchor.py [--major 16] [--quick]
+Usage: .venv/bin/python benchmarks/generate_vs_anchor.py [--major 16] [--quick] [--realistic]
+
+``--realistic``: instead, ``--preset realistic`` (log-normal sizes, mixed content, owners,
+ACLs, comments, 5% sparse) at 1,000 and 5,000 LOs, in MB/s and LOs/s beside the 4 KiB
+staged ``lo_from_bytea`` anchor of the same run.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -66,8 +71,8 @@ def anchor_lo_from_bytea(db: str, n: int, size: int, connections: int) -> float:
     return time.perf_counter() - t
 
 
-def run_generate(db: str, args: list[str]) -> tuple[float, int]:
-    """Wall seconds and peak RSS (KiB) of a pgblobdump generate child process."""
+def run_generate_json(db: str, args: list[str]) -> tuple[float, int, dict[str, object]]:
+    """Wall seconds, peak RSS (KiB) and the --json result of a generate child process."""
     fmt = "%e %M"
     proc = subprocess.run(
         ["/usr/bin/time", "-f", fmt, PGBLOBDUMP, "generate", "-d", db, *args, "--json"],
@@ -76,14 +81,60 @@ def run_generate(db: str, args: list[str]) -> tuple[float, int]:
         check=True,
     )
     wall, rss = proc.stderr.strip().splitlines()[-1].split()
-    return float(wall), int(rss)
+    return float(wall), int(rss), json.loads(proc.stdout)
+
+
+def run_generate(db: str, args: list[str]) -> tuple[float, int]:
+    """Wall seconds and peak RSS (KiB) of a pgblobdump generate child process."""
+    wall, rss, _ = run_generate_json(db, args)
+    return wall, rss
+
+
+def realistic(major: int, quick: bool) -> None:
+    """The realistic corpus at two scales beside the 4 KiB anchor, in MB/s and LOs/s."""
+    k = 10 if quick else 1
+    n4 = 100_000 // k
+    rows: list[tuple[str, ...]] = []
+    with EmbeddedCluster(major) as c:
+        print(f"PostgreSQL {c.tc.version}, {os.cpu_count()} cores", file=sys.stderr)
+        a1 = anchor_lo_from_bytea(fresh_db(c, "anchor_r"), n4, 4096, 1)
+        mb = n4 * 4096 / 1e6
+        rows.append(
+            (f"{n4:,} x 4 KiB: COPY stage + lo_from_bytea, 1 conn", f"{a1:.2f}", "",
+             f"{mb / a1:.1f}", f"{n4 / a1:,.0f}", "", "")
+        )  # fmt: skip
+        for n in (1000 // k, 5000 // k):
+            db = fresh_db(c, f"gen_r{n}")
+            wall, rss, r = run_generate_json(db, ["-n", str(n), "--preset", "realistic"])
+            secs = float(r["seconds"])  # type: ignore[arg-type]
+            total = int(r["total_bytes"])  # type: ignore[call-overload]
+            with psycopg.connect(db) as conn:
+                row = conn.execute(
+                    "SELECT pg_size_pretty(pg_total_relation_size('pg_largeobject')),"
+                    " max(length(lo_get(oid))) FROM pg_largeobject_metadata"
+                ).fetchone()
+                assert row is not None
+            rows.append(
+                (f"{n:,} realistic ({total / 1e6:,.0f} MB, {r['sparse']} sparse, largest"
+                 f" {row[1] / 1e6:.0f} MB, table {row[0]})", f"{wall:.2f}", f"{rss / 1024:.0f}",
+                 f"{total / 1e6 / secs:.1f}", f"{n / secs:,.0f}", f"{secs:.2f}",
+                 f"{(total / 1e6 / secs) / (mb / a1):.2f}")
+            )  # fmt: skip
+    print("| step | wall s | peak RSS MB | MB/s | LOs/s | generate s | MB/s vs anchor |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for row_ in rows:
+        print("| " + " | ".join(row_) + " |")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--major", type=int, default=16)
     ap.add_argument("--quick", action="store_true", help="a tenth of the counts")
+    ap.add_argument("--realistic", action="store_true", help="the realistic corpus instead")
     a = ap.parse_args()
+    if a.realistic:
+        realistic(a.major, a.quick)
+        return
     k = 10 if a.quick else 1
     empty_big, empty_small = 1_000_000 // k, 100_000 // k
     lo4_big, lo4_small = 100_000 // k, 10_000 // k
