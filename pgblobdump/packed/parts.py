@@ -15,7 +15,14 @@ from collections.abc import Iterator
 
 from pgblobdump.errors import CorruptArchive, UsageError
 from pgblobdump.packed.format import volume_name, volume_of
-from pgblobdump.packed.reader import Item, LoPiece, PackedDirectory, WholeLos, _Assembler
+from pgblobdump.packed.reader import (
+    Damaged,
+    Item,
+    LoPiece,
+    PackedDirectory,
+    WholeLos,
+    _Assembler,
+)
 from pgblobdump.packed.restore import PART_RULE, PARTS_MAX
 
 OID_MAX = 2**32 - 1
@@ -49,8 +56,12 @@ def share(archive: PackedDirectory, k: int, n: int) -> tuple[int, int]:
     return first, last
 
 
-def share_items(archive: PackedDirectory, first: int, last: int) -> Iterator[Item]:
-    """The LOs with OIDs in ``first..last``, reading only the frames that hold them."""
+def share_items(
+    archive: PackedDirectory, first: int, last: int, skip_damaged: bool = False
+) -> Iterator[Item]:
+    """The LOs with OIDs in ``first..last``, reading only the frames that hold them.
+    ``skip_damaged``: as ``PackedDirectory.items``, the share's LOs of a damaged frame
+    (or volume) come as a Damaged item and reading goes on (``restore --jobs``)."""
     starts: dict[str, int] = {}
     count: Counter[str] = Counter()
     for r in archive.index.range(first, last):
@@ -59,21 +70,40 @@ def share_items(archive: PackedDirectory, first: int, last: int) -> Iterator[Ite
         count[name] += 1
     asm = _Assembler(archive.index.metas, archive.where, keep=(first, last))
     expected = sum(count.values())
+    damaged = False
     for name in archive.volumes():
         carry = asm._open is not None  # a large LO goes on at this volume's start
         if name not in starts and not carry:
             continue
         begun = 0
-        with archive._frames(name, None if carry else starts[name]) as frames:
-            for frame in frames:
-                for item in asm.items(frame, frames.name):
-                    if isinstance(item, WholeLos):
+        try:
+            with archive._frames(name, None if carry else starts[name]) as frames:
+                for item in archive._frame_items(frames, name, asm, skip_damaged):
+                    if isinstance(item, Damaged):
+                        mine = [o for o in item.oids if first <= o <= last]
+                        damaged = True
+                        if not mine:
+                            continue
+                        begun += len(mine)
+                        item = Damaged(mine, item.where, item.reason)
+                    elif isinstance(item, WholeLos):
                         begun += len(item.oids)
                     elif isinstance(item, LoPiece) and item.offset == 0:
                         begun += 1
                     yield item
-                if begun >= count[name] and asm._open is None:
-                    break
+                    if begun >= count[name] and asm._open is None:
+                        break
+        except CorruptArchive as e:  # the volume itself: missing, or no volume header
+            if not skip_damaged:
+                raise
+            damaged = True
+            cut = asm.drop_open()
+            lost = [o for o in archive._lost_after(name, 0) if first <= o <= last]
+            lost = lost if cut is None else [cut, *lost]
+            if lost:
+                yield Damaged(lost, f"{archive.where}/{name}", str(e))
+    if damaged:
+        return  # the counts cannot match the index's: the damage was reported
     if asm.los != expected or asm._open is not None:
         raise CorruptArchive(
             f"{archive.where}: the volumes hold {asm.los:,} of the {expected:,} LOs the index"

@@ -81,8 +81,6 @@ class RestoreRequest:
         object.__setattr__(self, "on_conflict", OnConflict(self.on_conflict))
         if not 1 <= self.jobs <= 64:
             raise UsageError(f"--jobs must be between 1 and 64 (got {self.jobs})")
-        if self.jobs > 1 and self.skip_damaged:
-            raise UsageError("--jobs and --skip-damaged do not go together (restore with --jobs 1)")
         if self.part is None:
             return
         if self.full:
@@ -621,9 +619,12 @@ def restore_jobs(
             raise error from e
         journal.remove()
     reporter.progress(*done())
+    lost = to_ranges(sorted(o for w in workers for o in w.damaged_oids))
     return RestoreResult(
         sum(w.los for w in workers), sum(w.bytes for w in workers),
         sum(w.skipped for w in workers), time.perf_counter() - t0,
+        sum(w.damaged for w in workers),
+        ", ".join(f"{lo}..{hi}" if hi > lo else str(lo) for lo, hi in lost),
     )  # fmt: skip
 
 

@@ -59,6 +59,6 @@ def _restore_jobs(
         reporter.note(f"part {k}/{n}: OIDs {part[0]}..{part[1]}")
     ranges = [share(directory, (k - 1) * j + i, n * j) for i in range(1, j + 1)]
     # a directory each: reading the index and volumes is not shared between threads
-    shares = [share_items(source.directory(archive), lo, hi) for lo, hi in ranges]
+    shares = [share_items(source.directory(archive), lo, hi, req.skip_damaged) for lo, hi in ranges]
     return restore_jobs(conninfo, shares, req, reporter, directory.index,
                         directory.index.metas.values, part, again)  # fmt: skip

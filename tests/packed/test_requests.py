@@ -41,8 +41,6 @@ RESTORE = [
     (["--full", "--part", "1/2"], {"full": True, "part": (1, 2)}, "--part restores a share"),
     (["--part", "1/2", "--skip-damaged"], {"part": (1, 2), "skip_damaged": True},
      "--part and --skip-damaged do not go together"),
-    (["-j", "2", "--skip-damaged"], {"jobs": 2, "skip_damaged": True},
-     "--jobs and --skip-damaged do not go together"),
     (["--full", "-j", "65"], {"full": True, "jobs": 65}, "--jobs must be between 1 and 64"),
 ]  # fmt: skip
 

@@ -1,6 +1,7 @@
 """``restore --jobs 2``: two connections restore one directory archive (contiguous OID
 ranges cut by the index), on real servers and real signals: every LO equal to the
-source, --part with --jobs, --on-conflict skip around foreign LOs, and an interrupted
+source, --part with --jobs, --on-conflict skip around foreign LOs (--skip-damaged with
+--jobs 2: tests/packed/test_skip_damaged.py), and an interrupted
 or killed run that removes exactly what it made, or names it and --resume finishes it."""
 
 from __future__ import annotations
@@ -17,11 +18,9 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from pgblobdump.errors import UsageError
 from pgblobdump.packed import DumpRequest, dump
 from pgblobdump.packed.parts import share
 from pgblobdump.packed.reader import PackedDirectory
-from pgblobdump.packed.restore import RestoreRequest
 from pgblobdump.servers.cluster import EmbeddedCluster
 from pgblobdump.storage import LocalDirectory
 from pgblobdump.storage import open as open_storage
@@ -155,13 +154,6 @@ def test_on_conflict_skip_never_touches_a_foreign_lo(
     assert code == 0, err
     want = dict(archive.expected) | before
     assert state(dst) == want
-
-
-def test_skip_damaged_with_jobs_is_refused() -> None:
-    """Not supported yet (a share's reader does not skip damaged frames): refused up
-    front, by the request as by the CLI."""
-    with pytest.raises(UsageError, match="--jobs and --skip-damaged"):
-        RestoreRequest(jobs=2, skip_damaged=True)
 
 
 def test_jobs_on_a_stream_is_refused() -> None:
