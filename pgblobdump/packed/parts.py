@@ -39,21 +39,25 @@ def parse_part(text: str) -> tuple[int, int]:
 def share(archive: PackedDirectory, k: int, n: int) -> tuple[int, int]:
     """The OID range of share ``k`` of ``n``."""
     total = sum(b.records for b in archive.index.blocks)
-    cuts = [total * i // n for i in range(1, n)]  # record positions where shares end
-    bounds: list[int] = []
-    if cuts:
-        pending = list(reversed(cuts))
-        for pos, r in enumerate(archive.index, start=1):
-            while pending and pending[-1] <= pos:
-                pending.pop()
-                bounds.append(r.oid)
-            if not pending:
-                break
-        while len(bounds) < n - 1:  # fewer LOs than shares: the rest are empty
-            bounds.append(bounds[-1] if bounds else 0)
-    first = 0 if k == 1 else bounds[k - 2] + 1
-    last = OID_MAX if k == n else bounds[k - 1]
+
+    def bound(i: int) -> int:  # the last OID of share i (1 <= i < n)
+        return _oid_at(archive, max(1, total * i // n)) if total else 0
+
+    first = 0 if k == 1 else bound(k - 1) + 1
+    last = OID_MAX if k == n else bound(k)
     return first, last
+
+
+def _oid_at(archive: PackedDirectory, pos: int) -> int:
+    """The OID of the index's record at position ``pos`` (1-based, in OID order),
+    decoding only the block that holds it (the block table counts their records)."""
+    index = archive.index
+    before = 0
+    for e in index.blocks:
+        if before + e.records >= pos:
+            return index._block(e)[pos - before - 1].oid
+        before += e.records
+    return index.blocks[-1].last
 
 
 def share_items(
@@ -64,10 +68,10 @@ def share_items(
     (or volume) come as a Damaged item and reading goes on (``restore --jobs``)."""
     starts: dict[str, int] = {}
     count: Counter[str] = Counter()
-    for r in archive.index.range(first, last):
-        name = volume_name(*volume_of(r.volume))
-        starts[name] = min(starts.get(name, r.offset), r.offset)
-        count[name] += 1
+    for volume, (offset, records) in archive.index.volume_starts(first, last).items():
+        name = volume_name(*volume_of(volume))
+        starts[name] = offset
+        count[name] = records
     asm = _Assembler(archive.index.metas, archive.where, keep=(first, last))
     expected = sum(count.values())
     damaged = False
