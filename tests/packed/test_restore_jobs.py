@@ -247,3 +247,39 @@ def test_backend_terminated_names_remainder_then_resume(
     code, err = _run("restore", str(archive.path), "-d", dst, "--jobs", "2", "--resume")
     assert code == 0, err
     assert state(dst) == archive.expected
+
+
+@pytest.mark.scale  # a cluster of its own, as test_faults' server-stopped case: ~10 s
+def test_server_stopped_mid_restore_names_remainder_then_resume(archive: Archive) -> None:
+    """The whole server stopped (immediate shutdown) under ``restore --jobs 2``: exit 3,
+    one line naming what is left with --jobs 2 --resume (its clean-up cannot connect);
+    once the server is back, --resume completes it."""
+    from pgblobdump.servers.runas import reachable_bin_dir
+
+    with EmbeddedCluster(17, settings={"synchronous_commit": "on"}) as cluster:
+        _roles(cluster)
+        with psycopg.connect(cluster.conninfo(), autocommit=True) as conn:
+            for r in ("pgbd_owner_1", "pgbd_owner_2", "pgbd_reader", "pgbd_writer"):
+                conn.execute(f"CREATE ROLE {r}")
+            conn.execute("CREATE DATABASE dst")
+        dst = cluster.conninfo("dst")
+        with _pgbd("restore", str(archive.path), "-d", dst, "--jobs", "2") as proc:
+            _wait_for(dst, 2, proc)
+            pg_ctl = reachable_bin_dir(cluster.tc.bin_dir, cluster.who) / "pg_ctl"
+            done = cluster.who.run(
+                [str(pg_ctl), "-D", str(cluster.datadir), "-m", "immediate", "-w", "stop"], 60
+            )
+            assert done.returncode == 0, done.stderr
+            _out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 3, err
+        line = _error_line(err)
+        print(f"\n{line}")
+        assert line.startswith("Error: restore failed: lost the connection to the server"), line
+        assert "what this restore created remains: " in line, line
+        assert "--jobs 2 --resume" in line, line
+        cluster.start()
+        dst = cluster.conninfo("dst")
+        assert _los(dst) > 0
+        code, err = _run("restore", str(archive.path), "-d", dst, "--jobs", "2", "--resume")
+        assert code == 0, err
+        assert state(dst) == archive.expected
