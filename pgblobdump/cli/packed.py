@@ -173,7 +173,7 @@ def dump(target: ConnectionTarget, output: str, oids: tuple[int, int],
 )
 @jobs_option(
     "Connections restoring the LOs at once, each a contiguous OID range of a directory"
-    " archive (or of its --part); with --full, also pg_restore's jobs."
+    " archive (or of its --part); with --full, also pg_restore's jobs for data and post-data."
 )
 @output_options
 def restore(archive: str, target: ConnectionTarget, no_owner: bool, no_acl: bool,

@@ -60,9 +60,9 @@ class RestoreRequest:
     """What to restore and how; options that do not go together are refused here (a
     UsageError on construction), so a library caller meets the CLI's refusals.
 
-    ``full``: a --full archive (pg_restore's sections around the LOs), ``jobs`` its
-    pg_restore jobs. Without --full, ``jobs``: connections restoring the LOs at once,
-    each a contiguous OID range of the archive (of the ``part``). ``part``: (K, N),
+    ``full``: a --full archive (pg_restore's sections around the LOs). ``jobs``:
+    connections restoring the LOs at once, each a contiguous OID range of the archive
+    (of the ``part``); with --full also pg_restore's jobs. ``part``: (K, N),
     share K of N of the archive's LOs (``packed.parts``), N restores at once into one
     database.
     """
@@ -97,7 +97,7 @@ class RestoreRequest:
         with its ``--jobs``). Each batch takes 1/sharing of one restore's share of the
         lock table, so all of them together take no more of it than one restore does,
         and none runs out of shared memory."""
-        return (1 if self.part is None else self.part[1]) * (1 if self.full else self.jobs)
+        return (1 if self.part is None else self.part[1]) * self.jobs
 
     @property
     def skipping(self) -> bool:

@@ -27,7 +27,13 @@ def restore_archive(
             raise UsageError(
                 "--full restores a directory archive (dump --full writes one), not a stream"
             )
-        return restore_full(conninfo, source.directory(archive), req, req.jobs, reporter)
+        los = None
+        if req.jobs > 1:
+
+            def los() -> RestoreResult:
+                return _restore_jobs(conninfo, archive, req, reporter, again)
+
+        return restore_full(conninfo, source.directory(archive), req, req.jobs, reporter, los)
     if req.jobs > 1:
         return _restore_jobs(conninfo, archive, req, reporter, again)
     if req.part is not None:

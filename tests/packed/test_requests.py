@@ -58,7 +58,7 @@ def test_restore_request_checks_a_part_given_as_numbers() -> None:
     assert _refused(lambda: RestoreRequest(part=(3, 2))) == _refused(lambda: parse_part("3/2"))
     assert RestoreRequest(part=(2, 3)).sharing == 3
     assert RestoreRequest(part=(2, 3), jobs=2).sharing == 6  # each connection a share
-    assert RestoreRequest(full=True, jobs=4).sharing == 1  # pg_restore's jobs
+    assert RestoreRequest(full=True, jobs=4).sharing == 4  # the LOs over 4 connections too
     assert RestoreRequest(on_conflict="skip").skipping  # type: ignore[arg-type]
     assert RestoreRequest().on_conflict is OnConflict.ERROR
 
