@@ -228,13 +228,17 @@ class Bench:
         return Row(case, f"pg_dump {MAJOR} -Fc", st.wall_s, st.max_rss_kb / 1024, files,
                    size / 1e6), st  # fmt: skip
 
-    def packed_restore(self, case: str, archive: Path, db: str, n: int) -> tuple[Row, str]:
+    def packed_restore(
+        self, case: str, archive: Path, db: str, n: int, jobs: int = 1
+    ) -> tuple[Row, str]:
         dsn = self.fresh_db(db)
+        label = "pgblobdump restore" + (f" --jobs {jobs}" if jobs > 1 else "")
         st = self.measure(
-            [PGBLOBDUMP, "restore", archive, "-d", dsn, "--json"], f"{case}: pgblobdump restore"
+            [PGBLOBDUMP, "restore", archive, "-d", dsn, "--json", "--jobs", str(jobs)],
+            f"{case}: {label}",
         )
-        self.check_count(dsn, n, f"{case}: pgblobdump restore")
-        return Row(case, "pgblobdump restore", st.wall_s, st.max_rss_kb / 1024), dsn
+        self.check_count(dsn, n, f"{case}: {label}")
+        return Row(case, label, st.wall_s, st.max_rss_kb / 1024), dsn
 
     def pg_restore_fc(self, case: str, archive: Path, db: str, n: int, parallel: bool) -> Row:
         dsn = self.fresh_db(db)
@@ -296,19 +300,24 @@ class Bench:
         self.drop_db(f"dst_{tag}")
         w["restore"] = prow.wall
         rss["restore"] = prow.rss_mb or 0
+        jrow, _dsn = self.packed_restore(case, arch[2], f"dstj_{tag}", n, jobs=2)
+        self.drop_db(f"dstj_{tag}")
+        w["restore_j2"] = jrow.wall
+        rss["restore_j2"] = jrow.rss_mb or 0
         r1 = self.pg_restore_fc(case, fc, f"pgr1_{tag}", n, parallel=False)
         r2 = self.pg_restore_fc(case, fc, f"pgr2_{tag}", n, parallel=True)
         w["pg_restore_1"], w["pg_restore_2"] = r1.wall, r2.wall
-        prow.ratio = (
-            f"pg_restore 1 job / packed = **{r1.wall / prow.wall:.1f}x**;"
-            f" -j 2 / packed = **{r2.wall / prow.wall:.1f}x**; {prow.wall / a:.2f}x the anchor"
-        )
+        for row in (prow, jrow):
+            row.ratio = (
+                f"pg_restore 1 job / packed = **{r1.wall / row.wall:.1f}x**;"
+                f" -j 2 / packed = **{r2.wall / row.wall:.1f}x**; {row.wall / a:.2f}x the anchor"
+            )
         anchor_row.ratio = (
             f"pg_restore 1 job / anchor = {r1.wall / a:.0f}x; -j 2 / anchor = {r2.wall / a:.0f}x"
         )
         r1.ratio = f"{r1.wall / a:.0f}x the anchor"
         r2.ratio = f"{r2.wall / a:.0f}x the anchor"
-        self.rows += [anchor_row, prow, r1, r2]
+        self.rows += [anchor_row, prow, jrow, r1, r2]
         self.drop_db(f"src_{tag}")
         for k, v in rss.items():
             w[f"rss_{k}"] = v
@@ -372,6 +381,12 @@ class Bench:
         vrow = Row(case, "pgblobdump verify DIR -d DSN (after the restore: equal)", vst.wall_s,
                    vst.max_rss_kb / 1024)  # fmt: skip
         self.drop_db(f"dst_{tag}")
+        jrow, dsn = self.packed_restore(case, arch[2], f"dstj_{tag}", n, jobs=2)
+        w["restore_j2"] = jrow.wall
+        vst = self.measure(
+            [PGBLOBDUMP, "verify", arch[2], "-d", dsn], f"{case}: verify -d after --jobs 2"
+        )
+        self.drop_db(f"dstj_{tag}")
         r1 = self.pg_restore_fc(case, fc, f"pgr1_{tag}", n, parallel=False)
         r2 = self.pg_restore_fc(case, fc, f"pgr2_{tag}", n, parallel=True)
         w["pg_restore_1"], w["pg_restore_2"] = r1.wall, r2.wall
@@ -381,7 +396,11 @@ class Bench:
         )
         r1.ratio = f"{r1.wall / a:.2f}x the anchor"
         r2.ratio = f"{r2.wall / a:.2f}x the anchor"
-        self.rows += [anchor_row, prow, vrow, r1, r2]
+        jrow.ratio = (
+            f"**{jrow.wall / a:.2f}x the anchor**; pg_restore 1 job / packed ="
+            f" {r1.wall / jrow.wall:.1f}x, -j 2 / packed = {r2.wall / jrow.wall:.1f}x"
+        )
+        self.rows += [anchor_row, prow, jrow, vrow, r1, r2]
         self.drop_db(f"src_{tag}")
         return w
 
@@ -503,6 +522,19 @@ def verdicts(small: dict[str, float], big: dict[str, float], k4: dict[str, float
     )
     r = k4["restore"] / k4["anchor_restore"]
     line(r <= 1.5, f"{n4:,} x 4 KiB restored within 1.5x of 2-connection lo_from_bytea: {r:.2f}x")
+    j1, j2 = big["pg_restore_1"] / big["restore_j2"], big["pg_restore_2"] / big["restore_j2"]
+    line(
+        j2 >= 30 and j1 >= 100,
+        f"issue 27: {n_big:,} empty `restore --jobs 2` >= 30x pg_restore 17 `-j 2"
+        f" --transaction-size 1000` ({j2:.1f}x) and >= 100x its one job ({j1:.1f}x);"
+        f" --jobs 2 {big['restore_j2']:.2f} s vs one connection {big['restore']:.2f} s",
+    )
+    rj = k4["restore_j2"] / k4["anchor_restore"]
+    line(
+        rj <= 1.0,
+        f"issue 27: {n4:,} x 4 KiB `restore --jobs 2` within 1.0x of 2-connection staged"
+        f" lo_from_bytea: {rj:.2f}x (one connection {r:.2f}x)",
+    )
     keys = ("rss_dump_j1", "rss_dump_j2", "rss_restore")
     flat = all(big[k] <= small[k] * 1.25 + 5 for k in keys)
     peak = max(max(big[k], small[k], k4[k]) for k in keys)

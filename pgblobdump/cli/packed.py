@@ -171,7 +171,10 @@ def dump(target: ConnectionTarget, output: str, oids: tuple[int, int],
     help="Restore share K of N (OID ranges of equal LO counts): N restores at once, one"
     " archive, one database.",
 )
-@jobs_option("With --full: pg_restore's jobs for data and post-data.")
+@jobs_option(
+    "Connections restoring the LOs at once, each a contiguous OID range of a directory"
+    " archive (or of its --part); with --full, also pg_restore's jobs for data and post-data."
+)
 @output_options
 def restore(archive: str, target: ConnectionTarget, no_owner: bool, no_acl: bool,
             no_comments: bool, on_conflict: str, resume: bool, skip_damaged: bool,
@@ -211,6 +214,8 @@ def resume_command(archive: str, target: ConnectionTarget, req: RestoreRequest) 
     args += [flag for flag, on in flags if on]
     if req.part is not None:
         args += ["--part", "/".join(map(str, req.part))]
+    if req.jobs > 1 and not req.full:
+        args += ["--jobs", str(req.jobs)]
     return shlex.join([*args, "--resume"])
 
 

@@ -20,7 +20,7 @@ import re
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
 
@@ -252,10 +252,12 @@ def restore_full(
     req: RestoreRequest,
     jobs: int = 1,
     reporter: Reporter = QUIET,
+    restore_los: Callable[[], RestoreResult] | None = None,
 ) -> RestoreResult:
     """pg_restore's pre-data and data sections, the LOs, then post-data. The target
     should be an empty database: on a failure the LOs this run made are removed (as in
-    any restore), and what pg_restore restored is named as left in place."""
+    any restore), and what pg_restore restored is named as left in place. ``restore_los``
+    restores the LOs in place of one connection's ``restore`` (``--jobs N``)."""
     dumped = major_of(dumped_by(archive))
     with connect(conninfo, autocommit=True, doing="restore") as conn:
         target = server_major(conn)
@@ -270,8 +272,11 @@ def restore_full(
                 reporter.note(f"pg_restore {pg_restore.tc.version}: {section}")
                 pg_restore.section(section)
                 done.append(section)
-            result = restore(conninfo, archive.items(req.skip_damaged), req, reporter,
-                             archive.index, archive.index.metas.values)  # fmt: skip
+            if restore_los is not None:  # --jobs N: the LOs over N connections too
+                result = restore_los()
+            else:
+                result = restore(conninfo, archive.items(req.skip_damaged), req, reporter,
+                                 archive.index, archive.index.metas.values)  # fmt: skip
             reporter.note(f"pg_restore {pg_restore.tc.version}: post-data")
             pg_restore.section("post-data")
     except (PgBlobDumpError, KeyboardInterrupt) as e:

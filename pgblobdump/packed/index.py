@@ -289,6 +289,14 @@ class Index:
         return records
 
     def _decode_block(self, e: BlockEntry) -> list[IndexRecord]:
+        raw = self._raw_block(e)
+        return [
+            IndexRecord(*INDEX_RECORD.unpack_from(raw, i * INDEX_RECORD.size))
+            for i in range(e.records)
+        ]
+
+    def _raw_block(self, e: BlockEntry) -> bytes:
+        """A block's records as stored (decompressed and checked for length)."""
         stored = self._read(e.offset, e.stored)
         try:
             raw = self._dctx.decompress(stored, max_output_size=e.records * INDEX_RECORD.size)
@@ -296,10 +304,7 @@ class Index:
             raise CorruptArchive(f"{self.where}: index block at byte {e.offset:,}: {ex}") from ex
         if len(raw) != e.records * INDEX_RECORD.size:
             raise CorruptArchive(f"{self.where}: index block at byte {e.offset:,} is damaged")
-        return [
-            IndexRecord(*INDEX_RECORD.unpack_from(raw, i * INDEX_RECORD.size))
-            for i in range(e.records)
-        ]
+        return raw
 
     def __iter__(self) -> Iterator[IndexRecord]:
         for e in self.blocks:
@@ -316,6 +321,28 @@ class Index:
             for r in self._block(e):
                 if first <= r.oid <= last:
                     yield r
+
+    def volume_starts(self, first: int, last: int) -> dict[int, tuple[int, int]]:
+        """Per volume number: the smallest frame offset and the count of the records with
+        OIDs in ``first..last`` (a share's reader, ``restore --jobs``): plain tuples
+        from each block's bytes, no record objects, as that is all it needs."""
+        out: dict[int, tuple[int, int]] = {}
+        start = max(0, bisect.bisect_right(self._firsts, first) - 1)
+        for e in self.blocks[start:]:
+            if e.first > last:
+                break
+            if e.last < first:
+                continue
+            raw = self._raw_block(e)
+            whole = first <= e.first and e.last <= last
+            for oid, _m, _s, volume, offset, _x in INDEX_RECORD.iter_unpack(raw):
+                if whole or first <= oid <= last:
+                    had = out.get(volume)
+                    if had is None:
+                        out[volume] = (offset, 1)
+                    else:
+                        out[volume] = (min(had[0], offset), had[1] + 1)
+        return out
 
     def find(self, oid: int) -> IndexRecord | None:
         for r in self.range(oid, oid):

@@ -92,12 +92,16 @@ class Journal:
     def describe_earlier(self) -> str:
         return format_ranges(self.earlier)
 
-    def save(self, ledger: Ledger) -> None:
-        """Record what is left to finish: the earlier run's, this run's, and the batch in
-        flight (it may commit). Nothing left: the file is removed."""
-        ranges = list(self.earlier) + list(ledger.lo_ranges)
-        if ledger.pending is not None:
-            ranges += ledger.pending.los
+    def save(self, *ledgers: Ledger) -> None:
+        """Record what is left to finish: the earlier run's, this run's (one ledger per
+        connection), and the batches in flight (they may commit). Nothing left: the file
+        is removed. Connections' threads call it under one lock (``restore --jobs``)."""
+        ranges = list(self.earlier)
+        for ledger in ledgers:
+            ranges += ledger.lo_ranges
+            pending = ledger.pending
+            if pending is not None:
+                ranges += pending.los
         if not ranges:
             self.remove()
             return

@@ -9,7 +9,7 @@ from pgblobdump.errors import UsageError
 from pgblobdump.packed import source
 from pgblobdump.packed.full import restore_full
 from pgblobdump.packed.parts import share, share_items
-from pgblobdump.packed.restore import RestoreRequest, RestoreResult, restore
+from pgblobdump.packed.restore import RestoreRequest, RestoreResult, restore, restore_jobs
 from pgblobdump.report.reporter import QUIET, Reporter
 
 
@@ -27,7 +27,15 @@ def restore_archive(
             raise UsageError(
                 "--full restores a directory archive (dump --full writes one), not a stream"
             )
-        return restore_full(conninfo, source.directory(archive), req, req.jobs, reporter)
+        los = None
+        if req.jobs > 1:
+
+            def los() -> RestoreResult:
+                return _restore_jobs(conninfo, archive, req, reporter, again)
+
+        return restore_full(conninfo, source.directory(archive), req, req.jobs, reporter, los)
+    if req.jobs > 1:
+        return _restore_jobs(conninfo, archive, req, reporter, again)
     if req.part is not None:
         k, n = req.part
         directory = source.directory(archive)
@@ -39,3 +47,24 @@ def restore_archive(
                        again)  # fmt: skip
     with source.open_source(archive, req.skip_damaged) as src:
         return restore(conninfo, src.items, req, reporter, src.index, src.metas, again=again)
+
+
+def _restore_jobs(
+    conninfo: str, archive: str, req: RestoreRequest, reporter: Reporter, again: str
+) -> RestoreResult:
+    """``--jobs N`` without --full: the archive (or its ``--part K/N``) cut into N
+    contiguous OID ranges by the index, one connection each. Share j of part K/N is
+    share (K-1)*N_jobs + j of N*N_jobs: the same cuts, so the parts still tile."""
+    if archive == storage.STREAM:
+        raise UsageError("--jobs restores a directory archive over N connections, not a stream")
+    directory = source.directory(archive)
+    k, n = req.part or (1, 1)
+    j = req.jobs
+    part = share(directory, k, n) if req.part is not None else None
+    if part is not None:
+        reporter.note(f"part {k}/{n}: OIDs {part[0]}..{part[1]}")
+    ranges = [share(directory, (k - 1) * j + i, n * j) for i in range(1, j + 1)]
+    # a directory each: reading the index and volumes is not shared between threads
+    shares = [share_items(source.directory(archive), lo, hi, req.skip_damaged) for lo, hi in ranges]
+    return restore_jobs(conninfo, shares, req, reporter, directory.index,
+                        directory.index.metas.values, part, again)  # fmt: skip

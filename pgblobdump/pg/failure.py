@@ -91,3 +91,47 @@ def failed(
     if removed == "nothing":
         return base
     return with_more(base, f"removed the {removed} this run created")
+
+
+def failed_all(
+    e: BaseException,
+    what: str,
+    runs: list[tuple[Ledger, psycopg.Connection]],
+    taken: Callable[[str], str],
+    if_left: str = "",
+    stop: Callable[[], list[bool]] | None = None,
+) -> PgBlobDumpError:
+    """``failed`` for a run over several connections (``restore --jobs``), each with
+    its own ledger: ``stop`` stops every connection's threads (False for a connection
+    one may still be using), then each ledger is undone in turn, and the one line says
+    what was removed, or what is left of each."""
+    base = as_error(e, what, taken, describe(runs[0][0].conninfo) if runs else "")
+    removed: list[str] = []
+    failures: list[str] = []
+    done = 0
+    try:
+        with signals.stoppable():
+            free = stop() if stop is not None else [True] * len(runs)
+            for (ledger, conn), ok in zip(runs, free, strict=True):
+                try:
+                    r = ledger.undo(conn if ok else None)
+                except CleanupFailed as failure:
+                    failures.append(str(failure))
+                else:
+                    if r != "nothing":
+                        removed.append(r)
+                done += 1
+    except signals.Abandoned as a:
+        left = [ledger.remainder() for ledger, _ in runs[done:]]
+        left = [x for x in left if x] + failures
+        more = f"clean-up stopped by {signals.name(a.signum)}" + (
+            f"; {'; '.join(left)}{if_left}" if left else ""
+        )
+        return Interrupted(f"{base}; {more}", base.signum if isinstance(base, Interrupted)
+                           else a.signum)  # fmt: skip
+    parts = []
+    if removed:
+        parts.append(f"removed the {' and '.join(removed)} this run created")
+    if failures:
+        parts.append("; ".join(failures) + if_left)
+    return with_more(base, "; ".join(parts)) if parts else base

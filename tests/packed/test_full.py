@@ -120,8 +120,6 @@ def test_bad_input(pg16: EmbeddedCluster, new_db: NewDb, tmp_path: Path) -> None
     assert _cli("dump", "-d", src, "-o", str(los_only)).exit_code == 0
     result = _cli("restore", "--full", str(los_only), "-d", new_db(pg16))
     assert result.exit_code == 2 and "dumped without --full" in result.stderr
-    result = _cli("restore", str(los_only), "-d", new_db(pg16), "-j", "2")
-    assert result.exit_code == 2 and "--jobs goes with --full" in result.stderr
 
 
 def test_a_failing_pg_restore_names_what_is_left(

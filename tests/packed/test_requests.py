@@ -41,7 +41,6 @@ RESTORE = [
     (["--full", "--part", "1/2"], {"full": True, "part": (1, 2)}, "--part restores a share"),
     (["--part", "1/2", "--skip-damaged"], {"part": (1, 2), "skip_damaged": True},
      "--part and --skip-damaged do not go together"),
-    (["-j", "2"], {"jobs": 2}, "--jobs goes with --full"),
     (["--full", "-j", "65"], {"full": True, "jobs": 65}, "--jobs must be between 1 and 64"),
 ]  # fmt: skip
 
@@ -58,6 +57,8 @@ def test_restore_request_refuses_what_the_cli_refuses(
 def test_restore_request_checks_a_part_given_as_numbers() -> None:
     assert _refused(lambda: RestoreRequest(part=(3, 2))) == _refused(lambda: parse_part("3/2"))
     assert RestoreRequest(part=(2, 3)).sharing == 3
+    assert RestoreRequest(part=(2, 3), jobs=2).sharing == 6  # each connection a share
+    assert RestoreRequest(full=True, jobs=4).sharing == 4  # the LOs over 4 connections too
     assert RestoreRequest(on_conflict="skip").skipping  # type: ignore[arg-type]
     assert RestoreRequest().on_conflict is OnConflict.ERROR
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from collections import defaultdict
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from click.testing import CliRunner, Result
 from pgblobdump.cli import cli
 from pgblobdump.packed import DumpRequest, PackedDirectory, dump
 from pgblobdump.packed.format import volume_name, volume_of
+from pgblobdump.packed.parts import share
 from pgblobdump.servers.cluster import EmbeddedCluster
 from pgblobdump.storage import LocalDirectory
 from tests.conftest import NewDb
@@ -70,8 +72,9 @@ def _flip(path: Path, at: int) -> None:
         f.write(bytes([byte[0] ^ 0xFF]))
 
 
+@pytest.mark.parametrize("jobs", ["1", "2"], ids=["1-job", "jobs-2"])
 def test_a_damaged_frame(archive: Damageable, pg17: EmbeddedCluster, new_db: NewDb,
-                         tmp_path: Path) -> None:  # fmt: skip
+                         tmp_path: Path, jobs: str) -> None:  # fmt: skip
     path = _copy(archive, tmp_path)
     ((volume, frames),) = archive.frames.items()
     assert len(frames) >= 4, frames  # several frames of small LOs, and the large LO's
@@ -79,12 +82,12 @@ def test_a_damaged_frame(archive: Damageable, pg17: EmbeddedCluster, new_db: New
     _flip(path / volume, offset + 200)
 
     dst = new_db(pg17)
-    refused = _restore(path, dst)
+    refused = _restore(path, dst, "--jobs", jobs)
     assert refused.exit_code == 7, refused.output
     assert f"frame at byte {offset:,} is damaged" in refused.stderr
     assert state(dst) == {}  # what was restored before the damage was met is removed
 
-    done = _restore(path, dst, "--skip-damaged")
+    done = _restore(path, dst, "--skip-damaged", "--jobs", jobs)
     assert done.exit_code == 0, done.output
     report = json.loads(done.stdout)
     assert report["damaged"] == len(lost) > 100
@@ -94,8 +97,9 @@ def test_a_damaged_frame(archive: Damageable, pg17: EmbeddedCluster, new_db: New
     assert state(dst) == want
 
 
+@pytest.mark.parametrize("jobs", ["1", "2"], ids=["1-job", "jobs-2"])
 def test_a_large_lo_cut_by_damage_is_rolled_back(
-    archive: Damageable, pg17: EmbeddedCluster, new_db: NewDb, tmp_path: Path
+    archive: Damageable, pg17: EmbeddedCluster, new_db: NewDb, tmp_path: Path, jobs: str
 ) -> None:
     path = _copy(archive, tmp_path)
     ((volume, frames),) = archive.frames.items()
@@ -103,14 +107,15 @@ def test_a_large_lo_cut_by_damage_is_rolled_back(
     # the large LO's second frame follows its first: no index entry points at it
     _flip(path / volume, first + (1 << 20) + 4096)
     dst = new_db(pg17)
-    done = _restore(path, dst, "--skip-damaged")
+    done = _restore(path, dst, "--skip-damaged", "--jobs", jobs)
     assert done.exit_code == 0, done.output
     assert json.loads(done.stdout)["damaged"] == 1
     assert state(dst) == {oid: v for oid, v in archive.src.items() if oid != LARGE}
 
 
+@pytest.mark.parametrize("jobs", ["1", "2"], ids=["1-job", "jobs-2"])
 def test_a_truncated_volume(archive: Damageable, pg17: EmbeddedCluster, new_db: NewDb,
-                            tmp_path: Path) -> None:  # fmt: skip
+                            tmp_path: Path, jobs: str) -> None:  # fmt: skip
     path = _copy(archive, tmp_path)
     ((volume, frames),) = archive.frames.items()
     cut, _ = frames[-1]  # at a frame boundary: the volume reads as complete but short
@@ -118,11 +123,31 @@ def test_a_truncated_volume(archive: Damageable, pg17: EmbeddedCluster, new_db: 
         f.truncate(cut)
     lost = frames[-1][1]
     dst = new_db(pg17)
-    assert _restore(path, dst).exit_code == 7
+    assert _restore(path, dst, "--jobs", jobs).exit_code == 7
     assert state(dst) == {}
-    done = _restore(path, dst, "--skip-damaged")
+    done = _restore(path, dst, "--skip-damaged", "--jobs", jobs)
     assert done.exit_code == 0, done.output
     assert "(truncated)" in done.stderr
+    assert state(dst) == {oid: v for oid, v in archive.src.items() if oid not in set(lost)}
+
+
+def test_a_damaged_frame_across_two_connections(
+    archive: Damageable, pg17: EmbeddedCluster, new_db: NewDb, tmp_path: Path
+) -> None:
+    """--jobs 2 whose two OID ranges both hold LOs of the damaged frame: each connection
+    skips its own of them, and together they are exactly the frame's."""
+    path = _copy(archive, tmp_path)
+    ((volume, frames),) = archive.frames.items()
+    _first, cut = share(PackedDirectory(LocalDirectory(path)), 1, 2)
+    offset, lost = next((o, oids) for o, oids in frames if min(oids) <= cut < max(oids))
+    _flip(path / volume, offset + 200)
+    dst = new_db(pg17)
+    done = _restore(path, dst, "--skip-damaged", "--jobs", "2")
+    assert done.exit_code == 0, done.output
+    report = json.loads(done.stdout)
+    assert report["damaged"] == len(lost)
+    counts = [int(n.replace(",", "")) for n in re.findall(r"skipped ([\d,]+) LOs", done.stderr)]
+    assert len(counts) == 2 and sum(counts) == len(lost), done.stderr
     assert state(dst) == {oid: v for oid, v in archive.src.items() if oid not in set(lost)}
 
 
