@@ -12,7 +12,8 @@ from pgblobdump.packed.reader import (
     stream_items,
     stream_pieces,
 )
-from pgblobdump.packed.restore import OnConflict, RestoreRequest, RestoreResult, restore
+from pgblobdump.packed.request import OnConflict, RestoreRequest, RestoreResult
+from pgblobdump.packed.restore import restore
 from pgblobdump.packed.restoring import restore_archive
 from pgblobdump.packed.source import open_source
 

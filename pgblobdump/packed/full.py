@@ -36,7 +36,8 @@ from pgblobdump.errors import (
     scrub,
 )
 from pgblobdump.packed.reader import PackedDirectory
-from pgblobdump.packed.restore import RestoreRequest, RestoreResult, restore
+from pgblobdump.packed.request import RestoreRequest, RestoreResult
+from pgblobdump.packed.restore import restore
 from pgblobdump.pg.connect import connect
 from pgblobdump.pg.failure import as_error, with_more
 from pgblobdump.pg.target import child_connection

@@ -23,7 +23,7 @@ from pgblobdump.packed.reader import (
     WholeLos,
     _Assembler,
 )
-from pgblobdump.packed.restore import PART_RULE, PARTS_MAX
+from pgblobdump.packed.request import PART_RULE, PARTS_MAX
 
 OID_MAX = 2**32 - 1
 

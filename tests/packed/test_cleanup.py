@@ -11,7 +11,8 @@ import time
 import psycopg
 import pytest
 
-from pgblobdump.packed.restore import RestoreRequest, _in_thread, _Restorer
+from pgblobdump.packed.request import RestoreRequest
+from pgblobdump.packed.restore import _in_thread, _Restorer
 from pgblobdump.pg.ledger import Ledger
 from pgblobdump.report.reporter import QUIET
 from pgblobdump.servers.cluster import EmbeddedCluster

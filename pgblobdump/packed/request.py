@@ -1,0 +1,81 @@
+"""What a restore is asked to do and what it reports: the request checks its own
+combinations when it is made, so a library caller meets the same refusals as the CLI."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from pgblobdump.errors import UsageError
+
+PARTS_MAX = 1024
+"""The most restores ``--part K/N`` shares an archive among."""
+PART_RULE = "must be K/N with 1 <= K <= N (2/3: the second third)"
+
+
+class OnConflict(enum.StrEnum):
+    ERROR = "error"
+    SKIP = "skip"
+
+
+@dataclass(frozen=True)
+class RestoreRequest:
+    """What to restore and how; options that do not go together are refused here (a
+    UsageError on construction), so a library caller meets the CLI's refusals.
+
+    ``full``: a --full archive (pg_restore's sections around the LOs). ``jobs``:
+    connections restoring the LOs at once, each a contiguous OID range of the archive
+    (of the ``part``); with --full also pg_restore's jobs. ``part``: (K, N),
+    share K of N of the archive's LOs (``packed.parts``), N restores at once into one
+    database.
+    """
+
+    no_owner: bool = False
+    no_acl: bool = False
+    no_comments: bool = False
+    on_conflict: OnConflict = OnConflict.ERROR
+    resume: bool = False
+    skip_damaged: bool = False
+    full: bool = False
+    part: tuple[int, int] | None = None
+    jobs: int = 1
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "on_conflict", OnConflict(self.on_conflict))
+        if not 1 <= self.jobs <= 64:
+            raise UsageError(f"--jobs must be between 1 and 64 (got {self.jobs})")
+        if self.part is None:
+            return
+        if self.full:
+            raise UsageError("--part restores a share of the LOs alone; --full restores everything")
+        k, n = self.part
+        if not 1 <= k <= n <= PARTS_MAX:
+            raise UsageError(f"--part {f'{k}/{n}'!r} {PART_RULE}")
+        if self.skip_damaged:
+            raise UsageError("--part and --skip-damaged do not go together")
+
+    @property
+    def sharing(self) -> int:
+        """Connections restoring LOs at once into the database (``--part K/N``: N, each
+        with its ``--jobs``). Each batch takes 1/sharing of one restore's share of the
+        lock table, so all of them together take no more of it than one restore does,
+        and none runs out of shared memory."""
+        return (1 if self.part is None else self.part[1]) * self.jobs
+
+    @property
+    def skipping(self) -> bool:
+        return self.resume or self.on_conflict is OnConflict.SKIP
+
+
+@dataclass(frozen=True)
+class RestoreResult:
+    """``skipped``: LOs that existed (--on-conflict skip, --resume); ``damaged``: LOs lost
+    to a damaged archive and skipped (--skip-damaged), their OIDs as ranges in
+    ``damaged_oids`` (``1..5, 9``)."""
+
+    los: int
+    bytes: int
+    skipped: int
+    seconds: float
+    damaged: int = 0
+    damaged_oids: str = ""
