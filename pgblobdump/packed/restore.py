@@ -29,7 +29,7 @@ from pgblobdump.packed.reader import Damaged, Item, LoPiece, WholeLos
 from pgblobdump.packed.request import RestoreRequest, RestoreResult
 from pgblobdump.pg import catalog
 from pgblobdump.pg.connect import connect
-from pgblobdump.pg.failure import failed, failed_all
+from pgblobdump.pg.failure import failed
 from pgblobdump.pg.ledger import Ledger, to_ranges
 from pgblobdump.pg.lo import Batch, Grant, LoWriter
 from pgblobdump.report.reporter import QUIET, Reporter
@@ -69,7 +69,7 @@ class _Abandoned(Exception):
     """Rolls back the transaction of a large LO that damage cut short."""
 
 
-class _Restorer:
+class Restorer:
     def __init__(
         self, conn: psycopg.Connection, ledger: Ledger, req: RestoreRequest, reporter: Reporter
     ) -> None:
@@ -415,7 +415,7 @@ def restore(
     ledger = Ledger(conninfo, "restore")
     with connect(conninfo, autocommit=True, doing="restore") as conn:
         journal = Journal.open(conn, conninfo, index, part) if index is not None else None
-        r = _Restorer(conn, ledger, req, reporter)
+        r = Restorer(conn, ledger, req, reporter)
         if metas is not None:
             r.check_roles(metas)
             r.all_checked = True
@@ -436,7 +436,7 @@ def restore(
             resume = "; run the restore again with --resume to finish it" + (
                 f": {again}" if again else ""
             )
-            error = failed(e, "restore", ledger, conn, _taken, if_left=resume, stop=r.stop)
+            error = failed(e, "restore", ledger, conn, taken, if_left=resume, stop=r.stop)
             if journal is not None:
                 journal.save(ledger)  # what is left, if anything, for the next run's hint
             raise error from e
@@ -446,111 +446,6 @@ def restore(
     lost = to_ranges(sorted(r.damaged_oids))
     return RestoreResult(
         r.los, r.bytes, r.skipped, time.perf_counter() - t0, r.damaged,
-        ", ".join(f"{lo}..{hi}" if hi > lo else str(lo) for lo, hi in lost),
-    )  # fmt: skip
-
-
-def restore_jobs(
-    conninfo: str,
-    shares: list[Iterator[Item]],
-    req: RestoreRequest,
-    reporter: Reporter,
-    index: Index,
-    metas: Iterable[Meta],
-    part: tuple[int, int] | None = None,
-    again: str = "",
-) -> RestoreResult:
-    """``restore`` over one connection per share (``restore --jobs N``: contiguous OID
-    ranges of the archive, or of its ``part``), at once. Roles and conflicts are checked
-    once for all before anything is written; each connection has its own ledger and its
-    share of the lock table (``req.sharing``), one journal holds them all. The first
-    failure (or Ctrl-C, SIGTERM) stops every connection, and the clean-up removes exactly
-    what each made, or names what is left and --resume."""
-    t0 = time.perf_counter()
-    stop = threading.Event()
-    errors: list[BaseException] = []
-    lock = threading.Lock()
-    with contextlib.ExitStack() as stack:
-        main = stack.enter_context(connect(conninfo, autocommit=True, doing="restore"))
-        journal = Journal.open(main, conninfo, index, part)
-        first = _Restorer(main, Ledger(conninfo, "restore"), req, reporter)
-        first.check_roles(metas)
-        if not req.skipping:
-            precheck(main, index, part, journal, again)
-        workers = [first] + [
-            _Restorer(
-                stack.enter_context(connect(conninfo, autocommit=True, doing="restore")),
-                Ledger(conninfo, "restore"), req, reporter,
-            )
-            for _ in shares[1:]
-        ]  # fmt: skip
-        ledgers = [w.writer.ledger for w in workers]
-
-        def save(_: Ledger) -> None:
-            with lock:
-                journal.save(*ledgers)
-
-        for w in workers:
-            w.known_roles = set(first.known_roles)
-            w.all_checked = True
-            w.writer.ledger.on_change = save
-
-        def work(w: _Restorer, items: Iterator[Item]) -> None:
-            try:
-                for item in items:
-                    if stop.is_set():
-                        return
-                    w.take(item)
-                if not stop.is_set():
-                    w.finish()
-            except BaseException as e:  # the first one is the restore's error
-                with lock:
-                    errors.append(e)
-                stop.set()
-
-        threads = [
-            threading.Thread(target=work, args=(w, items), name="pgblobdump-restore-job",
-                             daemon=True)
-            for w, items in zip(workers, shares, strict=True)
-        ]  # fmt: skip
-
-        def stop_all() -> list[bool]:
-            """Every connection's batch cancelled and its thread ended (True), or still
-            running after STOP_WAIT (False: its connection is left alone)."""
-            stop.set()
-            for w in workers:
-                w.stop()
-            deadline = time.monotonic() + STOP_WAIT
-            for t in threads:
-                t.join(max(0.0, deadline - time.monotonic()))
-            return [w.stop() and not t.is_alive() for w, t in zip(workers, threads, strict=True)]
-
-        def done() -> tuple[int, int]:
-            return sum(w.los + w.skipped for w in workers), sum(w.bytes for w in workers)
-
-        try:
-            for t in threads:
-                t.start()
-            while any(t.is_alive() for t in threads) and not errors:
-                stop.wait(0.1)
-                reporter.progress(*done())
-            if errors:
-                raise errors[0]
-        except (PgBlobDumpError, psycopg.Error, KeyboardInterrupt) as e:
-            resume = "; run the restore again with --resume to finish it" + (
-                f": {again}" if again else ""
-            )
-            runs = [(w.writer.ledger, w.conn) for w in workers]
-            error = failed_all(e, "restore", runs, _taken, if_left=resume, stop=stop_all)
-            journal.save(*ledgers)  # what is left, if anything, for the next run's hint
-            raise error from e
-        journal.remove()
-    reporter.progress(*done())
-    lost = to_ranges(sorted(o for w in workers for o in w.damaged_oids))
-    return RestoreResult(
-        sum(w.los for w in workers), sum(w.bytes for w in workers),
-        sum(w.skipped for w in workers), time.perf_counter() - t0,
-        sum(w.damaged for w in workers),
         ", ".join(f"{lo}..{hi}" if hi > lo else str(lo) for lo, hi in lost),
     )  # fmt: skip
 
@@ -574,5 +469,5 @@ def _in_thread(fn: Callable[..., None], *args: object) -> futures.Future[None]:
     return job
 
 
-def _taken(oid: str) -> str:
+def taken(oid: str) -> str:
     return f"LO {oid} already exists in the target; restore with --on-conflict skip to keep it"

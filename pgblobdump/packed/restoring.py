@@ -10,7 +10,8 @@ from pgblobdump.packed import source
 from pgblobdump.packed.full import restore_full
 from pgblobdump.packed.parts import share, share_items
 from pgblobdump.packed.request import RestoreRequest, RestoreResult
-from pgblobdump.packed.restore import restore, restore_jobs
+from pgblobdump.packed.restore import restore
+from pgblobdump.packed.restore_jobs import restore_jobs
 from pgblobdump.report.reporter import QUIET, Reporter
 
 

@@ -12,7 +12,7 @@ import psycopg
 import pytest
 
 from pgblobdump.packed.request import RestoreRequest
-from pgblobdump.packed.restore import _in_thread, _Restorer
+from pgblobdump.packed.restore import Restorer, _in_thread
 from pgblobdump.pg.ledger import Ledger
 from pgblobdump.report.reporter import QUIET
 from pgblobdump.servers.cluster import EmbeddedCluster
@@ -24,7 +24,7 @@ def test_a_batch_interrupted_while_waited_for_is_stopped_before_clean_up(
 ) -> None:
     db = new_db(pg16)
     with psycopg.connect(db, autocommit=True) as conn:
-        r = _Restorer(conn, Ledger(db, "restore"), RestoreRequest(), QUIET)
+        r = Restorer(conn, Ledger(db, "restore"), RestoreRequest(), QUIET)
 
         def batch() -> None:  # a batch the server takes long over
             conn.execute("SELECT pg_sleep(30)")
