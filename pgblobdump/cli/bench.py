@@ -11,6 +11,7 @@ import click
 from pgblobdump.bench import read as read_bench
 from pgblobdump.bench import toast as toast_bench
 from pgblobdump.bench.server import server
+from pgblobdump.cli.completion import complete_major
 from pgblobdump.cli.options import connection_options, output_options
 from pgblobdump.cli.output import Format, emit
 from pgblobdump.cli.progress import note, reporter
@@ -24,6 +25,7 @@ from pgblobdump.units import format_bytes
 MAJOR = click.option(
     "--major",
     type=int,
+    shell_complete=complete_major,
     default=17,
     show_default=True,
     help="The embedded server's major when no -d is given (17 has lz4).",

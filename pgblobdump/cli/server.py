@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from pgblobdump.cli.completion import complete_major
 from pgblobdump.cli.options import output_options, pg_bin_option
 from pgblobdump.cli.output import Format, emit, stderr_console
 from pgblobdump.report import Column, Table
@@ -39,6 +40,7 @@ _major = click.option(
     "--major",
     "-m",
     type=int,
+    shell_complete=complete_major,
     help=f"PostgreSQL major version (default: the cluster's own, or {DEFAULT_MAJOR}).",
 )
 

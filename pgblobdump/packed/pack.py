@@ -154,7 +154,7 @@ def pack(
     check_settings(volume_size, level)
     t0 = time.perf_counter()
     blocks = BlockIndex()  # the LO data blocks, as the walk passes them
-    walk = toc_lo.iter_data(archive, blocks)
+    walk = toc_lo.iter_data(archive, blocks, lambda n: reporter.totals(n, 0))
     first = next(walk, None)
     if first is None:
         raise NotFound(f"{archive.name}: no large objects in this archive: nothing to pack")
@@ -203,7 +203,7 @@ def pack(
             if kept is not None:
                 storage.remove(kept.name)
             raise
-        files = list(writer.files)
+        files = list(writer.files) + [f for f in [writer.manifest_file] if f is not None]
     reporter.progress(done, nbytes)
     return PackResult(manifest["los"], manifest["bytes"], time.perf_counter() - t0, files,
                       kept is not None, unread)  # fmt: skip

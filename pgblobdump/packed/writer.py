@@ -248,6 +248,8 @@ class ArchiveWriter:
         self.files: list[FileInfo] = []
         self._made: list[str] = []
         """The index and manifest, once their creation began (``abort`` removes them)."""
+        self.manifest_file: FileInfo | None = None
+        """The manifest once written to a storage: ``files`` and it are the whole archive."""
 
     def worker(self, ordered: bool = True) -> LoPacker:
         """A packer for the next OID range (workers' ranges ascend in creation order);
@@ -313,6 +315,7 @@ class ArchiveWriter:
             sync = getattr(self.storage, "sync", None)
             if sync is not None:
                 sync()
+            self.manifest_file = FileInfo(MANIFEST_NAME, len(body), xxhash.xxh3_128_hexdigest(body))
         return manifest
 
     def _put_index(self, tmp: BinaryIO, size: int) -> FileInfo:

@@ -9,9 +9,12 @@ the server's own settings rather than a constant.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 import psycopg
+
+log = logging.getLogger(__name__)
 
 LOCK_SHARE = 4
 """A batch takes at most this fraction (1/4) of the server's lock table: other sessions
@@ -35,7 +38,13 @@ class LockBudget:
             " current_setting('max_prepared_transactions')::int"
         ).fetchone()
         assert row is not None
-        return cls(int(row[0]), int(row[1]), int(row[2]))
+        budget = cls(int(row[0]), int(row[1]), int(row[2]))
+        log.info(
+            "lock budget: %d x (%d + %d) = %d locks in the table; a batch takes at most %d",
+            budget.max_locks_per_transaction, budget.max_connections,
+            budget.max_prepared_transactions, budget.total, budget.per_transaction,
+        )  # fmt: skip
+        return budget
 
     @property
     def total(self) -> int:

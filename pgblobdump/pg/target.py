@@ -14,6 +14,21 @@ from dataclasses import dataclass
 
 from pgblobdump.errors import UsageError, register_secret, scrub
 
+APPLICATION_NAME = "pgblobdump"
+"""The application_name our sessions show in pg_stat_activity, unless PGAPPNAME or the
+connection string names one (pg.connect passes it as libpq's ``fallback_application_name``)."""
+
+_application = [APPLICATION_NAME]
+
+
+def set_application_name(name: str) -> None:
+    """Name this process's sessions (the CLI: ``pgblobdump <command>``)."""
+    _application[0] = name[:63]  # NAMEDATALEN - 1: the server would cut it anyway
+
+
+def application_name() -> str:
+    return _application[0]
+
 
 def first_line(e: BaseException) -> str:
     """The first line of an exception's message (libpq's carry DETAIL and HINT lines)."""
