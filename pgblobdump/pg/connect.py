@@ -18,11 +18,11 @@ from psycopg import conninfo as pgconninfo
 
 from pgblobdump.errors import ConnectionFailed, DatabaseError, PgBlobDumpError, UsageError, scrub
 from pgblobdump.pg.sqllog import LoggingCursor
-from pgblobdump.pg.target import application_name, first_line
+from pgblobdump.pg.target import application_name, first_line, run_number
 
 log = logging.getLogger(__name__)
 
-_described: set[tuple[str, str, str]] = set()
+_described: set[tuple[int, str, str, str]] = set()
 _described_lock = threading.Lock()
 
 _CONNECTION_SQLSTATES = ("08", "57P01", "57P02", "57P03")
@@ -120,14 +120,16 @@ def _log_server(conn: psycopg.Connection) -> None:
     """For -v, once per server and role: what we connected to and the settings that size
     our work (the lock table that batches are cut from)."""
     info = conn.info
-    key = (info.host, str(info.port), info.dbname)
+    key = (run_number(), info.host, str(info.port), info.dbname)
     with _described_lock:
         if key in _described:
             return
         _described.add(key)
     row = conn.execute(
         "SELECT current_setting('server_version'), current_user,"
-        " current_setting('application_name'), current_setting('max_locks_per_transaction'),"
+        " (SELECT application_name FROM pg_catalog.pg_stat_activity"
+        "  WHERE pid = pg_catalog.pg_backend_pid()),"
+        " current_setting('max_locks_per_transaction'),"
         " current_setting('max_connections'), current_setting('max_prepared_transactions'),"
         " current_setting('transaction_isolation')"
     ).fetchone()
@@ -137,7 +139,8 @@ def _log_server(conn: psycopg.Connection) -> None:
     version, user, app, locks, conns, prepared, isolation = row
     where = f"{info.host}:{info.port}" if not info.host.startswith("/") else info.host
     log.info(
-        "server: PostgreSQL %s, database %s on %s as %s (application_name %r)",
+        "server: PostgreSQL %s, database %s on %s as %s (pg_stat_activity shows"
+        " application_name %r)",
         version, info.dbname, where, user, app,
     )  # fmt: skip
     log.info(

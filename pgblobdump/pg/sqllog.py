@@ -16,12 +16,14 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from pgblobdump.pg.target import run_number
+
 log = logging.getLogger(__name__)
 
 HEAD = 72
 """Characters of a statement that name its class."""
 
-_seen: set[str] = set()
+_seen: set[tuple[int, str]] = set()
 _lock = threading.Lock()
 
 _QUOTED = re.compile(r"'(?:[^']|'')*'?")
@@ -47,9 +49,10 @@ def note(query: Any, conn: psycopg.Connection | None) -> None:
     if not log.isEnabledFor(logging.INFO):
         return
     kind = statement_class(query, conn)
+    key = (run_number(), kind)
     with _lock:
-        first = kind not in _seen
-        _seen.add(kind)
+        first = key not in _seen
+        _seen.add(key)
     if first:
         log.info("SQL: %s", kind)
     else:

@@ -19,15 +19,23 @@ APPLICATION_NAME = "pgblobdump"
 connection string names one (pg.connect passes it as libpq's ``fallback_application_name``)."""
 
 _application = [APPLICATION_NAME]
+_run = [0]
 
 
 def set_application_name(name: str) -> None:
-    """Name this process's sessions (the CLI: ``pgblobdump <command>``)."""
+    """Name this process's sessions (the CLI: ``pgblobdump <command>``); a new run begins
+    (what ``-v`` said once per run is said again: tests run many in one process)."""
     _application[0] = name[:63]  # NAMEDATALEN - 1: the server would cut it anyway
+    _run[0] += 1
 
 
 def application_name() -> str:
     return _application[0]
+
+
+def run_number() -> int:
+    """Which run this is, for things said once per run."""
+    return _run[0]
 
 
 def first_line(e: BaseException) -> str:

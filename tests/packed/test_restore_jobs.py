@@ -174,7 +174,7 @@ def _sessions(db: str) -> int:
     with psycopg.connect(db) as conn:
         row = conn.execute(
             "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-            " AND application_name = 'pgblobdump'"
+            " AND application_name LIKE 'pgblobdump%%'"
         ).fetchone()
     return int(row[0]) if row else 0
 
@@ -234,7 +234,7 @@ def test_backend_terminated_names_remainder_then_resume(
         with psycopg.connect(dst, autocommit=True) as conn:
             row = conn.execute(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname ="
-                " current_database() AND application_name = 'pgblobdump' LIMIT 1"
+                " current_database() AND application_name LIKE 'pgblobdump%%' LIMIT 1"
             ).fetchone()
             assert row is not None
         _out, err = proc.communicate(timeout=120)
