@@ -4,6 +4,7 @@ frame, every LO's checksum, the index against the volumes), and against a live d
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -16,6 +17,8 @@ from pgblobdump.packed.reader import PackedDirectory
 from pgblobdump.pg.connect import connect
 from pgblobdump.pg.lostream import EmptyRun, Selection, iter_los
 from pgblobdump.report.reporter import QUIET, Reporter
+
+log = logging.getLogger(__name__)
 
 STEP = 2000
 """LOs between two progress reports."""
@@ -46,6 +49,8 @@ def check_archive(archive: PackedDirectory, reporter: Reporter = QUIET) -> Archi
     storage = archive.storage
     result.files = 1  # the manifest itself, read above
     listed = archive.manifest["files"]
+    log.info("checking %d files against the manifest, then the LOs against the index",
+             len(listed) + 1)  # fmt: skip
     reporter.task("checking files", len(listed))
     reporter.totals(len(listed), sum(int(f["size"]) for f in listed))
     hashed = 0

@@ -40,9 +40,10 @@ def test_the_script_for_each_shell(shell: str, marker: str) -> None:
 
 
 def test_bash_script_registers_the_function() -> None:
-    assert "complete -o nosort -F _pgblobdump_completion pgblobdump" in run(
-        "completion", "bash"
-    ).stdout
+    assert (
+        "complete -o nosort -F _pgblobdump_completion pgblobdump"
+        in run("completion", "bash").stdout
+    )
 
 
 def test_an_unknown_shell_is_a_usage_error() -> None:

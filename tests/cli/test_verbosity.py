@@ -96,4 +96,5 @@ def test_quiet_leaves_only_errors(pg17: EmbeddedCluster, new_db: NewDb, tmp_path
     r = run("dump", "-q", "-d", src, "-o", "-", "--progress")
     assert r.exit_code == 0 and r.stderr == "", r.stderr
     # an error is still said, on one line
-    assert_one_line_error(run("restore", "-q", str(tmp_path / "none"), "-d", src), 8, "no such archive")
+    missing = run("restore", "-q", str(tmp_path / "none"), "-d", src)
+    assert_one_line_error(missing, 8, "no such archive")
