@@ -43,8 +43,10 @@ def test_restore_progress_knows_its_total(pg17: EmbeddedCluster, new_db: NewDb,
 
 def test_summaries_count_every_file(pg17: EmbeddedCluster, new_db: NewDb,
                                     tmp_path: Path) -> None:  # fmt: skip
-    """dump said ``files 2`` for an archive of 3 (the manifest was left out)."""
-    src = _source(pg17, new_db)
+    """dump said ``files 2`` for an archive of 3 (the manifest was left out); pack and
+    verify too."""
+    src = new_db(pg17)
+    assert run("generate", "-d", src, "-n", "200", "--size", "100", "-q").exit_code == 0
     archive = tmp_path / "a.pbd"
     dumped = json.loads(run("dump", "-d", src, "-o", str(archive), "--json").stdout)
     on_disk = sorted(archive.iterdir())
@@ -52,6 +54,14 @@ def test_summaries_count_every_file(pg17: EmbeddedCluster, new_db: NewDb,
     assert dumped["archive_bytes"] == sum(p.stat().st_size for p in on_disk)
     checked = json.loads(run("verify", str(archive), "--json").stdout)
     assert checked["files"] == len(on_disk)
+
+    assert run("unpack", str(archive), "-o", str(tmp_path / "d"), "-q").exit_code == 0
+    packed = json.loads(
+        run("pack", str(tmp_path / "d"), "-o", str(tmp_path / "p"), "--json").stdout
+    )
+    on_disk = sorted((tmp_path / "p").iterdir())
+    assert packed["files"] == len(on_disk) == 4, on_disk  # volume, kept files, index, manifest
+    assert packed["archive_bytes"] == sum(p.stat().st_size for p in on_disk)
 
 
 def test_verbose_dump_and_restore_say_what_runs(pg17: EmbeddedCluster, new_db: NewDb,
