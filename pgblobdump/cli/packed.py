@@ -243,21 +243,22 @@ def verify(archive: str, target: ConnectionTarget, fmt: Format) -> None:
         emit(_result_table("archive is sound", record), fmt, record)
         return
     columns = ["oid", "what", "detail"]
+    found = 0
+
+    def counted(rows: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+        nonlocal found
+        for row in rows:
+            found += 1
+            yield row
+
     with reporter("comparing with the database", 0) as rep:
         rows = (dataclasses.asdict(d) for d in compare_database(a, target.conninfo(), rep))
         first = stream.started(rows)
-        if first is None:
-            note(f"the database holds the archive's {check.los:,} LOs, equal")
-            return
-        found = 0
-
-        def counted() -> Iterator[dict[str, Any]]:
-            nonlocal found
-            for row in first:
-                found += 1
-                yield row
-
-        stream.write_rows(sys.stdout, fmt, columns, counted())
+        if first is not None:
+            stream.write_rows(sys.stdout, fmt, columns, counted(first))
+    if first is None:
+        note(f"the database holds the archive's {check.los:,} LOs, equal")
+        return
     click.echo(f"Error: the database differs from the archive: {found:,} differences"
                " (listed on stdout)", err=True)  # fmt: skip
     raise SystemExit(1)
