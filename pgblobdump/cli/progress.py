@@ -91,9 +91,7 @@ def clock(seconds: float | None) -> str:
     return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
 
 
-def describe(f: Figures) -> str:
-    """``12,000/20,000 LOs (60%), 45.0 MiB/75.0 MiB, 3,000 LOs/s, 11.2 MiB/s, 0:00:04
-    elapsed, ETA 0:00:03``; what is unknown is left out (a total) or dashed (the ETA)."""
+def _parts(f: Figures) -> tuple[str, str, str, str, str]:
     los = f"{f.done:,}/{f.total:,} LOs" if f.total > 0 else f"{f.done:,} LOs"
     fraction = f.fraction
     if fraction is not None:
@@ -102,7 +100,20 @@ def describe(f: Figures) -> str:
     if f.bytes_total > 0:
         size += f"/{format_bytes(f.bytes_total)}"
     rate = f"{f.los_rate:,.0f} LOs/s, {format_bytes(f.bytes_rate)}/s"
-    return f"{los}, {size}, {rate}, {clock(f.elapsed)} elapsed, ETA {clock(f.eta)}"
+    return los, size, rate, f"{clock(f.elapsed)} elapsed", f"ETA {clock(f.eta)}"
+
+
+def describe(f: Figures) -> str:
+    """``12,000/20,000 LOs (60%), 45.0 MiB/75.0 MiB, 3,000 LOs/s, 11.2 MiB/s, 0:00:04
+    elapsed, ETA 0:00:03``; what is unknown is left out (a total) or dashed (the ETA)."""
+    return ", ".join(_parts(f))
+
+
+def describe_for_bar(f: Figures) -> str:
+    """The same figures, the ones that matter most first: a narrow terminal cuts the end
+    of the line rather than wrapping it."""
+    los, size, rate, elapsed, eta = _parts(f)
+    return ", ".join((los, eta, rate, size, elapsed))
 
 
 class _Task:
@@ -139,7 +150,7 @@ class _FiguresColumn(ProgressColumn):
         self.task = task
 
     def render(self, task: Task) -> Text:
-        return Text(describe(self.task.figures()))
+        return Text(describe_for_bar(self.task.figures()), no_wrap=True, overflow="ellipsis")
 
 
 class _Display:
@@ -157,7 +168,7 @@ class _Display:
         if m is Mode.BARS:
             self.bar = Progress(
                 TextColumn("{task.description}"),
-                BarColumn(),
+                BarColumn(bar_width=20),
                 _FiguresColumn(self.task),
                 console=console,
                 transient=True,

@@ -122,3 +122,16 @@ def test_figures() -> None:
     assert describe(Figures(3, 0, 2048, 0, 0.0)) == (
         "3 LOs, 2.0 KiB, 0 LOs/s, 0 B/s, 0:00:00 elapsed, ETA -:--:--"
     )
+
+
+def test_a_narrow_terminal_cuts_the_line_and_keeps_the_eta() -> None:
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=True, width=80, color_system="standard")
+    clock = Clock()
+    with reporter("restoring LOs", 0, console=console, display=Mode.BARS, now=clock) as rep:
+        rep.totals(20_000, 20_480_000)
+        clock.t += 2.0
+        rep.progress(5_000, 5_120_000)
+        line = _drawn(out)
+    assert len(line) <= 80 and line.endswith("…"), line  # one line, not wrapped
+    assert "5,000/20,000 LOs (25%), ETA 0:00:06, 2,500 LOs/s" in line, line
