@@ -134,4 +134,4 @@ def test_a_narrow_terminal_cuts_the_line_and_keeps_the_eta() -> None:
         rep.progress(5_000, 5_120_000)
         line = _drawn(out)
     assert len(line) <= 80 and line.endswith("…"), line  # one line, not wrapped
-    assert "5,000/20,000 LOs (25%), ETA 0:00:06, 2,500 LOs/s" in line, line
+    assert "5,000/20,000 LOs (25%), ETA 0:00:06, " in line, line
