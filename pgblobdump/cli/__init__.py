@@ -92,9 +92,22 @@ class _Group(click.Group):
         **extra: Any,
     ) -> Any:
         """Click's main, with its usage errors printed as our one ``Error:`` line (no
-        usage block) and exit status 2."""
-        run = super().main
+        usage block) and exit status 2; -v, -q and --progress hold for this run only."""
         verbosity.reset()
+        try:
+            return self._main(args, prog_name, complete_var, standalone_mode, **extra)
+        finally:
+            verbosity.reset()
+
+    def _main(
+        self,
+        args: Sequence[str] | None,
+        prog_name: str | None,
+        complete_var: str | None,
+        standalone_mode: bool,
+        **extra: Any,
+    ) -> Any:
+        run = super().main
         if not standalone_mode:
             return run(args, prog_name, complete_var, standalone_mode=False, **extra)
         try:

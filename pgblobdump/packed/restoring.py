@@ -4,7 +4,11 @@ plain restore (directory, stream file, ``-``, ``s3://``), one share of it (``par
 
 from __future__ import annotations
 
+import functools
+import inspect
 import logging
+from collections.abc import Callable
+from typing import ParamSpec
 
 from pgblobdump import logs, storage
 from pgblobdump.errors import UsageError
@@ -19,7 +23,28 @@ from pgblobdump.report.reporter import QUIET, Reporter
 
 log = logging.getLogger(__name__)
 
+P = ParamSpec("P")
 
+
+def _logged(fn: Callable[P, RestoreResult]) -> Callable[P, RestoreResult]:
+    """For -v: the restore as a phase with its timing, and what it restored."""
+    signature = inspect.signature(fn)
+
+    @functools.wraps(fn)
+    def run(*args: P.args, **kwargs: P.kwargs) -> RestoreResult:
+        given = signature.bind(*args, **kwargs).arguments
+        req: RestoreRequest = given["req"]
+        how = "full, " if req.full else ""
+        how += f"part {req.part[0]}/{req.part[1]}, " if req.part else ""
+        with logs.phase(log, f"restoring {given['archive']} ({how}{req.jobs} connection(s))"):
+            result = fn(*args, **kwargs)
+        log.info("restored %d LOs, %d bytes; %d skipped", result.los, result.bytes, result.skipped)
+        return result
+
+    return run
+
+
+@_logged
 def restore_archive(
     conninfo: str,
     archive: str,
@@ -29,17 +54,6 @@ def restore_archive(
 ) -> RestoreResult:
     """Restore the packed archive named ``archive`` into the database at ``conninfo`` as
     ``req`` says. ``again``: the command that resumes this restore, for messages."""
-    how = "full, " if req.full else ""
-    how += f"part {req.part[0]}/{req.part[1]}, " if req.part else ""
-    with logs.phase(log, f"restoring {archive} ({how}{req.jobs} connection(s))"):
-        result = _restore_archive(conninfo, archive, req, reporter, again)
-    log.info("restored %d LOs, %d bytes, %d skipped", result.los, result.bytes, result.skipped)
-    return result
-
-
-def _restore_archive(
-    conninfo: str, archive: str, req: RestoreRequest, reporter: Reporter, again: str
-) -> RestoreResult:
     if req.full:
         if archive == storage.STREAM:
             raise UsageError(

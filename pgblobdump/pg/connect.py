@@ -18,6 +18,7 @@ from psycopg import conninfo as pgconninfo
 
 from pgblobdump.errors import ConnectionFailed, DatabaseError, PgBlobDumpError, UsageError, scrub
 from pgblobdump.pg.sqllog import LoggingCursor
+from pgblobdump.pg.target import APPLICATION_NAME as APPLICATION_NAME  # re-exported
 from pgblobdump.pg.target import application_name, first_line, run_number
 
 log = logging.getLogger(__name__)
