@@ -108,7 +108,7 @@ def options() -> list[click.Option]:
         click.Option(["-v", "--verbose"], count=True, expose_value=False, is_eager=True,
                      callback=_apply, help="Say what runs, on stderr: phases and their"
                      " timings, the server and its settings, each kind of SQL statement"
-                     " (-vv: every statement)."),
+                     " (-vv: every statement, not only each kind's first)."),
         click.Option(["-q", "--quiet"], is_flag=True, expose_value=False, is_eager=True,
                      callback=_apply, help="Errors only: no progress, no notes."),
         click.Option(["--progress"], is_flag=True, expose_value=False, is_eager=True,
