@@ -85,7 +85,7 @@ def test_verbose_dump_and_restore_say_what_runs(pg17: EmbeddedCluster, new_db: N
     r = run("restore", "-v", str(archive), "-d", new_db(pg17), "--json")
     assert r.exit_code == 0, r.stderr
     assert "pgblobdump: lock budget: 64 x (" in r.stderr, r.stderr  # what batches are cut from
-    assert "a batch takes at most " in r.stderr, r.stderr
+    assert "our transactions take at most 800 at once" in r.stderr, r.stderr  # 64 x 50 / 4
     assert "application_name 'pgblobdump restore'" in r.stderr, r.stderr
     assert "pgblobdump: restoring " in r.stderr and ": done in " in r.stderr, r.stderr
     assert f"pgblobdump: restored {N} LOs" in r.stderr, r.stderr
