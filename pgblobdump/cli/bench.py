@@ -146,7 +146,10 @@ def read_cmd(target: ConnectionTarget, major: int, sizes: tuple[int, ...], chunk
     Example: pgblobdump bench read --sizes 350MB,4.5MB --repeat 5 --markdown
     """
     spec = read_bench.ReadSpec(sizes, chunk, repeat, Content(content), cold, directory)
-    with server(_target(target), major, cold) as srv, reporter("reading", repeat) as rep:
+    with (
+        server(_target(target), major, cold) as srv,
+        reporter("reading", repeat, unit="runs") as rep,
+    ):
         result = read_bench.run(srv, spec, rep)
     table = read_table(result)
     if plot_dir is not None:
@@ -182,7 +185,10 @@ def toast_cmd(target: ConnectionTarget, major: int, lengths: tuple[int, ...], ro
     Example: pgblobdump bench toast --lengths 1000,2000,4000 --rows 5000 --json
     """
     spec = toast_bench.ToastSpec(lengths, rows, kind)
-    with server(_target(target), major, False) as srv, reporter("toast", 0) as rep:
+    with (
+        server(_target(target), major, False) as srv,
+        reporter("toast", 0, unit="measurements") as rep,
+    ):
         result = toast_bench.run(srv, spec, rep)
     table = toast_table(result, kind)
     if plot_dir is not None:

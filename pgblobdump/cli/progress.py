@@ -47,13 +47,15 @@ def mode(settings: Settings = SETTINGS, tty: bool | None = None) -> Mode:
 
 @dataclass(frozen=True)
 class Figures:
-    """How far a task got: ``total``/``bytes_total`` 0 when unknown."""
+    """How far a task got: ``total``/``bytes_total`` 0 when unknown; ``unit``: what
+    ``done`` counts (LOs; rows for migrate, runs for bench)."""
 
     done: int
     total: int
     bytes: int
     bytes_total: int
     elapsed: float
+    unit: str = "LOs"
 
     @property
     def fraction(self) -> float | None:
@@ -92,35 +94,40 @@ def clock(seconds: float | None) -> str:
 
 
 def _parts(f: Figures) -> tuple[str, str, str, str, str]:
-    los = f"{f.done:,}/{f.total:,} LOs" if f.total > 0 else f"{f.done:,} LOs"
+    """Count, bytes, rate, elapsed, ETA; bytes and their rate empty when no byte was
+    counted (empty LOs, rows)."""
+    count = f"{f.done:,}/{f.total:,} {f.unit}" if f.total > 0 else f"{f.done:,} {f.unit}"
     fraction = f.fraction
     if fraction is not None:
-        los += f" ({fraction:.0%})"
-    size = format_bytes(f.bytes)
+        count += f" ({fraction:.0%})"
+    counted = f.bytes or f.bytes_total
+    size = format_bytes(f.bytes) if counted else ""
     if f.bytes_total > 0:
         size += f"/{format_bytes(f.bytes_total)}"
-    rate = f"{f.los_rate:,.0f} LOs/s, {format_bytes(f.bytes_rate)}/s"
-    return los, size, rate, f"{clock(f.elapsed)} elapsed", f"ETA {clock(f.eta)}"
+    rate = f"{f.los_rate:,.0f} {f.unit}/s"
+    if counted:
+        rate += f", {format_bytes(f.bytes_rate)}/s"
+    return count, size, rate, f"{clock(f.elapsed)} elapsed", f"ETA {clock(f.eta)}"
 
 
 def describe(f: Figures) -> str:
     """``12,000/20,000 LOs (60%), 45.0 MiB/75.0 MiB, 3,000 LOs/s, 11.2 MiB/s, 0:00:04
     elapsed, ETA 0:00:03``; what is unknown is left out (a total) or dashed (the ETA)."""
-    return ", ".join(_parts(f))
+    return ", ".join(p for p in _parts(f) if p)
 
 
 def describe_for_bar(f: Figures) -> str:
     """The same figures, the ones that matter most first: a narrow terminal cuts the end
     of the line rather than wrapping it."""
-    los, size, rate, elapsed, eta = _parts(f)
-    return ", ".join((los, eta, rate, size, elapsed))
+    count, size, rate, elapsed, eta = _parts(f)
+    return ", ".join(p for p in (count, eta, rate, size, elapsed) if p)
 
 
 class _Task:
     """The figures of the task being shown (thread-safe: dump workers report)."""
 
-    def __init__(self, now: Callable[[], float]) -> None:
-        self.now = now
+    def __init__(self, now: Callable[[], float], unit: str) -> None:
+        self.now, self.unit = now, unit
         self.lock = threading.Lock()
         self.start("", 0)
 
@@ -141,7 +148,7 @@ class _Task:
     def figures(self) -> Figures:
         with self.lock:
             return Figures(self.done, self.total, self.bytes, self.bytes_total,
-                           self.now() - self.t0)  # fmt: skip
+                           self.now() - self.t0, self.unit)  # fmt: skip
 
 
 class _FiguresColumn(ProgressColumn):
@@ -158,9 +165,9 @@ class _Display:
     ``note`` for a line, ``end`` once the run succeeded."""
 
     def __init__(self, m: Mode, console: Console, now: Callable[[], float],
-                 interval: float) -> None:  # fmt: skip
+                 interval: float, unit: str) -> None:  # fmt: skip
         self.mode, self.console, self.interval = m, console, interval
-        self.task = _Task(now)
+        self.task = _Task(now, unit)
         self.now = now
         self.last_line = 0.0
         self.bar: Progress | None = None
@@ -237,15 +244,17 @@ def reporter(
     description: str,
     total: int,
     *,
+    unit: str = "LOs",
     console: Console | None = None,
     display: Mode | None = None,
     now: Callable[[], float] = time.monotonic,
     interval: float = LINE_INTERVAL,
 ) -> Iterator[Reporter]:
     """The core's Reporter for this run: notes on stderr, progress as ``mode()`` says
-    (``total`` 0 when unknown until the core's ``totals``). ``console``, ``display``,
-    ``now`` and ``interval`` are for tests (a forced terminal, a fake clock)."""
-    d = _Display(display or mode(), console or stderr_console(), now, interval)
+    (``total`` 0 when unknown until the core's ``totals``; ``unit``: what it counts).
+    ``console``, ``display``, ``now`` and ``interval`` are for tests (a forced terminal,
+    a fake clock)."""
+    d = _Display(display or mode(), console or stderr_console(), now, interval, unit)
     _LIVE.append(d)
     try:
         d.start(description, total)

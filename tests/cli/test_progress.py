@@ -135,3 +135,17 @@ def test_a_narrow_terminal_cuts_the_line_and_keeps_the_eta() -> None:
         line = _drawn(out)
     assert len(line) <= 80 and line.endswith("…"), line  # one line, not wrapped
     assert "5,000/20,000 LOs (25%), ETA 0:00:06, " in line, line
+
+
+def test_rows_and_no_bytes() -> None:
+    """migrate counts rows, and a count with no bytes says nothing of bytes."""
+    console, out = _terminal()
+    clock = Clock()
+    with reporter("migrating", 0, unit="rows", console=console, display=Mode.LINES,
+                  now=clock) as rep:  # fmt: skip
+        rep.task("filling", 1_000)
+        clock.t += 4
+        rep.progress(400, 0)
+    assert out.getvalue().splitlines() == [
+        "filling: 400/1,000 rows (40%), 100 rows/s, 0:00:04 elapsed, ETA 0:00:06"
+    ]
