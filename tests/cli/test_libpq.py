@@ -12,6 +12,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from pgblobdump.errors import ToolchainError
 from pgblobdump.pg.connect import connect
 from pgblobdump.pg.target import APPLICATION_NAME, set_application_name
 from pgblobdump.servers.cluster import EmbeddedCluster
@@ -40,7 +41,11 @@ class Locked:
 
 @pytest.fixture(scope="module")
 def locked() -> Iterator[Locked]:
-    with EmbeddedCluster(17) as cluster:
+    try:
+        made = EmbeddedCluster(17)
+    except ToolchainError as e:
+        pytest.skip(f"PostgreSQL 17 is not installed: {e}")
+    with made as cluster:
         with psycopg.connect(cluster.conninfo(), autocommit=True) as conn:
             conn.execute(f"CREATE ROLE {ROLE} LOGIN PASSWORD '{PASSWORD}'")
             hba = Path(conn.execute("SHOW hba_file").fetchone()[0])  # type: ignore[index]
