@@ -23,10 +23,12 @@ ZEROS = memoryview(bytes(1 << 20))
 
 
 def runs(data: bytes, start: int, end: int | None, min_pages: int = 1) -> list[tuple[int, int]]:
-    """The (begin, end) ranges of ``data`` to keep, in order, leaving out every run of at
-    least ``min_pages`` whole zero pages. ``data`` holds the LO's bytes from offset
-    ``start``, a multiple of LOBLKSIZE; ``end`` is the LO's size when ``data`` reaches
-    it (its last page, possibly short, is then a hole too when all zero), else None.
+    """The (begin, end) ranges of ``data`` to keep, in order, leaving out the runs of whole
+    zero pages that save at least ``min_pages`` pages. ``data`` holds the LO's bytes from
+    offset ``start``, a multiple of LOBLKSIZE; ``end`` is the LO's size when ``data``
+    reaches it (its last page, possibly short, is then a hole too when all zero), else
+    None. A hole at the LO's end saves one page less than it has: the LO's length ends in
+    its last page, which restore writes all the same.
 
     ``[(0, len(data))]`` when nothing is left out (the usual case: one ``find``)."""
     assert start % LOBLKSIZE == 0
@@ -51,9 +53,11 @@ def runs(data: bytes, start: int, end: int | None, min_pages: int = 1) -> list[t
             holes.append((n - short, n))
     keep: list[tuple[int, int]] = []
     at = 0
+    tail = end is not None and start + n == end
     for lo, hi in holes:
-        if hi - lo < min_pages * LOBLKSIZE:
-            continue  # too short to leave out: kept as bytes
+        saves = -(-(hi - lo) // LOBLKSIZE) - (tail and hi == n)
+        if saves < min_pages:
+            continue  # kept as bytes
         if lo > at:
             keep.append((at, lo))
         at = hi

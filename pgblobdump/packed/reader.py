@@ -237,6 +237,8 @@ def filled(pieces: Iterable[LoPiece]) -> Iterator[LoPiece]:
     for p in pieces:
         if p.offset == 0:
             at = 0
+            if not len(p.data) and not p.last:
+                continue  # opens an LO that starts with a hole: its zeros start it here
         while at < p.offset:
             n = min(p.offset - at, len(ZEROS))
             yield LoPiece(p.oid, p.meta, p.size, at, ZEROS[:n], False)

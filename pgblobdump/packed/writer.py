@@ -44,7 +44,8 @@ EMPTY_CHECKSUM = xxhash.xxh3_64_intdigest(b"")
 FRAME_RECORDS_MAX = 16384
 """Pieces per frame at most (a frame of empty LOs is all directory: 576 KiB)."""
 SMALL_HOLE_PAGES = 1
-"""Zero pages in a row that an LO of up to PIECE_MAX bytes leaves out as a hole."""
+"""Pages a hole must save for an LO of up to PIECE_MAX bytes to be written with it (as
+pieces, which restore writes in a transaction of their own, not in a batch)."""
 
 
 @dataclass
@@ -108,7 +109,7 @@ class LoPacker:
         self._last_oid = oid
         meta_id = self.metas.id(meta)
         checksum = xxhash.xxh3_64_intdigest(data)
-        if size >= SMALL_HOLE_PAGES * LOBLKSIZE:
+        if size > SMALL_HOLE_PAGES * LOBLKSIZE:
             keep = runs(data, 0, size, SMALL_HOLE_PAGES)
             if keep != [(0, size)]:
                 self._add_sparse(oid, meta_id, data, checksum, keep)
@@ -211,7 +212,7 @@ class LoPacker:
             last = h.intdigest() if final else 0
             # Holes (docs/format.md): the part's ranges of non-zero pages only; a frame
             # holds at most FRAME_TARGET bytes of them (one whole part, if none).
-            keep = runs(part, start, size if final else None)
+            keep = runs(part, start, size if final else None, 0)
             if start == 0 and (not keep or keep[0][0] > 0):
                 self._dir += pack(oid, meta_id, size, 0, 0, 0)  # opens it: a hole follows
                 self._records += 1
