@@ -109,7 +109,8 @@ class LoPacker:
         self._last_oid = oid
         meta_id = self.metas.id(meta)
         checksum = xxhash.xxh3_64_intdigest(data)
-        if size > SMALL_HOLE_PAGES * LOBLKSIZE:
+        # a zero page starts with a zero: most LOs are past this test in 100-odd ns
+        if size > SMALL_HOLE_PAGES * LOBLKSIZE and 0 in data[::LOBLKSIZE]:
             keep = runs(data, 0, size, SMALL_HOLE_PAGES)
             if keep != [(0, size)]:
                 self._add_sparse(oid, meta_id, data, checksum, keep)
