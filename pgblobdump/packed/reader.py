@@ -319,10 +319,12 @@ class PackedDirectory:
                 start = offset
             yield FrameReader(f, where, start)
 
-    def pieces(self) -> Iterator[LoPiece]:
+    def pieces(self, zeros: bool = True) -> Iterator[LoPiece]:
         """Every LO's bytes, volume by volume, checked, one LoPiece at a time, holes
-        given as zeros (verify, unpack)."""
-        return filled(each_piece(self.items()))
+        given as zeros (unpack) unless ``zeros`` is False (verify, which needs each LO's
+        last piece only)."""
+        pieces = each_piece(self.items())
+        return filled(pieces) if zeros else pieces
 
     def items(self, skip_damaged: bool = False) -> Iterator[Item]:
         """Every LO's bytes, volume by volume, checked, whole LOs in runs (restore).

@@ -43,9 +43,12 @@ MANIFEST_FORMAT = "pgblobdump-packed"
 EMPTY_CHECKSUM = xxhash.xxh3_64_intdigest(b"")
 FRAME_RECORDS_MAX = 16384
 """Pieces per frame at most (a frame of empty LOs is all directory: 576 KiB)."""
-SMALL_HOLE_PAGES = 1
-"""Pages a hole must save for an LO of up to PIECE_MAX bytes to be written with it (as
-pieces, which restore writes in a transaction of their own, not in a batch)."""
+SMALL_HOLE_PAGES = 64
+"""Pages a hole must save for an LO of up to PIECE_MAX bytes to be written with it: such
+an LO is then pieces, which restore writes in a transaction of its own (~5-10 ms
+measured) instead of in a batch (~0.1 ms a page), so a smaller hole is kept as zeros, as
+format 1 kept every hole (benchmarks/sparse.py; docs/format.md, "Holes"). A larger LO is
+written in a transaction of its own anyway: every hole is left out of it."""
 
 
 @dataclass
@@ -109,7 +112,7 @@ class LoPacker:
         self._last_oid = oid
         meta_id = self.metas.id(meta)
         checksum = xxhash.xxh3_64_intdigest(data)
-        # a zero page starts with a zero: most LOs are past this test in 100-odd ns
+        # a zero page starts with a zero: most LOs are past this test in a few 100 ns
         if size > SMALL_HOLE_PAGES * LOBLKSIZE and 0 in data[::LOBLKSIZE]:
             keep = runs(data, 0, size, SMALL_HOLE_PAGES)
             if keep != [(0, size)]:

@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pgblobdump.errors import CorruptArchive, UnsupportedArchive
+from pgblobdump.packed import writer
 from pgblobdump.packed.format import LOBLKSIZE, PIECE_MAX, PIECE_RECORD
 from pgblobdump.packed.holes import ZERO_PAGE, runs
 from pgblobdump.packed.index import Meta
@@ -34,10 +35,10 @@ DATA = Path(__file__).parent / "data"
 META = Meta(None, None, None)
 
 
-def naive_holes(data: bytes, every: bool = False) -> list[tuple[int, int]]:
+def naive_holes(data: bytes, min_pages: int = 1) -> list[tuple[int, int]]:
     """The zero pages of ``data`` (an LO from offset 0), its short last page too, merged
-    into runs: what the writer must leave out, found page by page. Unless ``every`` (as
-    for an LO over PIECE_MAX), a hole of the last page only is kept: it saves no page."""
+    into runs, those that save ``min_pages`` pages or more (a hole at the end saves one
+    page less than it has): what the writer must leave out, found page by page."""
     out: list[tuple[int, int]] = []
     for at in range(0, len(data), P):
         page = data[at : at + P]
@@ -46,9 +47,11 @@ def naive_holes(data: bytes, every: bool = False) -> list[tuple[int, int]]:
                 out[-1] = (out[-1][0], at + len(page))
             else:
                 out.append((at, at + len(page)))
-    if not every and out and out[-1][1] == len(data) and out[-1][1] - out[-1][0] <= P:
-        out.pop()
-    return out
+
+    def saves(b: int, e: int) -> int:
+        return -(-(e - b) // P) - (e == len(data))
+
+    return [(b, e) for b, e in out if saves(b, e) >= min_pages]
 
 
 # An LO as segments: whole zero pages, random pages, pages of random bytes with zero runs
@@ -96,7 +99,9 @@ def test_runs_leave_out_exactly_the_zero_pages(
     layout: tuple[list[tuple[str, int]], int, bool],
 ) -> None:
     data = build(layout)
-    assert runs(data, 0, len(data)) == complement(naive_holes(data), len(data))
+    for min_pages in (0, 1, 3, 64):
+        want = complement(naive_holes(data, min_pages), len(data))
+        assert runs(data, 0, len(data), min_pages) == want
 
 
 def write(los: dict[int, bytes], storage: LocalDirectory | None = None,
@@ -122,7 +127,7 @@ def stored(items: object) -> dict[int, list[tuple[int, bytes]]]:
 
 
 def check_stored(los: dict[int, bytes], pieces: dict[int, list[tuple[int, bytes]]]) -> None:
-    """Restore is given every byte outside the zero pages, and nothing else."""
+    """Restore is given every byte outside the holes, and nothing else."""
     for oid, data in los.items():
         got = pieces[oid]
         assert got[0][0] == 0  # every LO opens at offset 0
@@ -135,18 +140,24 @@ def check_stored(los: dict[int, bytes], pieces: dict[int, list[tuple[int, bytes]
                 kept[-1] = (kept[-1][0], o + len(b))
             else:
                 kept.append((o, o + len(b)))
-        holes = naive_holes(data, every=len(data) > PIECE_MAX)
+        holes = naive_holes(data, 0 if len(data) > PIECE_MAX else writer.SMALL_HOLE_PAGES)
         assert kept == complement(holes, len(data)), oid
 
 
 lo_sets = st.dictionaries(st.integers(1, 10**6), layouts, min_size=1, max_size=6)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@pytest.mark.parametrize("small", [1, writer.SMALL_HOLE_PAGES])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+          HealthCheck.function_scoped_fixture])  # fmt: skip
 @given(spec=lo_sets)
 def test_holes_round_trip_through_a_directory(
     spec: dict[int, tuple[list[tuple[str, int]], int, bool]],
+    small: int,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """With the writer's threshold for small LOs as it is, and at one page."""
+    monkeypatch.setattr(writer, "SMALL_HOLE_PAGES", small)
     los = {oid: build(layout) for oid, layout in spec.items()}
     with tempfile.TemporaryDirectory() as d:
         storage = LocalDirectory(Path(d), create=True)
@@ -213,7 +224,7 @@ def test_a_piece_past_its_lo_is_damage_not_a_hole(tmp_path: Path) -> None:
     """A piece whose offset goes past its LO's size is refused, never hashed as zeros."""
     storage = LocalDirectory(tmp_path / "a.pbd", create=True)
     with ArchiveWriter(storage=storage, level=0) as w:  # frames stored as they are
-        w.worker().add(5, META, ZERO_PAGE * 3 + b"x")
+        w.worker().add(5, META, ZERO_PAGE * 100 + b"x")
         w.finish({})
     name = tmp_path / "a.pbd" / "data-1-000001.pbd"
     raw = bytearray(name.read_bytes())

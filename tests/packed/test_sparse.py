@@ -40,7 +40,7 @@ SPARSE = {
     ],
     # all hole, the length inside a page, and on a page boundary
     61004: ["SELECT lo_create(61004)", "SELECT lo_truncate(lo_open(61004, 131072), 3000001)"],
-    61005: ["SELECT lo_create(61005)", "SELECT lo_truncate64(lo_open(61005, 131072), 81920)"],
+    61005: ["SELECT lo_create(61005)", "SELECT lo_truncate64(lo_open(61005, 131072), 409600)"],
     # a large LO (pieces over several frames) with a hole between and after its bytes
     61006: [
         "SELECT lo_from_bytea(61006, %(large)s)",
@@ -52,8 +52,11 @@ SPARSE = {
     61008: ["SELECT lo_create(61008)"],
 }
 ZEROS_WRITTEN = 61009
-"""Ten pages of zeros written on purpose, then a byte: they read the same, and come back
-as a hole (fewer pages than the source)."""
+"""A hundred pages of zeros written on purpose, then a byte: they read the same, and come
+back as a hole (fewer pages than the source)."""
+SMALL_HOLE = 61010
+"""A hole of 16 pages in an LO under 1 MiB: kept as zeros (writer.SMALL_HOLE_PAGES), so
+more pages after restore than at the source, the same bytes."""
 
 
 def build(db: str) -> None:
@@ -65,7 +68,9 @@ def build(db: str) -> None:
             with conn.transaction():  # lo_open's descriptor lives in its transaction
                 for step in steps:
                     conn.execute(step, {"random": RANDOM, "large": LARGE})
-        conn.execute("SELECT lo_from_bytea(%s, %s)", (ZEROS_WRITTEN, bytes(20480) + b"x"))
+        conn.execute("SELECT lo_from_bytea(%s, %s)", (ZEROS_WRITTEN, bytes(204800) + b"x"))
+        conn.execute("SELECT lo_from_bytea(%s, %s)", (SMALL_HOLE, RANDOM))
+        conn.execute("SELECT lo_put(%s, 40960, 'x')", (SMALL_HOLE,))
 
 
 def pages(db: str) -> dict[int, int]:
@@ -101,6 +106,7 @@ def _check_restored(src: str, dst: str) -> None:
     have, want = pages(dst), pages(src)
     assert {o: have.get(o) for o in SPARSE} == {o: want.get(o) for o in SPARSE}
     assert have[ZEROS_WRITTEN] == 1 < want[ZEROS_WRITTEN]
+    assert have[SMALL_HOLE] == 21 > want[SMALL_HOLE] == 4
     assert contents(dst) == contents(src)
     with psycopg.connect(src) as a, psycopg.connect(dst) as b:
         for oid, at, n in [(61001, 299_990, 30), (61002, 5990, 3000), (61003, 499_000, 5000),
