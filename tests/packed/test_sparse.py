@@ -214,3 +214,34 @@ def test_a_gigabyte_hole_stays_a_hole(pg17: EmbeddedCluster, new_db: NewDb, tmp_
     want.update(b"thirteen byte")
     assert (n, h.intdigest()) == (1_000_000_013, want.intdigest())
     assert run("verify", str(archive), "-d", src).exit_code == 0
+
+
+def test_a_foreign_lo_is_kept_and_a_failed_restore_leaves_nothing(
+    source: str, pg17: EmbeddedCluster, new_db: NewDb, tmp_path: Path
+) -> None:
+    """``--on-conflict skip`` keeps a foreign LO where the archive has a sparse one; damage
+    met after sparse LOs were written (each a transaction of its own) removes exactly
+    them, the foreign LO stays."""
+    archive = tmp_path / "a.pbd"
+    assert run("dump", "-d", source, "-o", str(archive)).exit_code == 0
+    dst = new_db(pg17)
+    with psycopg.connect(dst, autocommit=True) as conn:
+        conn.execute("SELECT lo_from_bytea(61001, 'foreign')")
+    result = run("restore", str(archive), "-d", dst, "--on-conflict", "skip")
+    assert result.exit_code == 0, result.output
+    have, want = pages(dst), pages(source)
+    assert have[61001] == 1 and {o: have.get(o) for o in SPARSE if o != 61001} == {
+        o: want.get(o) for o in SPARSE if o != 61001
+    }
+    with psycopg.connect(dst) as conn:
+        assert conn.execute("SELECT lo_get(61001)").fetchone() == (b"foreign",)
+    # cut the volume inside the large LO 61006's frames, after the small sparse LOs'
+    volume = archive / "data-1-000001.pbd"
+    data = volume.read_bytes()
+    volume.write_bytes(data[: len(data) * 3 // 4])
+    again = new_db(pg17)
+    with psycopg.connect(again, autocommit=True) as conn:
+        conn.execute("SELECT lo_from_bytea(70001, 'foreign')")
+    result = run("restore", str(archive), "-d", again)
+    assert result.exit_code == 7 and "truncated" in result.stderr, result.output
+    assert pages(again) == {70001: 1}
