@@ -17,6 +17,10 @@ compared with a zero page in place (``startswith``), page by page.
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Iterable, Iterator
+from typing import Any, Protocol, TypeVar
+
 from pgblobdump.packed.format import LOBLKSIZE
 
 ZERO_PAGE = bytes(LOBLKSIZE)
@@ -68,3 +72,45 @@ def runs(data: bytes, start: int, end: int | None, min_pages: int = 1) -> list[t
     if at < n:
         keep.append((at, n))
     return keep
+
+
+def hash_zeros(h: Any, n: int) -> None:
+    """Feed ``n`` zeros to the hasher ``h``: a hole, in an LO's checksum."""
+    while n > 0:
+        k = min(n, len(ZEROS))
+        h.update(ZEROS[:k])
+        n -= k
+
+
+class _Piece(Protocol):
+    @property
+    def offset(self) -> int: ...
+    @property
+    def data(self) -> bytes | memoryview: ...
+    @property
+    def last(self) -> bool: ...
+
+
+P = TypeVar("P", bound=_Piece)
+
+
+def filled(pieces: Iterable[P]) -> Iterator[P]:
+    """``pieces`` (the reader's LoPieces, frozen dataclasses) with their holes given back
+    as pieces of zeros, so each LO's pieces run from offset 0 to its size without a gap:
+    an LO's bytes, for ``cat`` and ``unpack`` (restore takes the pieces as they are, and
+    leaves the holes missing)."""
+    at = 0
+    for p in pieces:
+        if p.offset == 0:
+            at = 0
+            if not len(p.data) and not p.last:
+                continue  # opens an LO that starts with a hole: its zeros start it here
+        while at < p.offset:
+            n = min(p.offset - at, len(ZEROS))
+            zeros: P = dataclasses.replace(  # type: ignore[type-var]
+                p, offset=at, data=ZEROS[:n], last=False, checksum=0
+            )
+            yield zeros
+            at += n
+        yield p
+        at = p.offset + len(p.data)

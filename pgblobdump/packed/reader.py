@@ -27,7 +27,7 @@ from pgblobdump.packed.format import (
     volume_of,
 )
 from pgblobdump.packed.frames import Frame, FrameReader, Piece
-from pgblobdump.packed.holes import ZEROS
+from pgblobdump.packed.holes import filled, hash_zeros
 from pgblobdump.packed.index import Index, IndexRecord, Meta, MetaTable
 from pgblobdump.packed.writer import MANIFEST_FORMAT
 from pgblobdump.storage import Storage
@@ -206,7 +206,7 @@ class _Assembler:
             raise CorruptArchive(f"{where}: a piece of LO {p.oid} is out of place")
         h = self._open[2]
         if p.offset > self._open[1]:
-            _hash_zeros(h, p.offset - self._open[1])  # a hole: zeros, not stored
+            hash_zeros(h, p.offset - self._open[1])  # a hole: zeros, not stored
         h.update(data)
         self._open = (p.oid, p.offset + p.length, h)
         if p.last:
@@ -220,31 +220,6 @@ class _Assembler:
     def end(self) -> None:
         if self._open is not None:
             raise CorruptArchive(f"{self.where}: LO {self._open[0]} is cut short at the end")
-
-
-def _hash_zeros(h: Any, n: int) -> None:
-    while n > 0:
-        k = min(n, len(ZEROS))
-        h.update(ZEROS[:k])
-        n -= k
-
-
-def filled(pieces: Iterable[LoPiece]) -> Iterator[LoPiece]:
-    """``pieces`` with their holes given back as pieces of zeros, so each LO's pieces
-    run from offset 0 to its size without a gap: an LO's bytes, for ``cat``, ``verify``
-    and ``unpack`` (restore takes the pieces as they are, and leaves the holes missing)."""
-    at = 0
-    for p in pieces:
-        if p.offset == 0:
-            at = 0
-            if not len(p.data) and not p.last:
-                continue  # opens an LO that starts with a hole: its zeros start it here
-        while at < p.offset:
-            n = min(p.offset - at, len(ZEROS))
-            yield LoPiece(p.oid, p.meta, p.size, at, ZEROS[:n], False)
-            at += n
-        yield p
-        at = p.offset + len(p.data)
 
 
 class PackedDirectory:
