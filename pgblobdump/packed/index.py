@@ -20,7 +20,7 @@ from typing import Any, BinaryIO, NamedTuple
 
 import zstandard
 
-from pgblobdump.errors import CorruptArchive
+from pgblobdump.errors import CorruptArchive, UnsupportedArchive
 from pgblobdump.packed.format import (
     BLOCK_ENTRY,
     FORMAT_VERSION,
@@ -29,6 +29,7 @@ from pgblobdump.packed.format import (
     INDEX_MAGIC,
     INDEX_RECORD,
     ZSTD_LEVEL,
+    version_problem,
 )
 
 
@@ -260,10 +261,8 @@ class Index:
         magic, version, _r, blocks, table_at, meta_at, meta_len, count = INDEX_FOOTER.unpack(footer)
         if magic != INDEX_MAGIC:
             raise CorruptArchive(f"{where}: not a packed archive index (no footer; truncated?)")
-        if version != FORMAT_VERSION:
-            raise CorruptArchive(
-                f"{where}: index format version {version}; this pgblobdump reads {FORMAT_VERSION}"
-            )
+        if (why := version_problem(version)) is not None:
+            raise UnsupportedArchive(f"{where}: index {why}")
         if (
             table_at + blocks * BLOCK_ENTRY.size != meta_at
             or meta_at + meta_len + INDEX_FOOTER.size != size

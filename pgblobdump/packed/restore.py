@@ -181,7 +181,8 @@ class Restorer:
         self.reporter.note(f"skipped {len(d.oids):,} LOs of a damaged part, {d.where}: {d.reason}")
 
     def _take_piece(self, p: LoPiece) -> None:
-        """A piece of a large LO: the LO is a transaction of its own, filled piece by piece."""
+        """A piece of a large LO, or of one with holes: the LO is a transaction of its
+        own, written piece by piece."""
         if p.offset == 0:
             self.flush()
             self.wait()
@@ -193,10 +194,10 @@ class Restorer:
                 return
             self._large = contextlib.ExitStack()
             self._large_batch = self._large.enter_context(self.writer.batch_of([p.oid]))
-            self._large_batch.create_many_empty([p.oid], self._owner(p.meta))
         assert self._large is not None
-        if self._large_batch is not None:
-            self._large_batch.put(p.oid, p.offset, p.data)
+        if self._large_batch is not None:  # holes between pieces are left missing
+            self._large_batch.write_at(p.oid, p.offset, p.data, p.size if p.last else None,
+                                       p.offset == 0, self._owner(p.meta))  # fmt: skip
         if p.last:
             stack, b = self._large, self._large_batch
             self._large = self._large_batch = None

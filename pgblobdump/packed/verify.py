@@ -88,14 +88,14 @@ def _volume_records(archive: PackedDirectory) -> Iterator[tuple[int, int, int, M
     come for a dump; sorted through a SortingIndexBuilder (runs spilled to a temporary
     file) for a pack, whose volumes keep the pg_dump archive's order."""
     if archive.ordered:
-        for p in archive.pieces():
+        for p in archive.pieces(zeros=False):
             if p.last:
                 yield p.oid, p.size, p.checksum, p.meta
         return
     ids = {m: k for k, m in enumerate(archive.index.metas.values)}
     sorter = SortingIndexBuilder()
     try:
-        for p in archive.pieces():
+        for p in archive.pieces(zeros=False):
             if p.last:
                 sorter.add(p.oid, ids.get(p.meta, -1) & 0xFFFFFFFF, p.size, 0, 0, p.checksum)
         for r in sorter.merged():
