@@ -200,8 +200,10 @@ def headline_table(
     ]  # fmt: skip
     name = ref.label if ref is not None else "-"
     at = f"{counts[0]:,} LOs: " if len(counts) == 1 else ""
-    title = (
-        f"{at}each dump and restore over {name} (restores over its pg_restore, one job);"
-        f" the seed's ratios at {SEED_COUNT:,} LOs in parentheses"
+    what = (
+        f"each dump and restore over {name} (restores over its pg_restore, one job)"
+        if any(r.step == "restore" for r in rows)
+        else f"each dump over {name}"
     )
+    title = f"{at}{what}; the seed's ratios at {SEED_COUNT:,} LOs in parentheses"
     return Table(cols, out, title=title, notes=tuple(notes))

@@ -155,14 +155,20 @@ def _figure(panels: list[Panel], folder: Path, name: str, grid: tuple[int, int],
         plt.close(fig)
 
 
+def log_y(panel: Panel) -> bool:
+    """Whether the panel's values (dotted ones too) span ten times or more."""
+    return log_worthwhile(
+        [v for s in panel.series for v in [*s.points.values(), *(s.extra or {}).values()]]
+    )
+
+
 def _y_axis(ax: Any, panel: Panel) -> None:
-    """Log only when the panel's values span ten times or more; plain numbers either way
-    (60 and 1,000,000, not 6x10^1 and 1e6)."""
+    """Log only where it helps (log_y); plain numbers either way (60 and 1,000,000, not
+    6x10^1 and 1e6)."""
     from matplotlib.ticker import FuncFormatter, NullFormatter
 
-    values = [v for s in panel.series for v in [*s.points.values(), *(s.extra or {}).values()]]
     plain = FuncFormatter(lambda v, _pos: f"{v:,.10g}")
-    if log_worthwhile(values):
+    if log_y(panel):
         ax.set_yscale("log")
         ax.yaxis.set_minor_formatter(NullFormatter())
     else:

@@ -40,9 +40,7 @@ def test_version_has_one_source() -> None:
     # pyproject reads it from the package at build time; it holds no copy of its own.
     assert "version" not in project["project"]
     assert project["project"]["dynamic"] == ["version"]
-    assert project["tool"]["setuptools"]["dynamic"]["version"] == {
-        "attr": "pgblobdump.__version__"
-    }
+    assert project["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "pgblobdump.__version__"}
     assert importlib.metadata.version("pgblobdump") == pgblobdump.__version__
 
 
