@@ -7,9 +7,10 @@ from pathlib import Path
 from typing import Any
 
 from pgblobdump.compare import report
+from pgblobdump.compare.matrix import Contender, RestoreMode
 from pgblobdump.compare.plots import PLOT_NAME, RESTORE_PLOT_NAME
 from pgblobdump.compare.results import Results
-from pgblobdump.errors import from_os_error
+from pgblobdump.errors import PgBlobDumpError, from_os_error
 from pgblobdump.harness import html
 from pgblobdump.report.table import Table
 
@@ -26,15 +27,33 @@ def _html_table(t: Table) -> html.HtmlTable:
     )  # fmt: skip
 
 
+def _plan(plan: Any) -> dict[str, Any]:
+    """The plan as people read it: ``pg_dump 16 -Fc``, ``-j 2 --transaction-size 1000``."""
+    if not isinstance(plan, dict):
+        return {}
+    try:
+        contenders = [Contender(**c).label for c in plan.get("contenders", [])]
+        modes = [RestoreMode(**m).label for m in plan.get("restore_modes", [])]
+    except (TypeError, PgBlobDumpError):  # a results.json from elsewhere: show it raw
+        return {"plan": plan}
+    return {
+        "contenders": ", ".join(contenders),
+        "LO counts": ", ".join(f"{n:,}" for n in plan.get("counts", [])),
+        "repeats": plan.get("repeat"),
+        "restore modes": ", ".join(modes) or "no restores",
+    }
+
+
 def _facts(meta: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     source = dict(meta.get("source", {}))
     settings = source.pop("settings", None) or {}
+    restore_settings = (meta.get("restore_server") or {}).get("settings") or {}
     run = {
         "created": meta.get("created"),
         "invocation": meta.get("invocation"),
         "complete": meta.get("complete"),
         "GNU time": meta.get("gnu_time") or "not found (the kernel's wait4 measured)",
-        "plan": meta.get("plan"),
+        **_plan(meta.get("plan")),
     }
     tools = {
         f"PostgreSQL {major}": f"{tc.get('version')} in {tc.get('bin_dir')} ({tc.get('source')})"
@@ -43,6 +62,8 @@ def _facts(meta: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     facts = [("run", run), ("machine", dict(meta.get("machine", {}))), ("source", source)]
     if settings:
         facts.append(("source server settings", dict(settings)))
+    if restore_settings:
+        facts.append(("restore server settings (a throwaway cluster)", dict(restore_settings)))
     facts.append(("client tools", tools))
     return facts
 
@@ -58,7 +79,7 @@ def build(results: Results, plots_folder: Path) -> html.HtmlReport:
     source = results.meta.get("source", {})
     intro = [
         f"{count} large objects in {source.get('description', 'a source database')}"
-        f" (server {source.get('server_version', '?')}), dumped by each contender and,"
+        f" (server {source.get('server_version', '?')}): dumped by each contender and,"
         " where the run restored, restored into a fresh database and checked.",
         "The first table puts each figure over the reference's named in its title"
         " (pg_dump 17 -Fc when measured; restores over its pg_restore, one job), with"

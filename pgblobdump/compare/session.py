@@ -261,6 +261,7 @@ def run(req: CompareRequest, reporter: Reporter = QUIET) -> results.Results:
                 restore_to = stack.enter_context(restore_server(newest, servers.restore))
             else:
                 check_may_create_databases(source.conninfo)
+        restore_settings = server_settings(restore_to) if restore_to is not None else {}
         options = RunOptions(wd, gnu, keep=req.keep, verify_sample=req.verify_sample)
         complete = False
         try:
@@ -270,6 +271,8 @@ def run(req: CompareRequest, reporter: Reporter = QUIET) -> results.Results:
             meta = results.make_meta(plan, source.description, source.server_version,
                                      toolchains, gnu, results.argv_now(), complete,
                                      settings)  # fmt: skip
+            if restore_to is not None:
+                meta["restore_server"] = {"settings": restore_settings}
             res = results.Results(run_result.dumps, run_result.restores, run_result.commands, meta)
             if req.results_dir is not None:
                 with uninterrupted():

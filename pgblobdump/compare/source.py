@@ -99,8 +99,8 @@ def check_may_create_databases(conninfo: str) -> None:
 
 
 SETTINGS_SHOWN = (
-    "fsync", "synchronous_commit", "full_page_writes", "wal_level", "shared_buffers",
-    "work_mem", "maintenance_work_mem", "max_wal_size", "max_connections",
+    "server_version", "fsync", "synchronous_commit", "full_page_writes", "wal_level",
+    "shared_buffers", "work_mem", "maintenance_work_mem", "max_wal_size", "max_connections",
     "max_locks_per_transaction",
 )  # fmt: skip
 """Server settings that move dump and restore figures, kept with every results file."""

@@ -185,11 +185,13 @@ def test_the_main_job(tmp_path: Path) -> None:
     }  # fmt: skip
     assert len(saved.restores) == 2 + 3 + 2 + 3 + 1 and all(r.ok for r in saved.restores)
     assert saved.meta["source"]["settings"]["fsync"] == "off"
+    assert saved.meta["restore_server"]["settings"]["server_version"].startswith("17.")
     assert sorted(p.name for p in (folder / "plots").iterdir()) == [
         "compare-restore.png", "compare-restore.svg", "compare.png", "compare.svg",
     ]  # fmt: skip
     page = (folder / "report.html").read_text()
     assert page.count("<svg") == 2 and "pgblobdump restore" in page
+    assert "restore server settings" in page
 
 
 def test_table_output_by_default(pg16: EmbeddedCluster, new_db: Any) -> None:

@@ -9,8 +9,10 @@ import pytest
 
 from pgblobdump.compare import html as compare_html
 from pgblobdump.compare import plots, results
+from pgblobdump.compare.matrix import Plan, pg_dump_contenders, restore_modes
 from pgblobdump.harness import html
 from pgblobdump.harness.plots import log_worthwhile
+from pgblobdump.report.table import jsonable
 from tests.compare.conftest import save_results
 
 
@@ -75,6 +77,9 @@ def test_report_html_is_self_contained(tmp_path: Path) -> None:
     res = results.load(tmp_path / "run")
     res.meta["source"]["settings"] = {"fsync": "off", "max_locks_per_transaction": "64"}
     res.commands.append("pg_dump -Fc -f 'a<b>.dump' -d 'dbname=src'")
+    plan = Plan(pg_dump_contenders((16, 17), ("custom",)), (100, 200), 1, restore_modes(2, 1000))
+    res.meta["plan"] = jsonable(plan)
+    res.meta["restore_server"] = {"settings": {"server_version": "17.10"}}
     written = plots.write_plots(res, tmp_path / "run" / "plots")
     assert [p.name for p in written] == [
         "compare.png", "compare.svg", "compare-restore.png", "compare-restore.svg",
@@ -97,6 +102,9 @@ def test_report_html_is_self_contained(tmp_path: Path) -> None:
     assert "pg_dump -Fc -f 'a<b>.dump' -d 'dbname=src'" in text  # escaped, then read back
     assert "max_locks_per_transaction" in text and "hostname" in text
     assert "Commands run, in order" in text
+    assert "pg_dump 16 -Fc, pg_dump 17 -Fc" in text  # the plan as people read it
+    assert "1 job, -j 2, -j 2 --transaction-size 1000" in text
+    assert "restore server settings" in text and "17.10" in text
 
 
 def test_report_without_plots_still_reads(tmp_path: Path) -> None:
