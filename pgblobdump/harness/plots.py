@@ -32,9 +32,10 @@ def grouped_bars(
             ax.bar(xs, ys, width, label=s)
         ax.set_xticks([g + width * (len(series) - 1) / 2 for g in range(len(groups))])
         ax.set_xticklabels(groups, rotation=20, ha="right")
-        ax.set_ylabel(ylabel)
         if log and log_worthwhile([v for _g, _s, v in points]):
             ax.set_yscale("log")
+            ylabel += " (log scale)"
+        ax.set_ylabel(ylabel)
         ax.grid(True, axis="y", alpha=0.3)
         ax.legend(fontsize="small")
         return save_figure(fig, folder, name)
