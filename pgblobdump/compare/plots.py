@@ -211,6 +211,8 @@ def _bars(ax: Any, panel: Panel, count: int) -> None:
                      fontsize="small")  # fmt: skip
     if len(labels) > 8:
         ax.tick_params(axis="x", labelsize="small")
+    if len(labels) < 4:  # a bar or two, not as wide as the figure
+        ax.set_xlim(-1.5, len(labels) + 0.5)
     ax.margins(y=0.15)  # room for the value labels above the tallest bar
     ax.set_xlabel(f"{count:,} large objects")
 
