@@ -11,13 +11,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pgblobdump.compare.matrix import FORMATS, PACKED, PG_DUMP, Contender
+from pgblobdump.compare.matrix import FORMATS, PACKED, PG_DUMP, Contender, RestoreMode
 from pgblobdump.compare.ratios import SEED_COUNT, DumpSummary, RestoreSummary
 from pgblobdump.report.table import Column, Table
 from pgblobdump.units import format_bytes
 
 REFERENCE = Contender(PG_DUMP, 17, "custom")
 """What every row is measured against: the newest stock dump the seed measured."""
+ONE_JOB = RestoreMode().label
+"""Restores are measured against the reference archive's plain pg_restore."""
 
 
 @dataclass(frozen=True)
@@ -106,7 +108,7 @@ def _restore_what(r: RestoreSummary) -> str:
     if r.contender.tool == PACKED:
         return "pgblobdump restore"
     c = r.contender
-    mode = "" if r.mode_label == "1 job" else f" {r.mode_label}"
+    mode = "" if r.mode_label == ONE_JOB else f" {r.mode_label}"
     return f"pg_restore {c.major} -F{FORMATS[c.format]}{mode}"
 
 
@@ -137,7 +139,7 @@ def headline_rows(
                                     _seed_ratios(s.contender)))  # fmt: skip
         back = [r for r in restores if r.count == count]
         ref_restore = next(
-            (r for r in back if r.contender == ref and r.mode_label == "1 job"), None
+            (r for r in back if r.contender == ref and r.mode_label == ONE_JOB), None
         )
         rbase = None
         if ref_restore is not None:
