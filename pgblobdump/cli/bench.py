@@ -156,7 +156,7 @@ def read_cmd(target: ConnectionTarget, major: int, sizes: tuple[int, ...], chunk
         from pgblobdump.harness.plots import grouped_bars
 
         for path in grouped_bars(
-            plot_dir, "bench-read", "median read time (ms, log)",
+            plot_dir, "bench-read", "median read time (ms)",
             list(dict.fromkeys(f"{_size_label(r.size)} {r.mode}" for r in result.rows)),
             [(f"{_size_label(r.size)} {r.mode}", r.method, r.seconds.median * 1000)
              for r in result.rows],
@@ -195,7 +195,7 @@ def toast_cmd(target: ConnectionTarget, major: int, lengths: tuple[int, ...], ro
         from pgblobdump.harness.plots import grouped_bars
 
         for path in grouped_bars(
-            plot_dir, "bench-toast", "bytes per row on disk (log)",
+            plot_dir, "bench-toast", "bytes per row on disk",
             list(dict.fromkeys(f"{r.length:,}" for r in result.rows)),
             [(f"{r.length:,}", r.storage, r.bytes_per_row) for r in result.rows],
         ):  # fmt: skip
