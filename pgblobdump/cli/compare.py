@@ -9,12 +9,11 @@ import click
 
 from pgblobdump.cli.options import connection_options, output_options, pg_bin_option
 from pgblobdump.cli.output import Format, emit
-from pgblobdump.cli.progress import note
+from pgblobdump.cli.progress import note, reporter
 from pgblobdump.compare import report, results, session
 from pgblobdump.compare.matrix import DEFAULT_FORMATS, DEFAULT_MAJORS
 from pgblobdump.errors import UsageError
 from pgblobdump.pg.target import ConnectionTarget
-from pgblobdump.report.reporter import Reporter
 
 DEFAULT_LOS = "10k"
 """The main job's count: every dump and restore of the default plan in about a minute on a
@@ -239,7 +238,8 @@ def compare(
         pg_bin=pg_bin,
         counts_given=bool(los),
     )
-    res = session.run(request, Reporter(note=note))
+    with reporter("compare", 0, unit="runs") as rep:
+        res = session.run(request, rep)
     if results_dir is not None and plots is not False:
         _plots(res, results_dir)
     _show(res, fmt, details)

@@ -168,8 +168,13 @@ def test_the_main_job(tmp_path: Path) -> None:
     archive, each dumped and restored, in one table over pg_dump 17 -Fc with the seed's
     ratios beside; the results folder gets both plots and report.html."""
     folder = tmp_path / "results"
-    result = _run("--los", "30", "--results", str(folder))
+    result = _run("--los", "30", "--results", str(folder), "--progress")
     assert result.exit_code == 0, result.stderr
+    # Progress counts every run towards a total known up front (5 dumps, 11 restores),
+    # and the packed archive's restore is not called pg_restore.
+    assert "compare: 16/16 runs (100%)" in result.stderr, result.stderr
+    assert "pgblobdump packed of 30 LOs: restore 1 job\n" in result.stderr, result.stderr
+    assert "pgblobdump packed of 30 LOs: pg_restore" not in result.stderr
     out = result.stdout
     assert out.startswith("30 LOs: each dump and restore over pg_dump 17 -Fc")
     for what in ("pg_dump 16 -Fc", "pg_dump 16 -Fd", "pg_dump 17 -Fd", "pgblobdump packed",
