@@ -150,9 +150,9 @@ class _Assembler:
         pieces of large ones (a large LO's checksum is checked with its last piece)."""
         where = f"{name} frame at byte {frame.offset:,}"
         if self._open is None:
-            whole = self._whole(frame, where)
-            if whole is not None:
-                return whole
+            run = self._whole(frame, where)
+            if run is not None:
+                return run
         out: list[Item] = []
         view = memoryview(frame.data)
         values = self.metas.values if self.metas is not None else None
