@@ -283,3 +283,25 @@ def test_server_stopped_mid_restore_names_remainder_then_resume(archive: Archive
         code, err = _run("restore", str(archive.path), "-d", dst, "--jobs", "2", "--resume")
         assert code == 0, err
         assert state(dst) == archive.expected
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_empty_los_with_owners_acls_and_comments(
+    pg17: EmbeddedCluster, new_db: NewDb, tmp_path: Path, jobs: str
+) -> None:
+    """Empty LOs take the column path (a frame of them is read with no object per LO):
+    owners, ACLs and comments still come back to each LO as in the source, on one
+    connection and on two."""
+    _roles(pg17)
+    src = new_db(pg17)
+    code, err = _run("generate", "-d", src, "-n", "6000", "--owners", "2", "--grants", "0.3",
+                     "--comments", "0.2", "--start-oid", "500000")  # fmt: skip
+    assert code == 0, err
+    dump(src, DumpRequest(), storage=LocalDirectory(tmp_path / "a", create=True))
+    dst = new_db(pg17)
+    code, err = _run("restore", str(tmp_path / "a"), "-d", dst, "--jobs", jobs)
+    assert code == 0, err
+    want = state(src)
+    assert len(want) == 6000 and {d for d, _, _, _ in want.values()} == {b""}
+    assert len({(o, str(a), c) for _, o, a, c in want.values()}) > 3
+    assert state(dst) == want
