@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import sys
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -14,11 +13,11 @@ from typing import Any, BinaryIO
 import xxhash
 
 from pgblobdump.errors import CorruptArchive, NotAnArchive, NotFound
+from pgblobdump.packed import columns
 from pgblobdump.packed.format import (
     FORMAT_VERSION,
     INDEX_NAME,
     MANIFEST_NAME,
-    PIECE_RECORD,
     STREAM_HEADER,
     STREAM_MAGIC,
     VOLUME_HEADER,
@@ -109,18 +108,6 @@ def parse_manifest(body: bytes, where: str) -> dict[str, Any]:
 
 
 _EMPTY = xxhash.xxh3_64_intdigest(b"")
-_EMPTY_LO, _EMPTY_HI = _EMPTY & 0xFFFFFFFF, _EMPTY >> 32
-_COLUMNS = PIECE_RECORD.format == "<IIQQIQ" and sys.byteorder == "little"
-"""Whether a directory reads as 9 little-endian uint32 per PIECE_RECORD: oid, meta id,
-size (2), offset (2), length, checksum (2)."""
-
-
-def _columns(directory: bytes) -> memoryview | None:
-    """A DATA frame's directory as one uint32 view (slice ``[k::9]`` for a field), or
-    None where PIECE_RECORD is not that layout."""
-    if not _COLUMNS or len(directory) % PIECE_RECORD.size:
-        return None
-    return memoryview(directory).cast("I")
 
 
 class _Assembler:
@@ -196,57 +183,14 @@ class _Assembler:
         return each_piece(self.items(frame, name))
 
     def _whole(self, frame: Frame, where: str) -> list[Item] | None:
-        """A frame of whole LOs only (all of them kept), read as columns of its
-        directory: no object per LO, and no loop at all when they are empty (a million
-        empty LOs restore at the server's pace). None when the frame is anything else
-        (pieces of a large LO, an LO out of ``keep``, a metadata id out of range): the
-        piece-by-piece reading takes it, and says what is wrong."""
-        cols = _columns(frame.directory)
-        if cols is None or not cols:
+        """A frame of whole LOs only, all kept, as one run read from the columns of its
+        directory (packed/columns.py); None: the piece-by-piece reading takes it."""
+        values = self.metas.values if self.metas is not None else None
+        run = columns.whole_los(frame, values, self.keep, where)
+        if run is None:
             return None
-        lengths = cols[6::9]
-        if any(cols[4::9]) or any(cols[5::9]) or any(cols[3::9]) or cols[2::9] != lengths:
-            return None
-        oids = cols[0::9].tolist()
-        keep = self.keep
-        if keep is not None and not keep[0] <= min(oids) <= max(oids) <= keep[1]:
-            return None
-        ids = cols[1::9].tolist()
-        n = len(oids)
-        if self.metas is None:
-            metas = [Meta(None, None, None)] * n
-        else:
-            values = self.metas.values
-            if max(ids) >= len(values):
-                return None
-            metas = (
-                [values[ids[0]]] * n if ids.count(ids[0]) == n else [*map(values.__getitem__, ids)]
-            )
-        if not any(lengths):
-            if (
-                cols[7::9].tolist().count(_EMPTY_LO) != n
-                or cols[8::9].tolist().count(_EMPTY_HI) != n
-            ):
-                return None
-            datas: list[bytes | memoryview] = [b""] * n
-            sums = [_EMPTY] * n
-            total = 0
-        else:
-            view = memoryview(frame.data)
-            digest = xxhash.xxh3_64_intdigest
-            datas, sums, at = [], [], 0
-            for oid, length, lo, hi in zip(
-                oids, lengths.tolist(), cols[7::9], cols[8::9], strict=True
-            ):
-                data = view[at : at + length]
-                at += length
-                checksum = lo | hi << 32
-                if (digest(data) if length else _EMPTY) != checksum:
-                    raise CorruptArchive(f"{where}: LO {oid} is damaged (checksum)")
-                datas.append(data)
-                sums.append(checksum)
-            total = at
-        self.los += n
+        oids, metas, datas, sums, total = run
+        self.los += len(oids)
         self.bytes += total
         return [WholeLos(oids, metas, datas, sums)]
 

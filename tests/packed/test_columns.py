@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pgblobdump.errors import CorruptArchive
-from pgblobdump.packed import reader
+from pgblobdump.packed import columns
 from pgblobdump.packed.format import (
     FRAME_HEADER,
     PIECE_MAX,
@@ -47,12 +47,12 @@ lo_sets = st.dictionaries(
 @contextlib.contextmanager
 def piece_by_piece() -> Iterator[None]:
     """The reader without its column path: every frame through Frame.pieces."""
-    saved = reader._COLUMNS
-    reader._COLUMNS = False
+    saved = columns.ENABLED
+    columns.ENABLED = False
     try:
         yield
     finally:
-        reader._COLUMNS = saved
+        columns.ENABLED = saved
 
 
 def flat(items: Iterator[Item]) -> list[tuple[object, ...]]:
