@@ -192,7 +192,7 @@ class _Assembler:
         oids, metas, datas, sums, total = run
         self.los += len(oids)
         self.bytes += total
-        return [WholeLos(oids, metas, datas, sums)]
+        return [WholeLos(oids, metas, datas, sums)] if oids else []
 
     def drop_open(self) -> int | None:
         """Forget the large LO being assembled (damage cut it); its OID, if any."""
