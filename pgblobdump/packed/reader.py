@@ -13,6 +13,7 @@ from typing import Any, BinaryIO
 import xxhash
 
 from pgblobdump.errors import CorruptArchive, NotAnArchive, NotFound, UnsupportedArchive
+from pgblobdump.packed import columns
 from pgblobdump.packed.format import (
     INDEX_NAME,
     LO_SIZE_MAX,
@@ -133,8 +134,12 @@ class _Assembler:
     def items(self, frame: Frame, name: str) -> list[Item]:
         """The frame's LOs, all checked before any is given: runs of whole ones, and the
         pieces of large ones (a large LO's checksum is checked with its last piece)."""
-        out: list[Item] = []
         where = f"{name} frame at byte {frame.offset:,}"
+        if self._open is None:
+            run = self._whole(frame, where)
+            if run is not None:
+                return run
+        out: list[Item] = []
         view = memoryview(frame.data)
         values = self.metas.values if self.metas is not None else None
         digest = xxhash.xxh3_64_intdigest
@@ -175,6 +180,18 @@ class _Assembler:
 
     def pieces(self, frame: Frame, name: str) -> Iterator[LoPiece]:
         return each_piece(self.items(frame, name))
+
+    def _whole(self, frame: Frame, where: str) -> list[Item] | None:
+        """A frame of whole LOs only, all kept, as one run read from the columns of its
+        directory (packed/columns.py); None: the piece-by-piece reading takes it."""
+        values = self.metas.values if self.metas is not None else None
+        run = columns.whole_los(frame, values, self.keep, where)
+        if run is None:
+            return None
+        oids, metas, datas, sums, total = run
+        self.los += len(oids)
+        self.bytes += total
+        return [WholeLos(oids, metas, datas, sums)] if oids else []
 
     def drop_open(self) -> int | None:
         """Forget the large LO being assembled (damage cut it); its OID, if any."""
