@@ -1,0 +1,282 @@
+"""``copy``: every selected LO of the source into the target, with owners, ACLs and
+comments, from one snapshot, over N connections per side, nothing in between.
+
+Each job reads a contiguous OID range of the source with the dump's reader (under the
+snapshot the leader exported) and hands what it reads to restore's writer (its batches
+sized from the lock table, each one transaction entered in a Ledger): the same conflict
+rules as restore, the same exact clean-up on failure. Each batch also enters its OID
+ranges in the target's state (sync/state.py) in its own transaction, so a rerun after a
+kill -9 knows which existing LOs an earlier copy made and resumes, while an LO it did not
+make is a conflict.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import psycopg
+
+from pgblobdump.errors import DatabaseError, PgBlobDumpError, UsageError
+from pgblobdump.packed.request import PARTS_MAX, OnConflict, RestoreRequest
+from pgblobdump.packed.restore import STOP_WAIT, Restorer
+from pgblobdump.pg.connect import connect, describe, sql_errors
+from pgblobdump.pg.failure import failed_all
+from pgblobdump.pg.ledger import Ledger, format_ranges, to_ranges
+from pgblobdump.pg.lostream import Selection, check_references
+from pgblobdump.report.reporter import QUIET, Reporter
+from pgblobdump.sync import source, state
+
+
+@dataclass(frozen=True)
+class CopyRequest:
+    """What to copy and how; refuses bad combinations on construction.
+
+    ``jobs``: connections per side, each a contiguous OID range. ``part``: (K, N), share
+    K of N of the selection by LO count (N copies at once, on N hosts). ``on_conflict``:
+    an OID that exists on the target and that no copy made: refuse (before anything is
+    written) or keep what is there. ``resume``: say that an earlier copy was interrupted
+    (a rerun finds it out alone: the LOs an earlier copy made are kept either way)."""
+
+    selection: Selection = field(default_factory=Selection)
+    jobs: int = 1
+    on_conflict: OnConflict = OnConflict.ERROR
+    resume: bool = False
+    part: tuple[int, int] | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "on_conflict", OnConflict(self.on_conflict))
+        if not 1 <= self.jobs <= 64:
+            raise UsageError(f"--jobs must be between 1 and 64 (got {self.jobs})")
+        if self.part is not None and not 1 <= self.part[0] <= self.part[1] <= PARTS_MAX:
+            raise UsageError(f"--part {self.part[0]}/{self.part[1]} must be K/N, 1 <= K <= N")
+
+
+@dataclass(frozen=True)
+class CopyResult:
+    """``kept``: LOs an earlier, interrupted copy had made (resumed); ``skipped``: LOs
+    that existed on the target and were kept (--on-conflict skip)."""
+
+    los: int
+    bytes: int
+    kept: int
+    skipped: int
+    seconds: float
+    snapshot: str
+    oids: str  # the OID range this run covered (its --part share)
+
+
+def taken(oid: str) -> str:
+    return (
+        f"LO {oid} already exists in the target and no copy made it; copy with"
+        " --on-conflict skip to keep it, or into another database"
+    )
+
+
+def copy(src: str, dst: str, req: CopyRequest, reporter: Reporter = QUIET) -> CopyResult:
+    """Copy the LOs ``req`` selects from the database at ``src`` into the one at ``dst``."""
+    t0 = time.perf_counter()
+    with contextlib.ExitStack() as stack:
+        leader = stack.enter_context(connect(src, doing="copy: on the source"))
+        main = stack.enter_context(connect(dst, doing="copy: on the target"))
+        if source.identity(leader).same(source.identity(main)):
+            raise UsageError(
+                f"the source and the target are the same database ({describe(src)}):"
+                " copy into another one"
+            )
+        source.begin(leader)
+        check_references(leader, req.selection)
+        row = leader.execute("SELECT pg_export_snapshot()").fetchone()
+        assert row is not None
+        snapshot = str(row[0])
+        ranges = source.shares(leader, req.selection, req.part, req.jobs)
+        covered = f"{ranges[0].first}..{ranges[-1].last}"
+        if req.part is not None:
+            reporter.note(f"part {req.part[0]}/{req.part[1]}: OIDs {covered}")
+        total = source.count(leader, ranges)
+        reporter.task("copying LOs", total)
+        _check_roles(leader, main, ranges)
+        kept, skipping = _conflicts(leader, main, ranges, req, reporter)
+        state.ensure(main)
+        rreq = RestoreRequest(on_conflict=req.on_conflict, resume=skipping,
+                              part=req.part, jobs=len(ranges))  # fmt: skip
+        workers = _run(src, dst, snapshot, ranges, rreq, reporter, stack)
+        with sql_errors("copy: on the source", describe(src)):
+            leader.execute("COMMIT")
+    los = sum(w.los for w in workers)
+    skipped = sum(w.skipped for w in workers) - kept
+    return CopyResult(los, sum(w.bytes for w in workers), kept, max(0, skipped),
+                      time.perf_counter() - t0, snapshot, covered)  # fmt: skip
+
+
+def _check_roles(
+    leader: psycopg.Connection, main: psycopg.Connection, ranges: list[Selection]
+) -> None:
+    """Every owner, grantee and grantor of the selection must exist on the target."""
+    wanted = source.roles(leader, ranges)
+    if not wanted:
+        return
+    rows = main.execute(
+        "SELECT rolname FROM pg_roles WHERE rolname = ANY(%s)", (sorted(wanted),)
+    ).fetchall()
+    missing = sorted(wanted - {r[0] for r in rows})
+    if missing:
+        raise DatabaseError(
+            f"roles missing on the target: {', '.join(missing)}; create them (the source's"
+            " owners, grantees and grantors of LOs) and copy again"
+        )
+
+
+def _conflicts(
+    leader: psycopg.Connection,
+    main: psycopg.Connection,
+    ranges: list[Selection],
+    req: CopyRequest,
+    reporter: Reporter,
+) -> tuple[int, bool]:
+    """Before anything is written: the selected OIDs that exist on the target. Those an
+    earlier copy made are kept (a resumed copy); any other is refused (or, with
+    --on-conflict skip, kept). Returns (LOs kept from an earlier copy, whether batches
+    must skip existing OIDs). A target holding no LO in the selection's OID range costs
+    one statement."""
+    first, last = ranges[0].first, ranges[-1].last
+    row = main.execute(
+        "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_largeobject_metadata"
+        " WHERE oid BETWEEN %s::int8::oid AND %s::int8::oid)",
+        (first, last),
+    ).fetchone()
+    if not (row and row[0]):
+        if req.resume:
+            reporter.note("nothing to resume: the target holds no LO of the selection yet")
+        return 0, False
+    mine = 0
+    others: list[int] = []
+    for window in source.oid_windows(leader, ranges):
+        ours, theirs = state.existing(main, window)
+        mine += len(ours)
+        if len(others) < 5 or req.on_conflict is OnConflict.SKIP:
+            others += theirs
+        elif theirs:
+            others.append(theirs[0])
+    if others and req.on_conflict is OnConflict.ERROR:
+        more = f" (and {', '.join(map(str, others[1:5]))}...)" if len(others) > 1 else ""
+        raise DatabaseError(
+            f"LO {others[0]} already exists in the target{more}, and no copy made it (or it"
+            " changed there since); copy"
+            " with --on-conflict skip to keep what is there, or into another database"
+        )
+    if mine:
+        reporter.note(f"resuming: {mine:,} LOs an earlier copy made are there already; kept")
+    if others:
+        reporter.note(f"keeping {format_ranges(to_ranges(others))} that exist on the target")
+    return mine, bool(mine or others)
+
+
+def _recorder(conn: psycopg.Connection) -> Callable[[Ledger], None]:
+    """The ledger's hook, inside each batch's transaction: its OID ranges enter the
+    target's state in the same transaction."""
+
+    def record(ledger: Ledger) -> None:
+        p = ledger.pending
+        if p is not None and p.xid is not None:
+            state.record(conn, p.los, p.xid)
+
+    return record
+
+
+class _TargetFailed(Exception):
+    """A target's psycopg error carried past the source connection's translation."""
+
+    def __init__(self, error: psycopg.Error) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _on_target(fn: Callable[..., None], *args: object) -> None:
+    try:
+        fn(*args)
+    except psycopg.Error as e:
+        raise _TargetFailed(e) from e
+
+
+def _run(
+    src: str,
+    dst: str,
+    snapshot: str,
+    ranges: list[Selection],
+    req: RestoreRequest,
+    reporter: Reporter,
+    stack: contextlib.ExitStack,
+) -> list[Restorer]:
+    """One thread per range: its source connection (the snapshot imported) read by the
+    dump's reader into its own Restorer on its own target connection. The first failure
+    (or Ctrl-C, SIGTERM) stops them all and the clean-up removes exactly what each made."""
+    stop = threading.Event()
+    errors: list[BaseException] = []
+    lock = threading.Lock()
+    workers: list[Restorer] = []
+    for _ in ranges:
+        conn = stack.enter_context(connect(dst, doing="copy: on the target"))
+        w = Restorer(conn, Ledger(dst, "copy"), req, reporter)
+        w.all_checked = True  # roles were checked for the whole selection
+        w.writer.ledger.on_change = _recorder(conn)
+        workers.append(w)
+    readers: list[psycopg.Connection] = []
+
+    def work(w: Restorer, sel: Selection) -> None:
+        try:
+            # psycopg errors escaping this block are the source's (named so); the
+            # target's pass through it wrapped, to be told as restore tells them
+            with connect(src, doing="copy: reading the source") as conn:
+                with lock:
+                    readers.append(conn)
+                source.begin(conn, snapshot)
+                for item in source.items(conn, sel):
+                    if stop.is_set():
+                        return
+                    _on_target(w.take, item)
+                if not stop.is_set():
+                    _on_target(w.finish)
+                conn.execute("COMMIT")
+        except BaseException as e:  # the first one is the copy's error
+            with lock:
+                errors.append(e.error if isinstance(e, _TargetFailed) else e)
+            stop.set()
+
+    threads = [
+        threading.Thread(target=work, args=(w, s), name="pgblobdump-copy", daemon=True)
+        for w, s in zip(workers, ranges, strict=True)
+    ]
+
+    def stop_all() -> list[bool]:
+        stop.set()
+        for c in list(readers):
+            with contextlib.suppress(Exception):
+                c.cancel_safe(timeout=5)
+        for w in workers:
+            w.stop()
+        deadline = time.monotonic() + STOP_WAIT
+        for t in threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+        return [w.stop() and not t.is_alive() for w, t in zip(workers, threads, strict=True)]
+
+    def done() -> tuple[int, int]:
+        return sum(w.los + w.skipped for w in workers), sum(w.bytes for w in workers)
+
+    try:
+        for t in threads:
+            t.start()
+        while any(t.is_alive() for t in threads) and not errors:
+            stop.wait(0.1)
+            reporter.progress(*done())
+        if errors:
+            raise errors[0]
+    except (PgBlobDumpError, psycopg.Error, KeyboardInterrupt) as e:
+        runs = [(w.writer.ledger, w.conn) for w in workers]
+        raise failed_all(e, "copy", runs, taken, if_left="; run the copy again to finish it",
+                         stop=stop_all) from e  # fmt: skip
+    reporter.progress(*done())
+    return workers
