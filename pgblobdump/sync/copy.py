@@ -13,22 +13,21 @@ make is a conflict.
 from __future__ import annotations
 
 import contextlib
-import threading
+import functools
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import psycopg
 
-from pgblobdump.errors import DatabaseError, PgBlobDumpError, UsageError
+from pgblobdump.errors import DatabaseError, UsageError
 from pgblobdump.packed.request import PARTS_MAX, OnConflict, RestoreRequest
-from pgblobdump.packed.restore import STOP_WAIT, Restorer
+from pgblobdump.pg import changes
 from pgblobdump.pg.connect import connect, describe, sql_errors
-from pgblobdump.pg.failure import failed_all
-from pgblobdump.pg.ledger import Ledger, format_ranges, to_ranges
+from pgblobdump.pg.ledger import format_ranges, to_ranges
 from pgblobdump.pg.lostream import Selection, check_references
 from pgblobdump.report.reporter import QUIET, Reporter
 from pgblobdump.sync import source, state
+from pgblobdump.sync.jobs import Feed, run_jobs
 
 
 @dataclass(frozen=True)
@@ -69,13 +68,6 @@ class CopyResult:
     oids: str  # the OID range this run covered (its --part share)
 
 
-def taken(oid: str) -> str:
-    return (
-        f"LO {oid} already exists in the target and no copy made it; copy with"
-        " --on-conflict skip to keep it, or into another database"
-    )
-
-
 def copy(src: str, dst: str, req: CopyRequest, reporter: Reporter = QUIET) -> CopyResult:
     """Copy the LOs ``req`` selects from the database at ``src`` into the one at ``dst``."""
     t0 = time.perf_counter()
@@ -92,6 +84,7 @@ def copy(src: str, dst: str, req: CopyRequest, reporter: Reporter = QUIET) -> Co
         row = leader.execute("SELECT pg_export_snapshot()").fetchone()
         assert row is not None
         snapshot = str(row[0])
+        mark = changes.mark(leader)
         ranges = source.shares(leader, req.selection, req.part, req.jobs)
         covered = f"{ranges[0].first}..{ranges[-1].last}"
         if req.part is not None:
@@ -103,7 +96,9 @@ def copy(src: str, dst: str, req: CopyRequest, reporter: Reporter = QUIET) -> Co
         state.ensure(main)
         rreq = RestoreRequest(on_conflict=req.on_conflict, resume=skipping,
                               part=req.part, jobs=len(ranges))  # fmt: skip
-        workers = _run(src, dst, snapshot, ranges, rreq, reporter, stack)
+        state.add_mark(main, state.key_of(req.selection), mark)  # before any LO is made
+        feeds: list[Feed] = [functools.partial(source.items, sel=s) for s in ranges]
+        workers = run_jobs(src, dst, snapshot, feeds, rreq, reporter, stack)
         with sql_errors("copy: on the source", describe(src)):
             leader.execute("COMMIT")
     los = sum(w.los for w in workers)
@@ -173,110 +168,3 @@ def _conflicts(
     if others:
         reporter.note(f"keeping {format_ranges(to_ranges(others))} that exist on the target")
     return mine, bool(mine or others)
-
-
-def _recorder(conn: psycopg.Connection) -> Callable[[Ledger], None]:
-    """The ledger's hook, inside each batch's transaction: its OID ranges enter the
-    target's state in the same transaction."""
-
-    def record(ledger: Ledger) -> None:
-        p = ledger.pending
-        if p is not None and p.xid is not None:
-            state.record(conn, p.los, p.xid)
-
-    return record
-
-
-class _TargetFailed(Exception):
-    """A target's psycopg error carried past the source connection's translation."""
-
-    def __init__(self, error: psycopg.Error) -> None:
-        super().__init__(str(error))
-        self.error = error
-
-
-def _on_target(fn: Callable[..., None], *args: object) -> None:
-    try:
-        fn(*args)
-    except psycopg.Error as e:
-        raise _TargetFailed(e) from e
-
-
-def _run(
-    src: str,
-    dst: str,
-    snapshot: str,
-    ranges: list[Selection],
-    req: RestoreRequest,
-    reporter: Reporter,
-    stack: contextlib.ExitStack,
-) -> list[Restorer]:
-    """One thread per range: its source connection (the snapshot imported) read by the
-    dump's reader into its own Restorer on its own target connection. The first failure
-    (or Ctrl-C, SIGTERM) stops them all and the clean-up removes exactly what each made."""
-    stop = threading.Event()
-    errors: list[BaseException] = []
-    lock = threading.Lock()
-    workers: list[Restorer] = []
-    for _ in ranges:
-        conn = stack.enter_context(connect(dst, doing="copy: on the target"))
-        w = Restorer(conn, Ledger(dst, "copy"), req, reporter)
-        w.all_checked = True  # roles were checked for the whole selection
-        w.writer.ledger.on_change = _recorder(conn)
-        workers.append(w)
-    readers: list[psycopg.Connection] = []
-
-    def work(w: Restorer, sel: Selection) -> None:
-        try:
-            # psycopg errors escaping this block are the source's (named so); the
-            # target's pass through it wrapped, to be told as restore tells them
-            with connect(src, doing="copy: reading the source") as conn:
-                with lock:
-                    readers.append(conn)
-                source.begin(conn, snapshot)
-                for item in source.items(conn, sel):
-                    if stop.is_set():
-                        return
-                    _on_target(w.take, item)
-                if not stop.is_set():
-                    _on_target(w.finish)
-                conn.execute("COMMIT")
-        except BaseException as e:  # the first one is the copy's error
-            with lock:
-                errors.append(e.error if isinstance(e, _TargetFailed) else e)
-            stop.set()
-
-    threads = [
-        threading.Thread(target=work, args=(w, s), name="pgblobdump-copy", daemon=True)
-        for w, s in zip(workers, ranges, strict=True)
-    ]
-
-    def stop_all() -> list[bool]:
-        stop.set()
-        for c in list(readers):
-            with contextlib.suppress(Exception):
-                c.cancel_safe(timeout=5)
-        for w in workers:
-            w.stop()
-        deadline = time.monotonic() + STOP_WAIT
-        for t in threads:
-            t.join(max(0.0, deadline - time.monotonic()))
-        return [w.stop() and not t.is_alive() for w, t in zip(workers, threads, strict=True)]
-
-    def done() -> tuple[int, int]:
-        return sum(w.los + w.skipped for w in workers), sum(w.bytes for w in workers)
-
-    try:
-        for t in threads:
-            t.start()
-        while any(t.is_alive() for t in threads) and not errors:
-            stop.wait(0.1)
-            reporter.progress(*done())
-        if errors:
-            raise errors[0]
-    except (PgBlobDumpError, psycopg.Error, KeyboardInterrupt) as e:
-        runs = [(w.writer.ledger, w.conn) for w in workers]
-        raise failed_all(e, "copy", runs, taken, if_left="; run the copy again to finish it",
-                         stop=stop_all) from e  # fmt: skip
-    reporter.progress(*done())
-    return workers

@@ -1,0 +1,113 @@
+"""What a sync does, decided LO by LO from two sorted streams: the source's LOs (changed
+since the mark, or their digests) and the target's (ours, changed there, or foreign).
+
+- on the source only: **new**, copied;
+- on both, the target's ours: **rewrite** when the source changed it (or its digest or
+  comment differs), else equal;
+- on both, changed on the target since a copy made it: a **conflict**, rewritten only with
+  --force; foreign (no copy or sync made it): a conflict, never touched;
+- on the target only and ours: **gone** from the source, removed only with --delete (a
+  target-side change there is a conflict: kept, even with --force).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+from pgblobdump.pg.changes import Scan
+from pgblobdump.sync.state import CHANGED, FOREIGN, OURS, Held
+
+SHOWN = 100_000
+"""Conflicts kept by OID for the report (each action's OIDs are all kept: they are the
+work to do, in proportion to what changed)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Conflict:
+    oid: int
+    why: str
+
+
+@dataclass
+class Plan:
+    """The OIDs of each action, ascending; ``equal``: LOs already equal."""
+
+    new: list[int] = field(default_factory=list)
+    rewrite: list[int] = field(default_factory=list)
+    forced: list[int] = field(default_factory=list)  # target-side changes overwritten
+    gone: list[int] = field(default_factory=list)
+    conflicts: list[Conflict] = field(default_factory=list)
+    equal: int = 0
+
+    def rows(self, delete: bool) -> Iterator[dict[str, object]]:
+        """One row per LO acted on or in conflict, for --dry-run (OID order per action)."""
+        for what, oids in (("new", self.new), ("rewrite", self.rewrite),
+                           ("overwrite (--force)", self.forced)):  # fmt: skip
+            for o in oids:
+                yield {"oid": o, "action": what, "detail": ""}
+        for o in self.gone:
+            yield {"oid": o, "action": "delete" if delete else "gone from the source",
+                   "detail": "" if delete else "kept: --delete removes it"}  # fmt: skip
+        for c in self.conflicts:
+            yield {"oid": c.oid, "action": "conflict", "detail": c.why}
+
+    def counts(self) -> dict[str, int]:
+        return {"new": len(self.new), "rewrite": len(self.rewrite) + len(self.forced),
+                "gone": len(self.gone), "conflicts": len(self.conflicts),
+                "equal": self.equal}  # fmt: skip
+
+
+CHANGED_HERE = "changed on the target since it was copied"
+NOT_OURS = "exists on the target and no copy or sync made it"
+
+
+def decide(source: Iterable[Scan], target: Iterable[Held], force: bool, by_digest: bool) -> Plan:
+    """Merge the two OID-ordered streams into a plan (see the module's docstring).
+    ``by_digest``: the source's changes are found by comparing digests (no usable mark)."""
+    plan = Plan()
+    src = iter(source)
+    tgt = iter(target)
+    s = next(src, None)
+    t = next(tgt, None)
+    while s is not None or t is not None:
+        if t is None or (s is not None and s.oid < t.oid):
+            assert s is not None
+            plan.new.append(s.oid)
+            s = next(src, None)
+            continue
+        if s is None or t.oid < s.oid:
+            if t.kind == OURS:
+                plan.gone.append(t.oid)
+            elif t.kind == CHANGED:  # never removed, even with --force
+                _conflict(plan, t.oid, f"gone from the source but {CHANGED_HERE}: kept")
+            t = next(tgt, None)
+            continue
+        _both(plan, s, t, force, by_digest)
+        s = next(src, None)
+        t = next(tgt, None)
+    return plan
+
+
+def _both(plan: Plan, s: Scan, t: Held, force: bool, by_digest: bool) -> None:
+    if t.kind == FOREIGN:
+        _conflict(plan, s.oid, NOT_OURS)
+    elif t.kind == CHANGED:
+        if force:
+            plan.forced.append(s.oid)
+        else:
+            _conflict(plan, s.oid, CHANGED_HERE)
+    elif s.changed or (by_digest and (s.digest is None or s.digest != t.digest)):
+        plan.rewrite.append(s.oid)  # (an LO over 1 GB has no digest: copied again)
+    elif s.comment != t.comment:
+        if t.comment is None and not force and not by_digest:  # ours had it: removed here
+            _conflict(plan, s.oid, f"its comment was removed: {CHANGED_HERE}")
+        else:  # the source removed or changed it (a change leaves a new tuple there)
+            plan.rewrite.append(s.oid)
+    else:
+        plan.equal += 1
+
+
+def _conflict(plan: Plan, oid: int, why: str) -> None:
+    if len(plan.conflicts) < SHOWN:
+        plan.conflicts.append(Conflict(oid, why))
