@@ -1,8 +1,11 @@
-"""``pgblobdump copy``: LOs from one live database into another, no archive between."""
+"""``pgblobdump copy`` and ``sync``: LOs from one live database into another, no archive
+between; sync again and again for the weeks before a cut-over."""
 
 from __future__ import annotations
 
 import dataclasses
+import sys
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -13,11 +16,11 @@ from pgblobdump.cli.output import Format, emit
 from pgblobdump.cli.packed import ONLY_OIDS, jobs_option
 from pgblobdump.cli.progress import reporter
 from pgblobdump.cli.types import COLUMN, PART
-from pgblobdump.errors import UsageError
+from pgblobdump.errors import SyncConflict, UsageError
 from pgblobdump.packed.request import OnConflict
 from pgblobdump.pg.lostream import Selection
 from pgblobdump.pg.target import ConnectionTarget
-from pgblobdump.report import Column, Table
+from pgblobdump.report import Column, Table, stream
 from pgblobdump.sync import CopyRequest
 from pgblobdump.sync import copy as run_copy
 
@@ -100,3 +103,93 @@ def copy_cmd(target: ConnectionTarget, to: ConnectionTarget, oids: tuple[int, in
     record: dict[str, Any] = dataclasses.asdict(result)
     record["seconds"] = round(result.seconds, 3)
     emit(result_table("copied", record), fmt, record)
+
+
+@click.command("sync")
+@connection_options
+@TARGET
+@ONLY_OIDS
+@REFERENCED_BY
+@jobs_option("Connections per side copying what changed.")
+@click.option(
+    "--delete",
+    is_flag=True,
+    help="Remove LOs gone from the source (only those a copy or sync made).",
+)
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Overwrite LOs changed on the target since a copy or sync made them.",
+)
+@click.option("--dry-run", is_flag=True, help="List what would be done; change nothing.")
+@click.option(
+    "--watch",
+    type=click.IntRange(min=1),
+    metavar="SECONDS",
+    help="Sync again every SECONDS until interrupted.",
+)
+@click.option(
+    "--forget", is_flag=True, help="Drop the target's sync state (schema pgblobdump_sync) and stop."
+)
+@output_options
+def sync_cmd(target: ConnectionTarget, to: ConnectionTarget, oids: tuple[int, int],
+             referenced_by: tuple[tuple[str, str], ...], jobs: int, delete: bool, force: bool,
+             dry_run: bool, watch: int | None, forget: bool,
+             fmt: Format) -> None:  # fmt: skip
+    """Bring the LOs of --target-dbname to equal those of -d as of one source snapshot,
+    with work in proportion to what changed: new LOs copied; LOs written, appended,
+    truncated, unlinked and made again, or given another owner, ACL or comment since
+    the last copy or sync, copied again; LOs gone from the source listed (--delete
+    removes those a copy or sync made). An LO changed on the target since it was
+    copied is a conflict: kept, unless --force (exit 4 when any is left).
+
+    Changes are found from the source's transaction ids since the snapshot the last
+    copy or sync read (kept in the target, schema pgblobdump_sync); when that cannot be
+    exact (no state, another source, a role that may not read pg_largeobject), per-LO
+    digests are computed on each server instead, and the run says so.
+
+    Example: pgblobdump sync -d olddb --target-dbname newdb --target-port 5433 --watch 60
+    """
+    from pgblobdump.sync.run import SyncRequest, sync
+    from pgblobdump.sync.state import forget as drop_state
+
+    dst = target_of(target, to)
+    if forget:
+        from pgblobdump.pg.connect import connect
+
+        with connect(dst.conninfo(), doing="sync --forget") as conn:
+            dropped = drop_state(conn)
+        click.echo("dropped schema pgblobdump_sync" if dropped else "no sync state to drop",
+                   err=True)  # fmt: skip
+        return
+    if watch is not None and dry_run:
+        raise UsageError("--watch and --dry-run do not go together")
+    req = SyncRequest(Selection(*oids, referenced_by), jobs, delete, force, dry_run)
+    runs = 0
+    while True:
+        with reporter("syncing LOs", 0) as rep:
+            result = sync(target.conninfo(), dst.conninfo(), req, rep)
+        runs += 1
+        conflicts = len(result.plan.conflicts)
+        if dry_run:
+            rows = result.plan.rows(delete)
+            stream.write_rows(sys.stdout, fmt, ["oid", "action", "detail"], rows)
+            click.echo(f"would: {_summary(result.record())} ({result.method})", err=True)
+            return
+        if watch is None:
+            record = result.record()
+            emit(result_table("synced", record), fmt, record)
+            if conflicts:
+                raise SyncConflict(
+                    f"{conflicts:,} LOs in conflict left as they are (the first: LO"
+                    f" {result.plan.conflicts[0].oid}, {result.plan.conflicts[0].why});"
+                    " sync --dry-run lists them, --force overwrites those a copy made"
+                )
+            return
+        click.echo(f"sync {runs}: {_summary(result.record())}", err=True)
+        time.sleep(watch)
+
+
+def _summary(record: dict[str, Any]) -> str:
+    keys = ("new", "rewrite", "gone", "conflicts", "equal", "deleted", "seconds")
+    return ", ".join(f"{k} {record[k]}" for k in keys)

@@ -91,7 +91,7 @@ def copy(src: str, dst: str, req: CopyRequest, reporter: Reporter = QUIET) -> Co
             reporter.note(f"part {req.part[0]}/{req.part[1]}: OIDs {covered}")
         total = source.count(leader, ranges)
         reporter.task("copying LOs", total)
-        _check_roles(leader, main, ranges)
+        check_roles(leader, main, ranges)
         kept, skipping = _conflicts(leader, main, ranges, req, reporter)
         state.ensure(main)
         rreq = RestoreRequest(on_conflict=req.on_conflict, resume=skipping,
@@ -107,7 +107,7 @@ def copy(src: str, dst: str, req: CopyRequest, reporter: Reporter = QUIET) -> Co
                       time.perf_counter() - t0, snapshot, covered)  # fmt: skip
 
 
-def _check_roles(
+def check_roles(
     leader: psycopg.Connection, main: psycopg.Connection, ranges: list[Selection]
 ) -> None:
     """Every owner, grantee and grantor of the selection must exist on the target."""

@@ -39,6 +39,18 @@ class Plan:
     gone: list[int] = field(default_factory=list)
     conflicts: list[Conflict] = field(default_factory=list)
     equal: int = 0
+    segments: list[list[int]] = field(default_factory=list)
+    """[first, last, count] of runs of LOs to copy with no other source LO between
+    them: a long run is read by OID range (the dump's reader), the rest by OID list."""
+
+    def _take(self, oid: int, into: list[int], after_taken: bool) -> None:
+        into.append(oid)
+        if after_taken and self.segments:
+            seg = self.segments[-1]
+            seg[1] = oid
+            seg[2] += 1
+        else:
+            self.segments.append([oid, oid, 1])
 
     def rows(self, delete: bool) -> Iterator[dict[str, object]]:
         """One row per LO acted on or in conflict, for --dry-run (OID order per action)."""
@@ -70,10 +82,12 @@ def decide(source: Iterable[Scan], target: Iterable[Held], force: bool, by_diges
     tgt = iter(target)
     s = next(src, None)
     t = next(tgt, None)
+    taking = False  # the source LO before this one is copied too
     while s is not None or t is not None:
         if t is None or (s is not None and s.oid < t.oid):
             assert s is not None
-            plan.new.append(s.oid)
+            plan._take(s.oid, plan.new, taking)
+            taking = True
             s = next(src, None)
             continue
         if s is None or t.oid < s.oid:
@@ -83,29 +97,37 @@ def decide(source: Iterable[Scan], target: Iterable[Held], force: bool, by_diges
                 _conflict(plan, t.oid, f"gone from the source but {CHANGED_HERE}: kept")
             t = next(tgt, None)
             continue
-        _both(plan, s, t, force, by_digest)
+        taking = _both(plan, s, t, force, by_digest, taking)
         s = next(src, None)
         t = next(tgt, None)
     return plan
 
 
-def _both(plan: Plan, s: Scan, t: Held, force: bool, by_digest: bool) -> None:
+def _both(plan: Plan, s: Scan, t: Held, force: bool, by_digest: bool, taking: bool) -> bool:
+    """The decision for an OID on both sides; whether the LO is copied."""
     if t.kind == FOREIGN:
         _conflict(plan, s.oid, NOT_OURS)
     elif t.kind == CHANGED:
-        if force:
-            plan.forced.append(s.oid)
-        else:
+        if not force:
             _conflict(plan, s.oid, CHANGED_HERE)
+            return False
+        plan._take(s.oid, plan.forced, taking)
+        return True
     elif s.changed or (by_digest and (s.digest is None or s.digest != t.digest)):
-        plan.rewrite.append(s.oid)  # (an LO over 1 GB has no digest: copied again)
+        plan._take(s.oid, plan.rewrite, taking)  # (an LO over 1 GB has no digest: again)
+        return True
     elif s.comment != t.comment:
-        if t.comment is None and not force and not by_digest:  # ours had it: removed here
+        if t.comment is None and not by_digest:  # ours had it: removed on the target
+            if force:
+                plan._take(s.oid, plan.forced, taking)
+                return True
             _conflict(plan, s.oid, f"its comment was removed: {CHANGED_HERE}")
-        else:  # the source removed or changed it (a change leaves a new tuple there)
-            plan.rewrite.append(s.oid)
+            return False
+        plan._take(s.oid, plan.rewrite, taking)  # the source removed or changed it
+        return True
     else:
         plan.equal += 1
+    return False
 
 
 def _conflict(plan: Plan, oid: int, why: str) -> None:

@@ -177,8 +177,7 @@ COPY (
   SELECT m.oid::int8,
          CASE WHEN {ours} AND m.oid NOT IN (SELECT loid FROM bad)
                    AND coalesce(d.xmin = m.xmin, true) THEN 'ours'
-              WHEN EXISTS (SELECT 1 FROM {schema}.made c WHERE c.first <= m.oid::int8
-                           AND c.last >= m.oid::int8) THEN 'changed'
+              WHEN {covered} THEN 'changed'
               ELSE 'foreign' END,
          md5(d.description), {digest}
   FROM pg_catalog.pg_largeobject_metadata m
@@ -199,9 +198,15 @@ def held(conn: psycopg.Connection, first: int, last: int, digest: bool) -> Itera
     metadata's (a copy writes both in one transaction): only a role that may read
     pg_largeobject sees that (``pages_checked``)."""
     bad = _BAD_PAGES if catalog.pages_readable(conn) else "SELECT 0::oid AS loid WHERE false"
+    covered = (
+        f"EXISTS (SELECT 1 FROM {SCHEMA}.made c WHERE c.first <= m.oid::int8"
+        " AND c.last >= m.oid::int8)"
+    )
+    known = exists(conn)  # no state: no LO is ours
     query = sql.SQL(_HELD).format(
         bad=sql.SQL(bad).format(first=sql.Literal(first), last=sql.Literal(last)),
-        ours=sql.SQL(ours("m")), schema=sql.Identifier(SCHEMA),
+        ours=sql.SQL(ours("m") if known else "false"),
+        covered=sql.SQL(covered if known else "false"),
         digest=sql.SQL(DIGEST if digest else "NULL::text"),
         comment_join=sql.SQL(catalog.COMMENT_JOIN),
         first=sql.Literal(first), last=sql.Literal(last),

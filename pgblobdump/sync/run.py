@@ -1,0 +1,172 @@
+"""``sync``: bring the target's LOs to equal the source's as of one source snapshot, doing
+work in proportion to what changed.
+
+1. The source's snapshot is exported and its mark taken; the target's state gives the
+   mark of the last copy or sync of this selection (sync/state.py).
+2. What changed on the source: from tuple xids since that mark (pg/changes.py), or, when
+   that cannot be exact (no state, another source, past the xid horizon, a role that may
+   not read pg_largeobject), from per-LO digests computed on each server (said so).
+3. The target's LOs as ours, changed there, or foreign (sync/state.py), merged with the
+   source's into a plan (sync/plan.py); ``dry_run`` stops here.
+4. LOs to rewrite are removed (only if still ours, checked in the removing statement),
+   then they and the new ones are copied by copy's jobs (restore's writer, the ledger's
+   clean-up); ``delete``: LOs gone from the source that a copy or sync made are removed.
+5. The new mark replaces the old one, only once all of it succeeded: a sync cut short
+   leaves the old mark, and the next one does again whatever was not done (an LO being
+   rewritten is absent on the target until then).
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import functools
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import psycopg
+
+from pgblobdump.errors import UsageError
+from pgblobdump.packed.reader import Item
+from pgblobdump.packed.request import OnConflict, RestoreRequest
+from pgblobdump.pg import changes
+from pgblobdump.pg.connect import connect, describe, sql_errors
+from pgblobdump.pg.lostream import Selection, check_references
+from pgblobdump.report.reporter import QUIET, Reporter
+from pgblobdump.sync import source, state
+from pgblobdump.sync.copy import check_roles
+from pgblobdump.sync.jobs import Feed, run_jobs
+from pgblobdump.sync.plan import Plan, decide
+
+RANGE_READ = 1_000
+"""A run of at least this many LOs to copy, with no other source LO between them, is read
+by OID range (the dump's reader, pages in one COPY); shorter runs by OID list."""
+
+
+@dataclass(frozen=True)
+class SyncRequest:
+    """``delete``: remove LOs gone from the source (only those a copy or sync made);
+    ``force``: rewrite LOs changed on the target since a copy made them; ``dry_run``:
+    plan only."""
+
+    selection: Selection = field(default_factory=Selection)
+    jobs: int = 1
+    delete: bool = False
+    force: bool = False
+    dry_run: bool = False
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.jobs <= 64:
+            raise UsageError(f"--jobs must be between 1 and 64 (got {self.jobs})")
+
+
+@dataclass(frozen=True)
+class SyncResult:
+    """What was done (or, with dry_run, would be): ``method`` says how changes were found
+    (``transaction ids since <mark>`` or ``digests: <why>``)."""
+
+    plan: Plan
+    copied: int
+    bytes: int
+    deleted: int
+    seconds: float
+    method: str
+    snapshot: str
+
+    def record(self) -> dict[str, object]:
+        return {**self.plan.counts(), "copied": self.copied, "bytes": self.bytes,
+                "deleted": self.deleted, "seconds": round(self.seconds, 3),
+                "method": self.method, "snapshot": self.snapshot}  # fmt: skip
+
+
+def sync(src: str, dst: str, req: SyncRequest, reporter: Reporter = QUIET) -> SyncResult:
+    """Sync the LOs ``req`` selects from the database at ``src`` into the one at ``dst``."""
+    t0 = time.perf_counter()
+    sel = req.selection
+    with contextlib.ExitStack() as stack:
+        leader = stack.enter_context(connect(src, doing="sync: on the source"))
+        main = stack.enter_context(connect(dst, doing="sync: on the target"))
+        if source.identity(leader).same(source.identity(main)):
+            raise UsageError(
+                f"the source and the target are the same database ({describe(src)}):"
+                " sync into another one"
+            )
+        source.begin(leader)
+        check_references(leader, sel)
+        row = leader.execute("SELECT pg_export_snapshot()").fetchone()
+        assert row is not None
+        snapshot = str(row[0])
+        now = changes.mark(leader)
+        key = state.key_of(sel)
+        since = state.load_mark(main, key)
+        why = changes.unusable(leader, since, now)
+        by_digest = why is not None
+        if why is not None:
+            method = f"digests computed on each server: {why}"
+            reporter.note(f"comparing per-LO digests on both servers ({why})")
+            scanned = changes.digests(leader, sel)
+        else:
+            assert since is not None
+            method = f"transaction ids since {since.xmin}:{since.xmax}"
+            scanned = changes.scan(leader, sel, since, now)
+        held = state.held(main, sel.first, sel.last, by_digest)
+        plan = decide(scanned, held, req.force, by_digest)
+        if req.dry_run:
+            leader.execute("COMMIT")
+            return SyncResult(plan, 0, 0, 0, time.perf_counter() - t0, method, snapshot)
+        if plan.new or plan.rewrite or plan.forced:
+            check_roles(leader, main, [sel])
+        state.ensure(main)
+        deleted = 0
+        with sql_errors("sync: on the target", describe(dst)):
+            if plan.rewrite or plan.forced:
+                state.unlink(main, plan.rewrite, plan.forced)
+            if req.delete and plan.gone:
+                deleted = state.unlink(main, plan.gone)
+        copied = nbytes = 0
+        if plan.segments:
+            reporter.task("syncing LOs", len(plan.new) + len(plan.rewrite) + len(plan.forced))
+            rreq = RestoreRequest(on_conflict=OnConflict.SKIP, jobs=req.jobs)
+            feeds = _feeds(plan, sel, req.jobs)
+            workers = run_jobs(src, dst, snapshot, feeds, rreq, reporter, stack, "sync")
+            copied = sum(w.los for w in workers)
+            nbytes = sum(w.bytes for w in workers)
+        with sql_errors("sync: on the target", describe(dst)):
+            state.add_mark(main, key, now, replace=True)
+            state.compact(main)
+        with sql_errors("sync: on the source", describe(src)):
+            leader.execute("COMMIT")
+    return SyncResult(plan, copied, nbytes, deleted, time.perf_counter() - t0, method, snapshot)
+
+
+def _feeds(plan: Plan, sel: Selection, jobs: int) -> list[Feed]:
+    """The plan's segments cut into at most ``jobs`` contiguous shares of similar counts,
+    each read in OID order: long segments by range, the rest by OID list."""
+    actions = sorted(plan.new + plan.rewrite + plan.forced)
+    total = len(actions)
+    shares: list[list[list[int]]] = [[]]
+    done = 0
+    for seg in plan.segments:
+        if len(shares) < jobs and done >= total * len(shares) / jobs:
+            shares.append([])
+        shares[-1].append(seg)
+        done += seg[2]
+    return [functools.partial(_items, segments=share, actions=actions, sel=sel)
+            for share in shares if share]  # fmt: skip
+
+
+def _items(conn: psycopg.Connection, segments: list[list[int]], actions: list[int],
+           sel: Selection) -> Iterator[Item]:  # fmt: skip
+    listed: list[int] = []
+    for first, last, count in segments:
+        if count < RANGE_READ:
+            lo = bisect.bisect_left(actions, first)
+            listed += actions[lo : lo + count]
+            continue
+        if listed:
+            yield from source.listed_items(conn, listed)
+            listed = []
+        yield from source.items(conn, Selection(first, last, sel.referenced_by))
+    if listed:
+        yield from source.listed_items(conn, listed)
