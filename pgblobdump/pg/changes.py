@@ -16,10 +16,11 @@ What the LO API does, and the trace it leaves:
   also compared by value (``Scan.comment``);
 - ``lo_unlink``: the OID is gone, which a comparison of OID lists finds.
 
-A tuple's ``xmin`` is a 32-bit xid. Read under a snapshot whose xmax is N, a visible
-tuple's xid lies in (N - 2^31, N] unless it was frozen long ago; so the 32-bit value is
-widened into that window. A tuple written after the mark has a full xid in [mark.xmin, N],
-widened right whenever N - mark.xmin < 2^31: past that, the mark is unusable
+A tuple's ``xmin`` is a 32-bit xid. Read in a transaction whose next xid is N, a
+visible tuple's xid lies in (N - 2^31, N] unless it was frozen long ago; so the 32-bit
+value is widened into that window (the server's ``age()`` does it). A tuple written
+after the mark has a full xid in [mark.xmin, N], widened right whenever N - mark.xmin <
+2^31: past that, the mark is unusable
 (``unusable``) and the caller compares digests. An old frozen tuple widened wrongly can
 only look newer (an LO copied again), never older.
 """
@@ -113,16 +114,23 @@ def unusable(conn: psycopg.Connection, since: Mark | None, now: Mark) -> str | N
     return None
 
 
-def after(xmin: str, since: Mark, now: Mark) -> sql.Composable:
-    """SQL: whether a tuple whose ``xmin`` column is given was written after ``since``
-    (the query runs under ``now``)."""
-    full = sql.SQL(
-        "({n}::int8 - mod(mod({n}::int8, 4294967296) - {x}::text::int8 + 4294967296, 4294967296))"
-    ).format(n=sql.Literal(now.xmax), x=sql.SQL(xmin))
-    xip = sql.Literal(list(since.xip)) if since.xip else sql.SQL("'{}'")
-    return sql.SQL("({x}::text::int8 >= 3 AND ({f} >= {hi} OR {f} = ANY({xip}::int8[])))").format(
-        x=sql.SQL(xmin), f=full, hi=sql.Literal(since.xmax), xip=xip
+def after(xmin: str, since: Mark, distance: int) -> sql.Composable:
+    """SQL: whether a tuple whose ``xmin`` column is given was written after ``since``.
+    ``distance`` is ``age()`` of the mark's xmax in this transaction (``distance_to``):
+    ``age(x)`` counts back from this transaction's next xid, so a tuple at or past the
+    mark's xmax is one no older than that (``age`` widens the 32-bit xid in the window
+    described above, in C; a frozen or bootstrap xid is INT_MAX old)."""
+    xip = sql.Literal([x % 2**32 for x in since.xip]) if since.xip else sql.SQL("'{}'")
+    return sql.SQL("(age({x}) <= {d} OR {x} = ANY({xip}::text[]::xid[]))").format(
+        x=sql.SQL(xmin), d=sql.Literal(distance), xip=xip
     )
+
+
+def distance_to(conn: psycopg.Connection, since: Mark) -> int:
+    """``age()`` of ``since``'s xmax, in this transaction (see ``after``)."""
+    row = conn.execute("SELECT age(%s::text::xid)", (str(since.xmax % 2**32),)).fetchone()
+    assert row is not None
+    return int(row[0])
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,31 +150,57 @@ COPY (
   WITH pages AS (
     SELECT DISTINCT p.loid FROM pg_catalog.pg_largeobject p
     WHERE p.loid BETWEEN {first}::int8::oid AND {last}::int8::oid AND {page_after})
+  SELECT * FROM (
   SELECT m.oid::int8,
          {meta_after} OR coalesce({comment_after}, false) OR m.oid IN (SELECT loid FROM pages),
          md5(d.description)
   FROM pg_catalog.pg_largeobject_metadata m
   {comment_join}
   WHERE {cond}
-  ORDER BY m.oid
+) s (oid, changed, comment) {sparse}
+  ORDER BY oid
 ) TO STDOUT (FORMAT binary)
 """
 
 
-def scan(conn: psycopg.Connection, sel: Selection, since: Mark, now: Mark) -> Iterator[Scan]:
+def scan(
+    conn: psycopg.Connection, sel: Selection, since: Mark, sparse: bool = False
+) -> Iterator[Scan]:
     """Every selected LO in OID order and whether it changed since ``since``: two passes
     over tuple headers (pages filtered by their xmin, metadata with comments), one COPY.
-    Only when ``unusable`` said None."""
+    ``sparse``: only the LOs that changed or have a comment (the others are unchanged
+    and have none). Only when ``unusable`` said None."""
+    d = distance_to(conn, since)
     query = sql.SQL(_SCAN).format(
         first=sql.Literal(sel.first), last=sql.Literal(sel.last),
-        page_after=after("p.xmin", since, now), meta_after=after("m.xmin", since, now),
-        comment_after=after("d.xmin", since, now),
+        page_after=after("p.xmin", since, d), meta_after=after("m.xmin", since, d),
+        comment_after=after("d.xmin", since, d),
         comment_join=sql.SQL(catalog.COMMENT_JOIN), cond=sel.where(sql.SQL("m.oid")),
+        sparse=sql.SQL("WHERE changed OR comment IS NOT NULL" if sparse else ""),
     )  # fmt: skip
     with conn.cursor().copy(query) as cp:
         cp.set_types(["int8", "bool", "text"])
         for oid, changed, comment in cp.rows():
             yield Scan(int(oid), bool(changed), comment)
+
+
+BUCKET_BITS = 12
+"""LOs are summed up per bucket of 4,096 OIDs (``buckets``)."""
+
+BUCKETS = """
+SELECT m.oid::int8 >> {bits}, count(*), md5(string_agg(m.oid::text, ',' ORDER BY m.oid))
+FROM pg_catalog.pg_largeobject_metadata m WHERE {cond} GROUP BY 1
+"""
+
+
+def buckets(conn: psycopg.Connection, cond: sql.Composable) -> dict[int, tuple[int, str]]:
+    """The LOs ``cond`` (on ``m.oid``) selects, per bucket of OIDs: how many, and the md5
+    of their OID list. Two servers with equal buckets hold the same OIDs there (one pass
+    over the metadata, a row per bucket)."""
+    rows = conn.execute(
+        sql.SQL(BUCKETS).format(bits=sql.Literal(BUCKET_BITS), cond=cond)
+    ).fetchall()
+    return {int(b): (int(n), str(h)) for b, n, h in rows}
 
 
 DIGEST = "md5(concat_ws('|', md5(lo_get(m.oid)), pg_get_userbyid(m.lomowner), m.lomacl::text))"

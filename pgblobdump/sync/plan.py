@@ -43,6 +43,15 @@ class Plan:
     """[first, last, count] of runs of LOs to copy with no other source LO between
     them: a long run is read by OID range (the dump's reader), the rest by OID list."""
 
+    seen: int = 0
+
+    def sort(self) -> None:
+        """Every list in OID order (a plan made in several passes)."""
+        for oids in (self.new, self.rewrite, self.forced, self.gone):
+            oids.sort()
+        self.conflicts.sort(key=lambda c: c.oid)
+        self.segments.sort()
+
     def _take(self, oid: int, into: list[int], after_taken: bool) -> None:
         into.append(oid)
         if after_taken and self.segments:
@@ -74,10 +83,20 @@ CHANGED_HERE = "changed on the target since it was copied"
 NOT_OURS = "exists on the target and no copy or sync made it"
 
 
-def decide(source: Iterable[Scan], target: Iterable[Held], force: bool, by_digest: bool) -> Plan:
-    """Merge the two OID-ordered streams into a plan (see the module's docstring).
-    ``by_digest``: the source's changes are found by comparing digests (no usable mark)."""
-    plan = Plan()
+def decide(
+    source: Iterable[Scan],
+    target: Iterable[Held],
+    force: bool,
+    by_digest: bool,
+    plan: Plan | None = None,
+    sparse: bool = False,
+) -> Plan:
+    """Merge the two OID-ordered streams into ``plan`` (a new one by default; see the
+    module's docstring). ``by_digest``: the source's changes are found by comparing
+    digests (no usable mark). ``sparse``: the streams hold only the LOs of interest of
+    OIDs both sides hold (changes.scan and state.held with ``sparse``): an OID missing
+    from one is unchanged there, with no comment (``plan.seen`` counts those decided)."""
+    plan = plan if plan is not None else Plan()
     src = iter(source)
     tgt = iter(target)
     s = next(src, None)
@@ -86,18 +105,26 @@ def decide(source: Iterable[Scan], target: Iterable[Held], force: bool, by_diges
     while s is not None or t is not None:
         if t is None or (s is not None and s.oid < t.oid):
             assert s is not None
-            plan._take(s.oid, plan.new, taking)
-            taking = True
+            if sparse:
+                plan.seen += 1
+                _both(plan, s, Held(s.oid, OURS, None), force, by_digest, False)
+            else:
+                plan._take(s.oid, plan.new, taking)
+                taking = True
             s = next(src, None)
             continue
         if s is None or t.oid < s.oid:
-            if t.kind == OURS:
+            if sparse:
+                plan.seen += 1
+                _both(plan, Scan(t.oid, False, None), t, force, by_digest, False)
+            elif t.kind == OURS:
                 plan.gone.append(t.oid)
             elif t.kind == CHANGED:  # never removed, even with --force
                 _conflict(plan, t.oid, f"gone from the source but {CHANGED_HERE}: kept")
             t = next(tgt, None)
             continue
-        taking = _both(plan, s, t, force, by_digest, taking)
+        plan.seen += sparse
+        taking = _both(plan, s, t, force, by_digest, taking and not sparse)
         s = next(src, None)
         t = next(tgt, None)
     return plan

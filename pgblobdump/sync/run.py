@@ -21,17 +21,22 @@ from __future__ import annotations
 import bisect
 import contextlib
 import functools
+import queue
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import psycopg
+from psycopg import sql
 
 from pgblobdump.errors import UsageError
 from pgblobdump.packed.reader import Item
 from pgblobdump.packed.request import OnConflict, RestoreRequest
 from pgblobdump.pg import changes
 from pgblobdump.pg.connect import connect, describe, sql_errors
+from pgblobdump.pg.ledger import to_ranges
 from pgblobdump.pg.lostream import Selection, check_references
 from pgblobdump.report.reporter import QUIET, Reporter
 from pgblobdump.sync import source, state
@@ -101,17 +106,16 @@ def sync(src: str, dst: str, req: SyncRequest, reporter: Reporter = QUIET) -> Sy
         key = state.key_of(sel)
         since = state.load_mark(main, key)
         why = changes.unusable(leader, since, now)
-        by_digest = why is not None
         if why is not None:
             method = f"digests computed on each server: {why}"
             reporter.note(f"comparing per-LO digests on both servers ({why})")
-            scanned = changes.digests(leader, sel)
+            # the target's pass runs beside the source's: both servers read at once
+            with _ahead(state.held(main, sel.first, sel.last, True)) as held:
+                plan = decide(changes.digests(leader, sel), held, req.force, True)
         else:
             assert since is not None
             method = f"transaction ids since {since.xmin}:{since.xmax}"
-            scanned = changes.scan(leader, sel, since, now)
-        held = state.held(main, sel.first, sel.last, by_digest)
-        plan = decide(scanned, held, req.force, by_digest)
+            plan = _by_xids(leader, main, sel, since, req.force)
         if req.dry_run:
             leader.execute("COMMIT")
             return SyncResult(plan, 0, 0, 0, time.perf_counter() - t0, method, snapshot)
@@ -138,6 +142,90 @@ def sync(src: str, dst: str, req: SyncRequest, reporter: Reporter = QUIET) -> Sy
         with sql_errors("sync: on the source", describe(src)):
             leader.execute("COMMIT")
     return SyncResult(plan, copied, nbytes, deleted, time.perf_counter() - t0, method, snapshot)
+
+
+def _by_xids(leader: psycopg.Connection, main: psycopg.Connection, sel: Selection,
+             since: changes.Mark, force: bool) -> Plan:  # fmt: skip
+    """The plan from transaction ids. Buckets of OIDs whose OID lists differ between the
+    two sides (new or gone LOs, the target's own) are merged LO by LO; everywhere else
+    only the LOs that changed, are not ours, or have a comment come from either server
+    (``sparse``): nothing changed costs the two passes over tuple headers, not a row
+    per LO."""
+    src = changes.buckets(leader, sel.where(sql.SQL("m.oid")))
+    tgt = changes.buckets(main, sql.SQL("m.oid BETWEEN {}::int8::oid AND {}::int8::oid").format(
+        sql.Literal(sel.first), sql.Literal(sel.last)))  # fmt: skip
+    differ = sorted(b for b in src.keys() | tgt.keys() if src.get(b) != tgt.get(b))
+    plan = Plan()
+    for lo, hi in to_ranges(differ):
+        first = max(sel.first, lo << changes.BUCKET_BITS)
+        last = min(sel.last, ((hi + 1) << changes.BUCKET_BITS) - 1)
+        with _ahead(state.held(main, first, last, False)) as held:
+            decide(changes.scan(leader, Selection(first, last, sel.referenced_by), since), held,
+                   force, False, plan)  # fmt: skip
+    bad = set(differ)
+
+    def equal_buckets(rows: Iterator[T]) -> Iterator[T]:
+        return (r for r in rows if (r.oid >> changes.BUCKET_BITS) not in bad)  # type: ignore[attr-defined]
+
+    with _ahead(state.held(main, sel.first, sel.last, False, sparse=True)) as held:
+        decide(equal_buckets(changes.scan(leader, sel, since, sparse=True)),
+               equal_buckets(held), force, False, plan, sparse=True)  # fmt: skip
+    plan.equal += sum(n for b, (n, _h) in src.items() if b not in bad) - plan.seen
+    plan.sort()
+    return plan
+
+
+T = TypeVar("T")
+
+
+@contextlib.contextmanager
+def _ahead(items: Iterator[T], chunk: int = 2_000, chunks: int = 8) -> Iterator[Iterator[T]]:
+    """``items`` produced in a thread of their own, at most ``chunks`` x ``chunk`` ahead
+    of the consumer (memory stays bounded); the producer's error is raised to the
+    consumer. Leaving the block early stops the producer."""
+    q: queue.Queue[list[T] | BaseException | None] = queue.Queue(maxsize=chunks)
+    stop = threading.Event()
+
+    def put(x: list[T] | BaseException | None) -> bool:
+        while not stop.is_set():
+            try:
+                q.put(x, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def produce() -> None:
+        try:
+            buf: list[T] = []
+            for x in items:
+                buf.append(x)
+                if len(buf) >= chunk:
+                    if not put(buf):
+                        return
+                    buf = []
+            if buf and not put(buf):
+                return
+            put(None)
+        except BaseException as e:
+            put(e)
+
+    def consume() -> Iterator[T]:
+        while True:
+            got = q.get()
+            if got is None:
+                return
+            if isinstance(got, BaseException):
+                raise got
+            yield from got
+
+    t = threading.Thread(target=produce, name="pgblobdump-sync-scan", daemon=True)
+    t.start()
+    try:
+        yield consume()
+    finally:
+        stop.set()
+        t.join(5)
 
 
 def _feeds(plan: Plan, sel: Selection, jobs: int) -> list[Feed]:

@@ -173,9 +173,13 @@ class Held:
 
 _HELD = """
 COPY (
-  WITH bad AS ({bad})
+  WITH bad AS ({bad}),
+  made AS MATERIALIZED ({made})
+  SELECT * FROM (
   SELECT m.oid::int8,
-         CASE WHEN {ours} AND m.oid NOT IN (SELECT loid FROM bad)
+         CASE WHEN EXISTS (SELECT 1 FROM made c WHERE c.first <= m.oid::int8
+                           AND c.last >= m.oid::int8 AND c.x = m.xmin)
+                   AND m.oid NOT IN (SELECT loid FROM bad)
                    AND coalesce(d.xmin = m.xmin, true) THEN 'ours'
               WHEN {covered} THEN 'changed'
               ELSE 'foreign' END,
@@ -183,7 +187,8 @@ COPY (
   FROM pg_catalog.pg_largeobject_metadata m
   {comment_join}
   WHERE m.oid BETWEEN {first}::int8::oid AND {last}::int8::oid
-  ORDER BY m.oid
+) s (oid, kind, comment, digest) {sparse}
+  ORDER BY oid
 ) TO STDOUT (FORMAT binary)
 """
 
@@ -192,21 +197,25 @@ _BAD_PAGES = """SELECT DISTINCT p.loid FROM pg_catalog.pg_largeobject p
     WHERE p.loid BETWEEN {first}::int8::oid AND {last}::int8::oid AND p.xmin <> m.xmin"""
 
 
-def held(conn: psycopg.Connection, first: int, last: int, digest: bool) -> Iterator[Held]:
-    """The target's LOs with OIDs in ``first..last``, in OID order (one COPY). An LO
+def held(
+    conn: psycopg.Connection, first: int, last: int, digest: bool, sparse: bool = False
+) -> Iterator[Held]:
+    """The target's LOs with OIDs in ``first..last``, in OID order (one COPY); ``sparse``:
+    only those not ours or with a comment (the others are ours, unchanged, with none). An LO
     whose pages were written since a copy made it has a page ``xmin`` other than its
     metadata's (a copy writes both in one transaction): only a role that may read
     pg_largeobject sees that (``pages_checked``)."""
     bad = _BAD_PAGES if catalog.pages_readable(conn) else "SELECT 0::oid AS loid WHERE false"
-    covered = (
-        f"EXISTS (SELECT 1 FROM {SCHEMA}.made c WHERE c.first <= m.oid::int8"
-        " AND c.last >= m.oid::int8)"
+    covered = "EXISTS (SELECT 1 FROM made c WHERE c.first <= m.oid::int8 AND c.last >= m.oid::int8)"
+    made = (  # the xids as ``xmin`` shows them, worked out once per row, not per LO
+        f"SELECT first, last, mod(xid::text::int8, 4294967296)::text::xid AS x FROM {SCHEMA}.made"
+        if exists(conn)
+        else "SELECT 0::int8 AS first, -1::int8 AS last, '0'::xid AS x WHERE false"
     )
-    known = exists(conn)  # no state: no LO is ours
     query = sql.SQL(_HELD).format(
         bad=sql.SQL(bad).format(first=sql.Literal(first), last=sql.Literal(last)),
-        ours=sql.SQL(ours("m") if known else "false"),
-        covered=sql.SQL(covered if known else "false"),
+        made=sql.SQL(made), covered=sql.SQL(covered),
+        sparse=sql.SQL("WHERE kind <> 'ours' OR comment IS NOT NULL" if sparse else ""),
         digest=sql.SQL(DIGEST if digest else "NULL::text"),
         comment_join=sql.SQL(catalog.COMMENT_JOIN),
         first=sql.Literal(first), last=sql.Literal(last),
