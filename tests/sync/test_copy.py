@@ -18,6 +18,7 @@ from pgblobdump.packed.request import OnConflict
 from pgblobdump.pg.lostream import Selection
 from pgblobdump.servers.cluster import EmbeddedCluster
 from pgblobdump.sync import CopyRequest, copy
+from pgblobdump.sync.run import SyncRequest, sync
 from pgblobdump.sync.state import SCHEMA
 from tests.clirun import assert_one_line_error, run
 from tests.conftest import NewDb
@@ -229,3 +230,49 @@ def test_sigterm_mid_copy_removes_exactly_what_it_made(big: str, pg17: EmbeddedC
     assert len(lines) == 1 and lines[0].startswith("Error: copy interrupted by SIGTERM"), err
     assert "removed the" in lines[0], err
     assert state(dst) == before
+
+
+def test_writers_on_the_source_during_copy_then_sync_picks_them_up(
+    big: str, pg17: EmbeddedCluster, new_db: NewDb
+) -> None:
+    """The copy equals its snapshot: a write committed on the source while it runs (to
+    the last LO, not copied yet, and a new LO) is not in it; the next sync brings it."""
+    dst = new_db(pg17)
+    last = 200_000 + 59_999
+    old = state(big)[last]
+    with _pgbd("copy", "-d", big, "--target-dbname", dst) as proc:
+        _wait_for(proc, lambda: _los(dst) > 1000)
+        with psycopg.connect(big, autocommit=True) as conn:
+            conn.execute(f"SELECT lo_put({last}, 0, 'written during the copy')")
+            conn.execute("SELECT lo_from_bytea(300000, 'made during the copy')")
+        _out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    got = state(dst)
+    assert got[last] == old and 300_000 not in got
+    r = sync(big, dst, SyncRequest())
+    assert r.plan.rewrite == [last] and r.plan.new == [300_000]
+    assert state(dst) == state(big)
+
+
+def test_source_backends_terminated_mid_copy_then_rerun(
+    big: str, pg17: EmbeddedCluster, new_db: NewDb
+) -> None:
+    dst = new_db(pg17)
+    with _pgbd("copy", "-d", big, "--target-dbname", dst, "--jobs", "2") as proc:
+        _wait_for(proc, lambda: _los(dst) > 2000)
+        with psycopg.connect(big, autocommit=True) as conn:
+            conn.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname ="
+                " current_database() AND pid <> pg_backend_pid()"
+            )
+        _out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 3, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "lost the connection to the server" in lines[0], err
+    assert "reading the source" in lines[0] or "on the source" in lines[0], err
+    assert "removed the" in lines[0], err
+    assert _los(dst) == 0  # exactly what it made, removed
+    with _pgbd("copy", "-d", big, "--target-dbname", dst, "--jobs", "2") as proc:
+        _out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert state(dst) == state(big)
