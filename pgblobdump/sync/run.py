@@ -31,11 +31,12 @@ from typing import TypeVar
 import psycopg
 from psycopg import sql
 
-from pgblobdump.errors import UsageError
+from pgblobdump.errors import PgBlobDumpError, UsageError
 from pgblobdump.packed.reader import Item
 from pgblobdump.packed.request import OnConflict, RestoreRequest
 from pgblobdump.pg import changes
 from pgblobdump.pg.connect import connect, describe, sql_errors
+from pgblobdump.pg.failure import with_more
 from pgblobdump.pg.ledger import to_ranges
 from pgblobdump.pg.lostream import Selection, check_references
 from pgblobdump.report.reporter import QUIET, Reporter
@@ -122,20 +123,27 @@ def sync(src: str, dst: str, req: SyncRequest, reporter: Reporter = QUIET) -> Sy
         if plan.new or plan.rewrite or plan.forced:
             check_roles(leader, main, [sel])
         state.ensure(main)
-        deleted = 0
-        with sql_errors("sync: on the target", describe(dst)):
-            if plan.rewrite or plan.forced:
-                state.unlink(main, plan.rewrite, plan.forced)
-            if req.delete and plan.gone:
-                deleted = state.unlink(main, plan.gone)
+        deleted = removed = 0
         copied = nbytes = 0
-        if plan.segments:
-            reporter.task("syncing LOs", len(plan.new) + len(plan.rewrite) + len(plan.forced))
-            rreq = RestoreRequest(on_conflict=OnConflict.SKIP, jobs=req.jobs)
-            feeds = _feeds(plan, sel, req.jobs)
-            workers = run_jobs(src, dst, snapshot, feeds, rreq, reporter, stack, "sync")
-            copied = sum(w.los for w in workers)
-            nbytes = sum(w.bytes for w in workers)
+        try:
+            with sql_errors("sync: on the target", describe(dst)):
+                if plan.rewrite or plan.forced:
+                    removed = state.unlink(main, plan.rewrite, plan.forced)
+                if req.delete and plan.gone:
+                    deleted = state.unlink(main, plan.gone)
+            if plan.segments:
+                total = len(plan.new) + len(plan.rewrite) + len(plan.forced)
+                reporter.task("syncing LOs", total)
+                rreq = RestoreRequest(on_conflict=OnConflict.SKIP, jobs=req.jobs)
+                feeds = _feeds(plan, sel, req.jobs)
+                workers = run_jobs(src, dst, snapshot, feeds, rreq, reporter, stack, "sync")
+                copied = sum(w.los for w in workers)
+                nbytes = sum(w.bytes for w in workers)
+        except PgBlobDumpError as e:
+            if not removed:
+                raise
+            raise with_more(e, f"the {removed:,} LOs it was copying again are absent from the"
+                            " target until the next sync") from e  # fmt: skip
         with sql_errors("sync: on the target", describe(dst)):
             state.add_mark(main, key, now, replace=True)
             state.compact(main)
