@@ -13,16 +13,12 @@ import click
 
 from pgblobdump.cli.options import F, connection_options, output_options
 from pgblobdump.cli.output import Format, emit
-from pgblobdump.cli.packed import ONLY_OIDS, jobs_option
 from pgblobdump.cli.progress import reporter
-from pgblobdump.cli.types import COLUMN, PART
+from pgblobdump.cli.types import COLUMN, OIDS, PART
 from pgblobdump.errors import SyncConflict, UsageError
-from pgblobdump.packed.request import OnConflict
 from pgblobdump.pg.lostream import Selection
 from pgblobdump.pg.target import ConnectionTarget
 from pgblobdump.report import Column, Table, stream
-from pgblobdump.sync import CopyRequest
-from pgblobdump.sync import copy as run_copy
 
 
 def target_of(src: ConnectionTarget, to: ConnectionTarget) -> ConnectionTarget:
@@ -45,6 +41,16 @@ def result_table(title: str, record: dict[str, Any]) -> Table:
 TARGET: Callable[[F], F] = connection_options(prefix="target", dest="to")
 """``--target-dbname --target-host --target-port --target-username``: the second server."""
 
+ONLY_OIDS = click.option(
+    "--oids", type=OIDS, default="", help="Only LOs with OIDs in this range (1000-5000)."
+)
+
+
+def jobs_option(text: str) -> Callable[[F], F]:
+    """``-j/--jobs N`` (default 1), as dump and restore have it."""
+    return click.option("-j", "--jobs", type=int, default=1, show_default=True, help=text)
+
+
 REFERENCED_BY = click.option(
     "--referenced-by",
     type=COLUMN,
@@ -62,7 +68,7 @@ REFERENCED_BY = click.option(
 @jobs_option("Connections per side, each a contiguous OID range of one source snapshot.")
 @click.option(
     "--on-conflict",
-    type=click.Choice([c.value for c in OnConflict]),
+    type=click.Choice(["error", "skip"]),  # packed.request.OnConflict's values
     default="error",
     show_default=True,
     help="An OID that exists on the target and that no copy made: refuse, or keep it.",
@@ -95,6 +101,10 @@ def copy_cmd(target: ConnectionTarget, to: ConnectionTarget, oids: tuple[int, in
 
     Example: pgblobdump copy -d olddb --target-dbname newdb --target-port 5433 --jobs 2
     """
+    from pgblobdump.packed.request import OnConflict
+    from pgblobdump.sync.copy import CopyRequest
+    from pgblobdump.sync.copy import copy as run_copy
+
     req = CopyRequest(Selection(*oids, referenced_by), jobs, OnConflict(on_conflict), resume,
                       part)  # fmt: skip
     dst = target_of(target, to)

@@ -26,7 +26,7 @@ from pgblobdump.pg.connect import connect, describe, sql_errors
 from pgblobdump.pg.ledger import format_ranges, to_ranges
 from pgblobdump.pg.lostream import Selection, check_references
 from pgblobdump.report.reporter import QUIET, Reporter
-from pgblobdump.sync import source, state
+from pgblobdump.sync import feed, source, state
 from pgblobdump.sync.jobs import Feed, run_jobs
 
 
@@ -91,13 +91,13 @@ def copy(src: str, dst: str, req: CopyRequest, reporter: Reporter = QUIET) -> Co
             reporter.note(f"part {req.part[0]}/{req.part[1]}: OIDs {covered}")
         total = source.count(leader, ranges)
         reporter.task("copying LOs", total)
-        check_roles(leader, main, ranges)
+        source.check_roles(leader, main, ranges)
         kept, skipping = _conflicts(leader, main, ranges, req, reporter)
         state.ensure(main)
         rreq = RestoreRequest(on_conflict=req.on_conflict, resume=skipping,
                               part=req.part, jobs=len(ranges))  # fmt: skip
         state.add_mark(main, state.key_of(req.selection), mark)  # before any LO is made
-        feeds: list[Feed] = [functools.partial(source.items, sel=s) for s in ranges]
+        feeds: list[Feed] = [functools.partial(feed.items, sel=s) for s in ranges]
         workers = run_jobs(src, dst, snapshot, feeds, rreq, reporter, stack)
         with sql_errors("copy: on the source", describe(src)):
             leader.execute("COMMIT")
@@ -105,24 +105,6 @@ def copy(src: str, dst: str, req: CopyRequest, reporter: Reporter = QUIET) -> Co
     skipped = sum(w.skipped for w in workers) - kept
     return CopyResult(los, sum(w.bytes for w in workers), kept, max(0, skipped),
                       time.perf_counter() - t0, snapshot, covered)  # fmt: skip
-
-
-def check_roles(
-    leader: psycopg.Connection, main: psycopg.Connection, ranges: list[Selection]
-) -> None:
-    """Every owner, grantee and grantor of the selection must exist on the target."""
-    wanted = source.roles(leader, ranges)
-    if not wanted:
-        return
-    rows = main.execute(
-        "SELECT rolname FROM pg_roles WHERE rolname = ANY(%s)", (sorted(wanted),)
-    ).fetchall()
-    missing = sorted(wanted - {r[0] for r in rows})
-    if missing:
-        raise DatabaseError(
-            f"roles missing on the target: {', '.join(missing)}; create them (the source's"
-            " owners, grantees and grantors of LOs) and copy again"
-        )
 
 
 def _conflicts(

@@ -26,14 +26,12 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import psycopg
 from psycopg import sql
 
 from pgblobdump.errors import PgBlobDumpError, UsageError
-from pgblobdump.packed.reader import Item
-from pgblobdump.packed.request import OnConflict, RestoreRequest
 from pgblobdump.pg import changes
 from pgblobdump.pg.connect import connect, describe, sql_errors
 from pgblobdump.pg.failure import with_more
@@ -41,9 +39,11 @@ from pgblobdump.pg.ledger import to_ranges
 from pgblobdump.pg.lostream import Selection, check_references
 from pgblobdump.report.reporter import QUIET, Reporter
 from pgblobdump.sync import source, state
-from pgblobdump.sync.copy import check_roles
-from pgblobdump.sync.jobs import Feed, run_jobs
 from pgblobdump.sync.plan import Plan, decide
+
+if TYPE_CHECKING:
+    from pgblobdump.packed.reader import Item
+    from pgblobdump.sync.jobs import Feed
 
 RANGE_READ = 1_000
 """A run of at least this many LOs to copy, with no other source LO between them, is read
@@ -121,7 +121,7 @@ def sync(src: str, dst: str, req: SyncRequest, reporter: Reporter = QUIET) -> Sy
             leader.execute("COMMIT")
             return SyncResult(plan, 0, 0, 0, time.perf_counter() - t0, method, snapshot)
         if plan.new or plan.rewrite or plan.forced:
-            check_roles(leader, main, [sel])
+            source.check_roles(leader, main, [sel])
         state.ensure(main)
         deleted = removed = 0
         copied = nbytes = 0
@@ -134,6 +134,10 @@ def sync(src: str, dst: str, req: SyncRequest, reporter: Reporter = QUIET) -> Sy
             if plan.segments:
                 total = len(plan.new) + len(plan.rewrite) + len(plan.forced)
                 reporter.task("syncing LOs", total)
+                # restore's writer, imported only when there is something to write
+                from pgblobdump.packed.request import OnConflict, RestoreRequest
+                from pgblobdump.sync.jobs import run_jobs
+
                 rreq = RestoreRequest(on_conflict=OnConflict.SKIP, jobs=req.jobs)
                 feeds = _feeds(plan, sel, req.jobs)
                 workers = run_jobs(src, dst, snapshot, feeds, rreq, reporter, stack, "sync")
@@ -254,6 +258,8 @@ def _feeds(plan: Plan, sel: Selection, jobs: int) -> list[Feed]:
 
 def _items(conn: psycopg.Connection, segments: list[list[int]], actions: list[int],
            sel: Selection) -> Iterator[Item]:  # fmt: skip
+    from pgblobdump.sync import feed  # restore's items: only when there is something to copy
+
     listed: list[int] = []
     for first, last, count in segments:
         if count < RANGE_READ:
@@ -261,8 +267,8 @@ def _items(conn: psycopg.Connection, segments: list[list[int]], actions: list[in
             listed += actions[lo : lo + count]
             continue
         if listed:
-            yield from source.listed_items(conn, listed)
+            yield from feed.listed_items(conn, listed)
             listed = []
-        yield from source.items(conn, Selection(first, last, sel.referenced_by))
+        yield from feed.items(conn, Selection(first, last, sel.referenced_by))
     if listed:
-        yield from source.listed_items(conn, listed)
+        yield from feed.listed_items(conn, listed)

@@ -1,22 +1,17 @@
-"""The source side of copy and sync: one exported snapshot, the selection cut into OID
-ranges (``--part K/N``, ``--jobs N``), and the dump's reader (pg/lostream.py) turned into
-the items restore's writer takes (packed/reader.py's WholeLos and LoPiece), in memory."""
+"""The source side of copy and sync: one exported snapshot, which database it is, the
+selection cut into OID ranges (``--part K/N``, ``--jobs N``), its roles and OIDs. What
+is read from it for restore's writer is sync/feed.py's."""
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import psycopg
 from psycopg import sql
 
-from pgblobdump.errors import UsageError
-from pgblobdump.packed.index import Meta
-from pgblobdump.packed.reader import Item, LoPiece, WholeLos
-from pgblobdump.pg import catalog
-from pgblobdump.pg.lo import PUT_CHUNK, read_chunks
-from pgblobdump.pg.lostream import EmptyRun, LoRow, MetaTuple, Selection, iter_los
+from pgblobdump.errors import DatabaseError
+from pgblobdump.pg.lostream import Selection
 
 OID_MAX = 2**32 - 1
 
@@ -134,110 +129,19 @@ def oid_windows(conn: psycopg.Connection, sels: list[Selection]) -> Iterator[lis
             yield window
 
 
-def check_part(part: tuple[int, int] | None) -> None:
-    if part is not None and not 1 <= part[0] <= part[1]:
-        raise UsageError(f"--part {part[0]}/{part[1]} must be K/N with 1 <= K <= N")
-
-
-class _Metas:
-    """One Meta object per distinct (owner, ACL, comment): restore's batches compare and
-    hash them, and a million equal ones cost one."""
-
-    def __init__(self) -> None:
-        self.known: dict[MetaTuple, Meta] = {}
-
-    def __call__(self, t: MetaTuple) -> Meta:
-        m = self.known.get(t)
-        if m is None:
-            if len(self.known) > 100_000:  # bound memory: all distinct, a cache is no use
-                self.known.clear()
-            m = self.known[t] = Meta(*t)
-        return m
-
-
-def items(conn: psycopg.Connection, sel: Selection) -> Iterator[Item]:
-    """The LOs of ``sel`` as restore's items, read by the dump's reader under the
-    transaction open on ``conn``. Checksums are 0: no archive stands between the two."""
-    meta = _Metas()
-    for row in iter_los(conn, sel):
-        if isinstance(row, EmptyRun):
-            n = len(row.oids)
-            yield WholeLos(row.oids, [meta(t) for t in row.metas], [b""] * n, [0] * n)
-            continue
-        m = meta((row.owner, row.acl, row.comment))
-        if isinstance(row.chunks, list):
-            data = row.chunks[0] if len(row.chunks) == 1 else b"".join(row.chunks)
-            yield WholeLos([row.oid], [m], [data], [0])
-        else:
-            yield from _pieces(row, m)
-
-
-def _pieces(row: LoRow, m: Meta) -> Iterator[LoPiece]:
-    """An LO larger than the reader keeps in memory: its pieces, the last one marked."""
-    offset = 0
-    chunks = iter(row.chunks)
-    ahead = next(chunks, b"")
-    for nxt in itertools.chain(chunks, [None]):
-        last = nxt is None
-        yield LoPiece(row.oid, m, row.size, offset, ahead, last)
-        offset += len(ahead)
-        if nxt is not None:
-            ahead = nxt
-
-
-LISTED = 2_000
-"""OIDs per COPY when LOs are read by OID list (sync's scattered changes)."""
-
-_LISTED = """
-COPY (SELECT m.oid::int8, pg_get_userbyid(m.lomowner), m.lomacl::text[], d.description,
-             lo_get(m.oid)
-      FROM pg_catalog.pg_largeobject_metadata m {join}
-      WHERE m.oid = ANY({oids}::int8[]::oid[]) ORDER BY m.oid) TO STDOUT (FORMAT binary)
-"""
-
-
-def listed_items(conn: psycopg.Connection, oids: list[int]) -> Iterator[Item]:
-    """The LOs ``oids`` (ascending) as items: a COPY of metadata and ``lo_get`` per
-    LISTED of them, so that a few changed LOs scattered among many cost their own bytes
-    only (the dump's reader takes OID ranges, and reads every page in between). An LO
-    over 1 GB (``lo_get``'s limit) and the rest of its list come LO by LO, in pieces."""
-    meta = _Metas()
-    for i in range(0, len(oids), LISTED):
-        chunk = oids[i : i + LISTED]
-        done = -1
-        query = sql.SQL(_LISTED).format(join=sql.SQL(catalog.COMMENT_JOIN),
-                                        oids=sql.Literal(chunk))  # fmt: skip
-        try:
-            with conn.transaction(), conn.cursor().copy(query) as cp:  # a savepoint
-                cp.set_types(["int8", "text", "text[]", "text", "bytea"])
-                for oid, owner, acl, comment, data in cp.rows():
-                    done = int(oid)
-                    m = meta((owner, tuple(acl) if acl is not None else None, comment))
-                    yield WholeLos([done], [m], [bytes(data)], [0])
-            continue
-        except psycopg.Error as e:
-            if "too large" not in str(e):
-                raise
-        for oid in (o for o in chunk if o > done):
-            yield from _one_by_pieces(conn, oid, meta)
-
-
-def _one_by_pieces(conn: psycopg.Connection, oid: int, meta: _Metas) -> Iterator[Item]:
-    row = conn.execute(
-        sql.SQL(
-            "SELECT pg_get_userbyid(m.lomowner), m.lomacl::text[], d.description"
-            " FROM pg_catalog.pg_largeobject_metadata m {} WHERE m.oid = {}::int8::oid"
-        ).format(sql.SQL(catalog.COMMENT_JOIN), sql.Literal(oid))
-    ).fetchone()
-    if row is None:
+def check_roles(
+    leader: psycopg.Connection, main: psycopg.Connection, ranges: list[Selection]
+) -> None:
+    """Every owner, grantee and grantor of the selection must exist on the target."""
+    wanted = roles(leader, ranges)
+    if not wanted:
         return
-    m = meta((row[0], tuple(row[1]) if row[1] is not None else None, row[2]))
-    offset = 0
-    pieces = read_chunks(conn, oid, PUT_CHUNK)
-    ahead = next(pieces, b"")
-    for nxt in itertools.chain(pieces, [None]):
-        size = offset + len(ahead) if nxt is None else 0
-        yield LoPiece(oid, m, size, offset, ahead, nxt is None)
-        offset += len(ahead)
-        if nxt is not None:
-            ahead = nxt
+    rows = main.execute(
+        "SELECT rolname FROM pg_roles WHERE rolname = ANY(%s)", (sorted(wanted),)
+    ).fetchall()
+    missing = sorted(wanted - {r[0] for r in rows})
+    if missing:
+        raise DatabaseError(
+            f"roles missing on the target: {', '.join(missing)}; create them (the source's"
+            " owners, grantees and grantors of LOs) and copy again"
+        )

@@ -17,7 +17,7 @@ from pgblobdump.errors import DatabaseError, NotFound, UsageError
 from pgblobdump.packed.request import OnConflict
 from pgblobdump.pg.lostream import Selection
 from pgblobdump.servers.cluster import EmbeddedCluster
-from pgblobdump.sync import CopyRequest, copy
+from pgblobdump.sync.copy import CopyRequest, copy
 from pgblobdump.sync.run import SyncRequest, sync
 from pgblobdump.sync.state import SCHEMA
 from tests.clirun import assert_one_line_error, run

@@ -8,6 +8,7 @@ import json
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import psycopg
@@ -15,7 +16,7 @@ import pytest
 
 from pgblobdump.errors import UsageError
 from pgblobdump.servers.cluster import EmbeddedCluster
-from pgblobdump.sync import CopyRequest, copy
+from pgblobdump.sync.copy import CopyRequest, copy
 from pgblobdump.sync.run import SyncRequest, sync
 from pgblobdump.sync.state import SCHEMA
 from tests.clirun import assert_one_line_error, run
@@ -183,17 +184,23 @@ def test_watch_picks_up_changes_until_interrupted(pair: tuple[str, str]) -> None
     src, dst = pair
     args = [sys.executable, "-m", "pgblobdump", "sync", "-d", src, "--target-dbname", dst,
             "--watch", "1"]  # fmt: skip
+    lines: list[str] = []
     with subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as p:
+        assert p.stderr is not None
+        reader = threading.Thread(target=lambda: lines.extend(p.stderr or ()), daemon=True)
+        reader.start()
         _sql(src, "SELECT lo_from_bytea(45000, 'watched')")
         deadline = time.monotonic() + 60
-        while 45000 not in state(dst):
-            assert p.poll() is None, p.communicate()
-            assert time.monotonic() < deadline
-            time.sleep(0.2)
+        while not any(": new 1," in line for line in lines):  # a run that copied it ended
+            assert p.poll() is None, lines
+            assert time.monotonic() < deadline, lines
+            time.sleep(0.1)
         p.send_signal(signal.SIGINT)
-        _out, err = p.communicate(timeout=60)
+        p.wait(60)
+        reader.join(10)
+    err = "".join(lines)
     assert p.returncode == 130, err
-    assert "sync 1: " in err and err.strip().splitlines()[-1].startswith("Error: "), err
+    assert lines[-1].startswith("Error: ") and "interrupted by SIGINT" in lines[-1], err
     assert state(dst) == state(src)
 
 
