@@ -149,7 +149,7 @@ _SCAN = """
 COPY (
   WITH pages AS (
     SELECT DISTINCT p.loid FROM pg_catalog.pg_largeobject p
-    WHERE p.loid BETWEEN {first}::int8::oid AND {last}::int8::oid AND {page_after})
+    WHERE {page_range} {page_after})
   SELECT * FROM (
   SELECT m.oid::int8,
          {meta_after} OR coalesce({comment_after}, false) OR m.oid IN (SELECT loid FROM pages),
@@ -172,7 +172,7 @@ def scan(
     and have none). Only when ``unusable`` said None."""
     d = distance_to(conn, since)
     query = sql.SQL(_SCAN).format(
-        first=sql.Literal(sel.first), last=sql.Literal(sel.last),
+        page_range=page_range("p.loid", sel.first, sel.last),
         page_after=after("p.xmin", since, d), meta_after=after("m.xmin", since, d),
         comment_after=after("d.xmin", since, d),
         comment_join=sql.SQL(catalog.COMMENT_JOIN), cond=sel.where(sql.SQL("m.oid")),
@@ -182,6 +182,16 @@ def scan(
         cp.set_types(["int8", "bool", "text"])
         for oid, changed, comment in cp.rows():
             yield Scan(int(oid), bool(changed), comment)
+
+
+def page_range(loid: str, first: int, last: int) -> sql.Composable:
+    """SQL: ``loid BETWEEN first AND last AND``, or nothing for every OID: over the whole
+    range the planner would walk the index into a lossy bitmap instead of scanning."""
+    if first <= 0 and last >= 2**32 - 1:
+        return sql.SQL("")
+    return sql.SQL("{} BETWEEN {}::int8::oid AND {}::int8::oid AND").format(
+        sql.SQL(loid), sql.Literal(first), sql.Literal(last)
+    )
 
 
 BUCKET_BITS = 12

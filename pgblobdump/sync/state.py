@@ -21,7 +21,7 @@ from psycopg import sql
 
 from pgblobdump.errors import DatabaseError
 from pgblobdump.pg import catalog
-from pgblobdump.pg.changes import DIGEST, Mark
+from pgblobdump.pg.changes import DIGEST, Mark, page_range
 from pgblobdump.pg.locks import LockBudget
 from pgblobdump.pg.lostream import Selection
 
@@ -194,7 +194,7 @@ COPY (
 
 _BAD_PAGES = """SELECT DISTINCT p.loid FROM pg_catalog.pg_largeobject p
     JOIN pg_catalog.pg_largeobject_metadata m ON m.oid = p.loid
-    WHERE p.loid BETWEEN {first}::int8::oid AND {last}::int8::oid AND p.xmin <> m.xmin"""
+    WHERE {page_range} p.xmin <> m.xmin"""
 
 
 def held(
@@ -213,7 +213,7 @@ def held(
         else "SELECT 0::int8 AS first, -1::int8 AS last, '0'::xid AS x WHERE false"
     )
     query = sql.SQL(_HELD).format(
-        bad=sql.SQL(bad).format(first=sql.Literal(first), last=sql.Literal(last)),
+        bad=sql.SQL(bad).format(page_range=page_range("p.loid", first, last)),
         made=sql.SQL(made), covered=sql.SQL(covered),
         sparse=sql.SQL("WHERE kind <> 'ours' OR comment IS NOT NULL" if sparse else ""),
         digest=sql.SQL(DIGEST if digest else "NULL::text"),
