@@ -32,7 +32,7 @@ import psycopg
 from psycopg import sql
 
 from pgblobdump.errors import PgBlobDumpError, UsageError
-from pgblobdump.pg import changes
+from pgblobdump.pg import catalog, changes
 from pgblobdump.pg.connect import connect, describe, sql_errors
 from pgblobdump.pg.failure import with_more
 from pgblobdump.pg.ledger import to_ranges
@@ -107,6 +107,12 @@ def sync(src: str, dst: str, req: SyncRequest, reporter: Reporter = QUIET) -> Sy
         key = state.key_of(sel)
         since = state.load_mark(main, key)
         why = changes.unusable(leader, since, now)
+        if not catalog.pages_readable(main):
+            reporter.note(
+                "this role may not read the target's pg_largeobject: bytes written on the"
+                " target since they were copied are not seen as conflicts (owner, ACL and"
+                " comment changes are)"
+            )
         if why is not None:
             method = f"digests computed on each server: {why}"
             reporter.note(f"comparing per-LO digests on both servers ({why})")
