@@ -34,7 +34,7 @@ from psycopg import sql
 from pgblobdump.errors import PgBlobDumpError, UsageError
 from pgblobdump.pg import catalog, changes
 from pgblobdump.pg.connect import connect, describe, sql_errors
-from pgblobdump.pg.failure import with_more
+from pgblobdump.pg.failure import as_error, with_more
 from pgblobdump.pg.ledger import to_ranges
 from pgblobdump.pg.lostream import Selection, check_references
 from pgblobdump.report.reporter import QUIET, Reporter
@@ -129,12 +129,12 @@ def sync(src: str, dst: str, req: SyncRequest, reporter: Reporter = QUIET) -> Sy
         if plan.new or plan.rewrite or plan.forced:
             source.check_roles(leader, main, [sel])
         state.ensure(main)
-        deleted = removed = 0
-        copied = nbytes = 0
+        deleted = copied = nbytes = 0
+        progress: list[int] = []  # LOs to copy again removed so far, batch by batch
         try:
             with sql_errors("sync: on the target", describe(dst)):
                 if plan.rewrite or plan.forced:
-                    removed = state.unlink(main, plan.rewrite, plan.forced)
+                    state.unlink(main, plan.rewrite, plan.forced, progress)
                 if req.delete and plan.gone:
                     deleted = state.unlink(main, plan.gone)
             if plan.segments:
@@ -149,11 +149,13 @@ def sync(src: str, dst: str, req: SyncRequest, reporter: Reporter = QUIET) -> Sy
                 workers = run_jobs(src, dst, snapshot, feeds, rreq, reporter, stack, "sync")
                 copied = sum(w.los for w in workers)
                 nbytes = sum(w.bytes for w in workers)
-        except PgBlobDumpError as e:
+        except (PgBlobDumpError, KeyboardInterrupt) as e:
+            removed = sum(progress)
             if not removed:
                 raise
-            raise with_more(e, f"the {removed:,} LOs it was copying again are absent from the"
-                            " target until the next sync") from e  # fmt: skip
+            base = as_error(e, "sync", str, describe(dst))  # Ctrl-C, SIGTERM: Interrupted
+            raise with_more(base, f"the {removed:,} LOs it was copying again are absent from"
+                            " the target until the next sync") from e  # fmt: skip
         with sql_errors("sync: on the target", describe(dst)):
             state.add_mark(main, key, now, replace=True)
             state.compact(main)

@@ -226,11 +226,17 @@ def held(
             yield Held(int(oid), kind, comment, dig)
 
 
-def unlink(conn: psycopg.Connection, oids: Sequence[int], forced: Sequence[int] = ()) -> int:
+def unlink(
+    conn: psycopg.Connection,
+    oids: Sequence[int],
+    forced: Sequence[int] = (),
+    done: list[int] | None = None,
+) -> int:
     """Remove the LOs ``oids`` that are still ours and unchanged here (checked again in the
     same statement: a writer on the target meanwhile keeps its LO), and ``forced`` ones
     whatever they are now (sync --force of LOs a copy made). Batches sized from the lock
-    table (lo_unlink holds a lock per LO). Returns how many were removed."""
+    table (lo_unlink holds a lock per LO), each committed: ``done`` gets each batch's
+    count as it commits (what an interrupt leaves removed). Returns how many were."""
     per = LockBudget.read(conn).per_transaction
     removed = 0
     for group, check in ((list(oids), True), (list(forced), False)):
@@ -241,7 +247,10 @@ def unlink(conn: psycopg.Connection, oids: Sequence[int], forced: Sequence[int] 
                 f" WHERE m.oid = ANY(%s::int8[]::oid[]){cond}",
                 (group[i : i + per],),
             ).fetchone()
-            removed += int(row[0]) if row else 0
+            n = int(row[0]) if row else 0
+            removed += n
+            if done is not None:
+                done.append(n)
     return removed
 
 

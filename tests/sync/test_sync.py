@@ -15,6 +15,7 @@ import psycopg
 import pytest
 
 from pgblobdump.errors import UsageError
+from pgblobdump.pg.lostream import Selection
 from pgblobdump.servers.cluster import EmbeddedCluster
 from pgblobdump.sync.copy import CopyRequest, copy
 from pgblobdump.sync.run import SyncRequest, sync
@@ -235,3 +236,41 @@ def test_kill_9_mid_sync_then_the_next_sync_completes(pg17: EmbeddedCluster, new
     assert state(dst) != expected
     r = sync(src, dst, SyncRequest())
     assert not r.plan.conflicts and state(dst) == expected
+
+
+def test_sigterm_mid_sync_names_what_is_absent_and_the_next_sync_completes(
+    pg17: EmbeddedCluster, new_db: NewDb
+) -> None:
+    src, dst = new_db(pg17), new_db(pg17)
+    _sql(src, "SELECT count(lo_from_bytea(o, decode(repeat(md5(o::text), 128), 'hex')))"
+              " FROM generate_series(200000, 259999) o")  # fmt: skip
+    copy(src, dst, CopyRequest())
+    _sql(src, "SELECT count(lo_put(o, 100, 'changed')) FROM generate_series(200000, 259999) o")
+    before = len(state(dst))
+    args = [sys.executable, "-m", "pgblobdump", "sync", "-d", src, "--target-dbname", dst]
+    with subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as p:
+        deadline = time.monotonic() + 60
+        while len(_xmins(dst)) >= before:  # the LOs to copy again are being removed
+            assert p.poll() is None, p.communicate()
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        time.sleep(1)
+        p.send_signal(signal.SIGTERM)
+        _out, err = p.communicate(timeout=60)
+    lines = err.strip().splitlines()
+    assert p.returncode == 143, err
+    assert len(lines) == 1 and lines[0].startswith("Error: "), err
+    assert "absent from the target until the next sync" in lines[0], err
+    r = sync(src, dst, SyncRequest())
+    assert not r.plan.conflicts and state(dst) == state(src)
+
+
+def test_sync_of_what_a_column_references(pair: tuple[str, str]) -> None:
+    src, dst = pair
+    _sql(src, "CREATE TABLE docs (body oid)", "INSERT INTO docs VALUES (30001), (30002)",
+         "SELECT lo_put(30001, 0, 'x')", "SELECT lo_put(30003, 0, 'x')")  # fmt: skip
+    r = sync(src, dst, SyncRequest(Selection(referenced_by=(("docs", "body"),)), delete=True))
+    # 30001 changed and is referenced: copied again; 30003 changed too but no row
+    # references it: out of the selection, so, ours on the target, it is gone (deleted)
+    assert r.plan.rewrite == [30001] and r.plan.new == []
+    assert 30003 in r.plan.gone and 30001 not in r.plan.gone and r.deleted == len(r.plan.gone)
