@@ -144,6 +144,57 @@ class LoPacker:
         self._last_oid = prev
         self.totals.los += len(oids)
 
+    def add_run(
+        self,
+        oids: Sequence[int],
+        metas: Sequence[tuple[Any, ...]],
+        sizes: Sequence[int],
+        data: bytes | bytearray,
+    ) -> None:
+        """LOs of at most PIECE_MAX bytes each (ascending OIDs; each meta an (owner, acl,
+        comment) tuple), their bytes one after the other in ``data``: what ``add`` does
+        for each, without an object or a copy per LO (a dump reads them so, a window's
+        run at a time). ``data`` must not change until the packer is finished with it."""
+        if not data:
+            self.add_empties(oids, metas)
+            return
+        if oids and oids[0] <= self._last_oid and self.ordered:
+            raise ValueError(f"LOs out of order: {oids[0]} after {self._last_oid}")
+        view = memoryview(data)
+        meta_id, pack, digest = self.metas.id, PIECE_RECORD.pack, xxhash.xxh3_64_intdigest
+        pending = self._pending
+        last_meta: object = None
+        mid = at = 0
+        prev = self._last_oid
+        for oid, meta, size in zip(oids, metas, sizes, strict=True):
+            if oid <= prev and self.ordered:
+                raise ValueError(f"LOs out of order: {oid} after {prev}")
+            if size > PIECE_MAX:
+                raise ValueError(f"LO {oid}: {size:,} bytes in a run (at most {PIECE_MAX:,})")
+            prev = oid
+            if meta is not last_meta:
+                mid, last_meta = meta_id(meta), meta
+            if self._records and (
+                self._bytes + size > FRAME_TARGET or self._records >= FRAME_RECORDS_MAX
+            ):
+                self._flush()
+            if size:
+                piece = view[at : at + size]
+                at += size
+                checksum = digest(piece)
+                self._data.append(piece)
+                self._bytes += size
+            else:
+                checksum = EMPTY_CHECKSUM
+            self._dir += pack(oid, mid, size, 0, size, checksum)
+            self._records += 1
+            pending.append([oid, mid, size, checksum, self._seq])
+        if at != len(data):
+            raise ValueError(f"a run of {len(data):,} bytes whose sizes add up to {at:,}")
+        self._last_oid = prev
+        self.totals.los += len(oids)
+        self.totals.bytes += at
+
     def add_chunks(self, oid: int, meta: Meta, size: int, chunks: Iterable[bytes]) -> None:
         """An LO of ``size`` bytes given in chunks of any size: a large LO read in ranges.
         It starts a frame of its own and takes one frame per PIECE_MAX bytes, consecutive
