@@ -20,6 +20,7 @@ import xxhash
 import zstandard
 
 from pgblobdump.errors import UsageError
+from pgblobdump.packed.background import FrameThread
 from pgblobdump.packed.format import (
     DEFAULT_VOLUME_SIZE,
     FORMAT_VERSION,
@@ -71,10 +72,17 @@ class LoPacker:
     """One worker's LOs, added in ascending OID order, into frames and index records."""
 
     def __init__(
-        self, sink: FrameSink, metas: MetaTable, level: int = ZSTD_LEVEL, ordered: bool = True
+        self,
+        sink: FrameSink,
+        metas: MetaTable,
+        level: int = ZSTD_LEVEL,
+        ordered: bool = True,
+        background: bool = False,
     ) -> None:
         """``ordered`` False: LOs come in any OID order (pack of a pg_dump archive); the
-        index sorts its records, and readers of the volumes must not assume OID order."""
+        index sorts its records, and readers of the volumes must not assume OID order.
+        ``background``: frames are encoded and written on a thread of their own
+        (``packed/background.py``); only for a sink no other worker writes to."""
         self.sink = sink
         self.metas = metas
         self.ordered = ordered
@@ -92,6 +100,7 @@ class LoPacker:
         self._pending: collections.deque[list[Any]] = collections.deque()
         self._where: dict[int, tuple[int, int]] = {}
         self._last_oid = -1
+        self._thread = FrameThread(sink, metas, self._cctx) if background else None
 
     def add(self, oid: int, meta: Meta, data: bytes) -> None:
         """An LO whose bytes are at hand (anything up to 1 GB)."""
@@ -240,10 +249,14 @@ class LoPacker:
     def _flush(self) -> None:
         if not self._records:
             return
-        frame = encode(FrameKind.DATA, b"".join(self._data), bytes(self._dir), self._records,
-                       self._cctx)  # fmt: skip
-        self.sink.publish(self.metas)
-        self._where[self._seq] = self.sink.write(frame)
+        if self._thread is not None:
+            self._thread.put(self._seq, self._data, bytes(self._dir), self._records)
+            self._where.update(self._thread.done())
+        else:
+            frame = encode(FrameKind.DATA, b"".join(self._data), bytes(self._dir),
+                           self._records, self._cctx)  # fmt: skip
+            self.sink.publish(self.metas)
+            self._where[self._seq] = self.sink.write(frame)
         self._seq += 1
         self._dir = bytearray()
         self._records = 0
@@ -264,7 +277,16 @@ class LoPacker:
 
     def finish(self) -> None:
         self._flush()
+        if self._thread is not None:
+            self._thread.close()
+            self._where.update(self._thread.done())
+            self._index_ready()
         assert not self._pending
+
+    def cancel(self) -> None:
+        """Stop writing (a failed dump): frames not written yet are dropped."""
+        if self._thread is not None:
+            self._thread.cancel()
 
 
 def check_settings(volume_size: int, level: int) -> None:
@@ -310,7 +332,7 @@ class ArchiveWriter:
         else:
             assert self.storage is not None
             sink = VolumeSink(self.storage, n, self.volume_size)
-        packer = LoPacker(sink, self.metas, self.level, ordered)
+        packer = LoPacker(sink, self.metas, self.level, ordered, background=self._stream is None)
         self.packers.append(packer)
         return packer
 
@@ -395,6 +417,7 @@ class ArchiveWriter:
                 left.append((name, e))
         self._made = []
         for p in self.packers:
+            p.cancel()  # its frame thread stopped before its volumes are removed
             left += p.sink.abort()
             p.index.close()
         return left
