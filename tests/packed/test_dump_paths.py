@@ -14,6 +14,8 @@ import psycopg
 import pytest
 
 from pgblobdump.packed import DumpRequest, RestoreRequest, dump, open_source, restore
+from pgblobdump.packed.index import Meta
+from pgblobdump.packed.writer import ArchiveWriter
 from pgblobdump.pg import lostream
 from pgblobdump.servers.cluster import EmbeddedCluster
 from pgblobdump.storage import LocalDirectory
@@ -154,3 +156,29 @@ def test_jobs_2_splits_the_los_between_two_workers(
 
     archive = directory(str(tmp_path / "a"))
     assert [r.oid for r in archive.index] == sorted(los)
+
+
+def test_empties_in_bulk_are_the_records_added_one_by_one(tmp_path: Path) -> None:
+    """add_empties builds directory and index records a frame at a time (strided slice
+    assignments): the same bytes as one add() per LO, across frames and index blocks,
+    with metadata changing inside a run and OIDs past 2^31."""
+    oids = [*range(100, 40_000, 2), *range(2**31, 2**31 + 5000), 2**32 - 1]
+    metas = [("a", None, None) if o % 7 else ("b", ("x=r/b",), "c") for o in oids]
+    for name in ("bulk", "one"):
+        with ArchiveWriter(LocalDirectory(tmp_path / name, create=True)) as w:
+            p = w.worker()
+            p.add(50, lostream_meta("z"), b"bytes first")
+            if name == "bulk":
+                p.add_empties(oids[:20_001], metas[:20_001])
+                p.add_empties(oids[20_001:], metas[20_001:])
+            else:
+                for o, m in zip(oids, metas, strict=True):
+                    p.add(o, lostream_meta(*m), b"")
+            w.finish({})
+    assert _files(tmp_path / "bulk") == _files(tmp_path / "one")
+
+
+def lostream_meta(
+    owner: str, acl: tuple[str, ...] | None = None, comment: str | None = None
+) -> Meta:
+    return Meta(owner, acl, comment)
