@@ -322,7 +322,7 @@ def _pages(
     metas = iter(part)
     oid, meta = next(metas)
     start = -1  # where LO ``oid``'s bytes start in ``buf`` once a page of it came
-    for row in copyout.rows(conn, query):
+    for row in itertools.chain.from_iterable(copyout.batches(conn, query)):
         _, _, loid, _, pageno, _ = unpack(row)
         if loid != oid:
             if loid < oid:
