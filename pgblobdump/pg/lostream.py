@@ -357,10 +357,10 @@ def _pages(
         run.oids.append(oid)
         run.metas.append(meta)
         run.sizes.append(len(buf) - start if start >= 0 else 0)
-        for oid, meta in metas:
-            run.oids.append(oid)
-            run.metas.append(meta)
-            run.sizes.append(0)
+        rest = list(metas)  # LOs after the last page: empty (all of them, often), in bulk
+        run.oids.extend(map(operator.itemgetter(0), rest))
+        run.metas.extend(map(operator.itemgetter(1), rest))
+        run.sizes.extend(itertools.repeat(0, len(rest)))
     if run.oids:
         yield run
 
