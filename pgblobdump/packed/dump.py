@@ -17,15 +17,16 @@ from typing import Any, BinaryIO
 
 import psycopg
 from psycopg import sql
+from psycopg.pq import TransactionStatus
 
 from pgblobdump import logs
 from pgblobdump.errors import UsageError
 from pgblobdump.packed import full
-from pgblobdump.packed.format import DEFAULT_VOLUME_SIZE, PIECE_MAX, ZSTD_LEVEL
+from pgblobdump.packed.format import DEFAULT_VOLUME_SIZE, ZSTD_LEVEL
 from pgblobdump.packed.index import Meta
 from pgblobdump.packed.writer import ArchiveWriter, LoPacker, check_settings
 from pgblobdump.pg.connect import connect, describe
-from pgblobdump.pg.lostream import EmptyRun, Selection, check_references, iter_los
+from pgblobdump.pg.lostream import LoRun, Selection, check_references, iter_los
 from pgblobdump.pg.target import split_password
 from pgblobdump.report.reporter import QUIET, Reporter
 from pgblobdump.storage import FileInfo, Storage
@@ -135,28 +136,60 @@ class _Progress:
                 self.reporter.progress(self.los, self.bytes)
 
 
+class SideConnection:
+    """A second connection of a worker, opened when first needed, in a transaction with
+    the dump's snapshot: the lo_get path reads the rest of an LO over BIG bytes there
+    while the worker's own connection is in the middle of a window's COPY."""
+
+    def __init__(self, conninfo: str, snapshot: str, doing: str,
+                 opened: list[psycopg.Connection]) -> None:  # fmt: skip
+        """``opened``: where the connection is entered once open (a failure cancels
+        every connection there)."""
+        self.conninfo, self.snapshot, self.doing = conninfo, snapshot, doing
+        self.opened = opened
+        self.conn: psycopg.Connection | None = None
+        self._stack = contextlib.ExitStack()
+
+    def __call__(self) -> psycopg.Connection:
+        if self.conn is None:
+            conn = self._stack.enter_context(
+                connect(self.conninfo, autocommit=True, doing=self.doing)
+            )
+            self.opened.append(conn)
+            _begin(conn, self.snapshot)
+            self.conn = conn
+        return self.conn
+
+    def __enter__(self) -> SideConnection:
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        try:
+            conn = self.conn
+            open_ = conn is not None and conn.info.transaction_status == TransactionStatus.INTRANS
+            if exc is None and open_:
+                assert conn is not None
+                conn.execute("COMMIT")
+        finally:
+            self.conn = None
+            self._stack.close()
+
+
 def _pack(conn: psycopg.Connection, sel: Selection, packer: LoPacker, stop: threading.Event,
-          progress: _Progress) -> None:  # fmt: skip
+          progress: _Progress, side: SideConnection | None = None) -> None:  # fmt: skip
     los = nbytes = 0
-    for row in iter_los(conn, sel):
+    for row in iter_los(conn, sel, side):
         if stop.is_set():
             return
-        if isinstance(row, EmptyRun):
-            packer.add_empties(row.oids, row.metas)
+        if isinstance(row, LoRun):
+            packer.add_run(row.oids, row.metas, row.sizes, row.data)
             los += len(row.oids)
-            if los >= 2000:
-                progress.add(los, nbytes)
-                los = nbytes = 0
-            continue
-        meta = Meta(row.owner, row.acl, row.comment)
-        if row.size <= PIECE_MAX:
-            chunks = row.chunks
-            assert isinstance(chunks, list)  # only LOs over SPILL are spooled
-            packer.add(row.oid, meta, chunks[0] if len(chunks) == 1 else b"".join(chunks))
+            nbytes += len(row.data)
         else:
+            meta = Meta(row.owner, row.acl, row.comment)
             packer.add_chunks(row.oid, meta, row.size, row.chunks)
-        los += 1
-        nbytes += row.size
+            los += 1
+            nbytes += row.size
         if los >= 2000:
             progress.add(los, nbytes)
             los = nbytes = 0
@@ -233,10 +266,15 @@ def _run_workers(
 
     def work(k: int) -> None:
         try:
-            with connect(conninfo, autocommit=True, doing=f"dump worker {k + 1}") as conn:
+            doing = f"dump worker {k + 1}"
+            with (
+                connect(conninfo, autocommit=True, doing=doing) as conn,
+                SideConnection(conninfo, snapshot, f"{doing} (its second connection)",
+                               conns) as side,
+            ):  # fmt: skip
                 conns.append(conn)
                 _begin(conn, snapshot)
-                _pack(conn, ranges[k], packers[k], stop, progress)
+                _pack(conn, ranges[k], packers[k], stop, progress, side)
                 conn.execute("COMMIT")
         except BaseException as e:
             errors.append(e)
@@ -246,7 +284,8 @@ def _run_workers(
     for t in threads:
         t.start()
     try:
-        _pack(leader, ranges[0], packers[0], stop, progress)
+        with SideConnection(conninfo, snapshot, "dump (its second connection)", conns) as side:
+            _pack(leader, ranges[0], packers[0], stop, progress, side)
     except BaseException:
         _stop_all(threads, stop, conns)
         raise

@@ -4,6 +4,7 @@ frame, every LO's checksum, the index against the volumes), and against a live d
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -12,10 +13,11 @@ import psycopg
 import xxhash
 
 from pgblobdump.errors import CorruptArchive, PgBlobDumpError
+from pgblobdump.packed.dump import SideConnection
 from pgblobdump.packed.index import IndexRecord, Meta, SortingIndexBuilder
 from pgblobdump.packed.reader import PackedDirectory
 from pgblobdump.pg.connect import connect
-from pgblobdump.pg.lostream import EmptyRun, Selection, iter_los
+from pgblobdump.pg.lostream import LoRun, Selection, iter_los
 from pgblobdump.report.reporter import QUIET, Reporter
 
 log = logging.getLogger(__name__)
@@ -135,12 +137,17 @@ class Difference:
     detail: str
 
 
-def _db_los(conn: psycopg.Connection, sel: Selection) -> Iterator[tuple[int, int, int, Meta]]:
+def _db_los(
+    conn: psycopg.Connection, sel: Selection, side: SideConnection
+) -> Iterator[tuple[int, int, int, Meta]]:
     empty = xxhash.xxh3_64_intdigest(b"")
-    for row in iter_los(conn, sel):
-        if isinstance(row, EmptyRun):
-            for oid, meta in zip(row.oids, row.metas, strict=True):
-                yield oid, 0, empty, Meta(*meta)
+    for row in iter_los(conn, sel, side):
+        if isinstance(row, LoRun):
+            view, at = memoryview(row.data), 0
+            for oid, meta, size in zip(row.oids, row.metas, row.sizes, strict=True):
+                digest = xxhash.xxh3_64_intdigest(view[at : at + size]) if size else empty
+                at += size
+                yield oid, size, digest, Meta(*meta)
             continue
         h = xxhash.xxh3_64()
         for c in row.chunks:
@@ -159,9 +166,14 @@ def compare_database(
     if archive.manifest is not None:
         reporter.totals(index.count, int(archive.manifest["bytes"]))
     done = nbytes = 0
-    with connect(conninfo, autocommit=True, doing="verify") as conn:
+    with contextlib.ExitStack() as stack:
+        conn = stack.enter_context(connect(conninfo, autocommit=True, doing="verify"))
         conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-        db = _db_los(conn, Selection())
+        row = conn.execute("SELECT pg_catalog.pg_export_snapshot()").fetchone()
+        assert row is not None
+        side = SideConnection(conninfo, str(row[0]), "verify (its second connection)", [])
+        stack.enter_context(side)
+        db = _db_los(conn, Selection(), side)
         a: IndexRecord | None = next(iter_index := iter(index), None)
         d = next(db, None)
         while a is not None or d is not None:

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import collections
 import datetime as dt
+import itertools
 import json
+import operator
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -20,6 +22,7 @@ import xxhash
 import zstandard
 
 from pgblobdump.errors import UsageError
+from pgblobdump.packed.background import FrameThread
 from pgblobdump.packed.format import (
     DEFAULT_VOLUME_SIZE,
     FORMAT_VERSION,
@@ -34,7 +37,14 @@ from pgblobdump.packed.format import (
 )
 from pgblobdump.packed.frames import encode
 from pgblobdump.packed.holes import runs
-from pgblobdump.packed.index import IndexBuilder, Meta, MetaTable, SortingIndexBuilder, write_index
+from pgblobdump.packed.index import (
+    IndexBuilder,
+    Meta,
+    MetaTable,
+    SortingIndexBuilder,
+    fixed_records,
+    write_index,
+)
 from pgblobdump.packed.sink import FrameSink, StreamSink, VolumeSink, WorkerStream
 from pgblobdump.storage import FileInfo, Storage
 from pgblobdump.storage.base import NameTaken, why, widened
@@ -49,6 +59,9 @@ an LO is then pieces, which restore writes in a transaction of its own (~5-10 ms
 measured) instead of in a batch (~0.1 ms a page), so a smaller hole is kept as zeros, as
 format 1 kept every hole (benchmarks/sparse.py; docs/format.md, "Holes"). A larger LO is
 written in a transaction of its own anyway: every hole is left out of it."""
+_EMPTY_PIECE = PIECE_RECORD.pack(0, 0, 0, 0, 0, EMPTY_CHECKSUM)
+_RUN = -1
+"""The size field of a pending entry that stands for a run of empty LOs."""
 
 
 @dataclass
@@ -79,10 +92,17 @@ class LoPacker:
     """One worker's LOs, added in ascending OID order, into frames and index records."""
 
     def __init__(
-        self, sink: FrameSink, metas: MetaTable, level: int = ZSTD_LEVEL, ordered: bool = True
+        self,
+        sink: FrameSink,
+        metas: MetaTable,
+        level: int = ZSTD_LEVEL,
+        ordered: bool = True,
+        background: bool = False,
     ) -> None:
         """``ordered`` False: LOs come in any OID order (pack of a pg_dump archive); the
-        index sorts its records, and readers of the volumes must not assume OID order."""
+        index sorts its records, and readers of the volumes must not assume OID order.
+        ``background``: frames are encoded and written on a thread of their own
+        (``packed/background.py``); only for a sink no other worker writes to."""
         self.sink = sink
         self.metas = metas
         self.ordered = ordered
@@ -100,6 +120,7 @@ class LoPacker:
         self._pending: collections.deque[list[Any]] = collections.deque()
         self._where: dict[int, tuple[int, int]] = {}
         self._last_oid = -1
+        self._thread = FrameThread(sink, metas, self._cctx) if background else None
 
     def add(self, oid: int, meta: Meta, data: bytes) -> None:
         """An LO whose bytes are at hand (anything up to 1 GB)."""
@@ -161,30 +182,86 @@ class LoPacker:
 
     def add_empties(self, oids: Sequence[int], metas: Sequence[tuple[Any, ...]]) -> None:
         """Empty LOs in bulk (ascending OIDs; each meta an (owner, acl, comment) tuple):
-        the common case of a million seed-style LOs, a record each and nothing else."""
+        the common case of a million seed-style LOs. Their directory and index records
+        are built a frame at a time at C speed (``index.fixed_records``), one pending
+        entry per frame: no Python work per LO but its metadata id."""
         if not oids:
             return
         if oids[0] <= self._last_oid:
             raise ValueError(f"LOs out of order: {oids[0]} after {self._last_oid}")
-        meta_id = self.metas.id
-        pack = PIECE_RECORD.pack
+        if not all(map(operator.lt, oids, itertools.islice(oids, 1, None))):
+            bad = next(i for i in range(1, len(oids)) if oids[i] <= oids[i - 1])
+            raise ValueError(f"LOs out of order: {oids[bad]} after {oids[bad - 1]}")
+        ids: dict[int, int] = {}
+        for m in metas:  # a window's metas are a few shared tuples: one id each
+            if id(m) not in ids:
+                ids[id(m)] = self.metas.id(m)
+        mids = [ids[i] for i in map(id, metas)]
+        if len(mids) != len(oids):
+            raise ValueError(f"{len(oids)} OIDs, {len(mids)} metadata values")
+        i, n = 0, len(oids)
+        while i < n:
+            if self._records >= FRAME_RECORDS_MAX:
+                self._flush()
+            k = min(n - i, FRAME_RECORDS_MAX - self._records)
+            run_oids, run_mids = oids[i : i + k], mids[i : i + k]
+            self._dir += fixed_records(_EMPTY_PIECE, run_oids, run_mids)
+            self._records += k
+            self._pending.append([run_oids[0], run_mids, _RUN, run_oids, self._seq])
+            i += k
+        self._last_oid = oids[-1]
+        self.totals.los += n
+
+    def add_run(
+        self,
+        oids: Sequence[int],
+        metas: Sequence[tuple[Any, ...]],
+        sizes: Sequence[int],
+        data: bytes | bytearray,
+    ) -> None:
+        """LOs of at most PIECE_MAX bytes each (ascending OIDs; each meta an (owner, acl,
+        comment) tuple), their bytes one after the other in ``data``: what ``add`` does
+        for each, without an object or a copy per LO (a dump reads them so, a window's
+        run at a time). ``data`` must not change until the packer is finished with it."""
+        if not data:
+            self.add_empties(oids, metas)
+            return
+        if oids and oids[0] <= self._last_oid and self.ordered:
+            raise ValueError(f"LOs out of order: {oids[0]} after {self._last_oid}")
+        view = memoryview(data)
+        meta_id, pack, digest = self.metas.id, PIECE_RECORD.pack, xxhash.xxh3_64_intdigest
         pending = self._pending
         last_meta: object = None
-        mid = 0
+        mid = at = 0
         prev = self._last_oid
-        for oid, meta in zip(oids, metas, strict=True):
-            if oid <= prev:
+        for oid, meta, size in zip(oids, metas, sizes, strict=True):
+            if oid <= prev and self.ordered:
                 raise ValueError(f"LOs out of order: {oid} after {prev}")
+            if size > PIECE_MAX:
+                raise ValueError(f"LO {oid}: {size:,} bytes in a run (at most {PIECE_MAX:,})")
             prev = oid
             if meta is not last_meta:
                 mid, last_meta = meta_id(meta), meta
-            if self._records >= FRAME_RECORDS_MAX:
+            if self._records and (
+                self._bytes + size > FRAME_TARGET or self._records >= FRAME_RECORDS_MAX
+            ):
                 self._flush()
-            self._dir += pack(oid, mid, 0, 0, 0, EMPTY_CHECKSUM)
+            if size:
+                piece = view[at : at + size]
+                at += size
+                checksum = digest(piece)
+                self._data.append(piece)
+                self._bytes += size
+            else:
+                checksum = EMPTY_CHECKSUM
+            self._dir += pack(oid, mid, size, 0, size, checksum)
             self._records += 1
-            pending.append([oid, mid, 0, EMPTY_CHECKSUM, self._seq])
+            pending.append([oid, mid, size, checksum, self._seq])
+        if at != len(data):
+            raise ValueError(f"a run of {len(data):,} bytes whose sizes add up to {at:,}")
         self._last_oid = prev
         self.totals.los += len(oids)
+        self.totals.bytes += at
 
     def add_chunks(self, oid: int, meta: Meta, size: int, chunks: Iterable[bytes]) -> None:
         """An LO of ``size`` bytes given in chunks of any size: a large LO read in ranges.
@@ -250,10 +327,14 @@ class LoPacker:
     def _flush(self) -> None:
         if not self._records:
             return
-        frame = encode(FrameKind.DATA, b"".join(self._data), bytes(self._dir), self._records,
-                       self._cctx)  # fmt: skip
-        self.sink.publish(self.metas)
-        self._where[self._seq] = self.sink.write(frame)
+        if self._thread is not None:
+            self._thread.put(self._seq, self._data, bytes(self._dir), self._records)
+            self._where.update(self._thread.done())
+        else:
+            frame = encode(FrameKind.DATA, b"".join(self._data), bytes(self._dir),
+                           self._records, self._cctx)  # fmt: skip
+            self.sink.publish(self.metas)
+            self._where[self._seq] = self.sink.write(frame)
         self._seq += 1
         self._dir = bytearray()
         self._records = 0
@@ -267,14 +348,26 @@ class LoPacker:
         while pending and pending[0][4] in where and pending[0][3] is not None:
             oid, meta, size, checksum, seq = pending.popleft()
             volume, offset = where[seq]
-            add(oid, meta, size, volume, offset, checksum)
+            if size == _RUN:  # a frame's empty LOs: OIDs in [3], metadata ids in [1]
+                self.index.add_run(checksum, meta, 0, volume, offset, EMPTY_CHECKSUM)
+            else:
+                add(oid, meta, size, volume, offset, checksum)
         keep = pending[0][4] if pending else self._seq
         for seq in [s for s in where if s < keep]:
             del where[seq]
 
     def finish(self) -> None:
         self._flush()
+        if self._thread is not None:
+            self._thread.close()
+            self._where.update(self._thread.done())
+            self._index_ready()
         assert not self._pending
+
+    def cancel(self) -> None:
+        """Stop writing (a failed dump): frames not written yet are dropped."""
+        if self._thread is not None:
+            self._thread.cancel()
 
 
 def check_settings(volume_size: int, level: int) -> None:
@@ -322,7 +415,7 @@ class ArchiveWriter:
         else:
             assert self.storage is not None
             sink = VolumeSink(self.storage, n, self.volume_size)
-        packer = LoPacker(sink, self.metas, self.level, ordered)
+        packer = LoPacker(sink, self.metas, self.level, ordered, background=self._stream is None)
         self.packers.append(packer)
         return packer
 
@@ -408,6 +501,7 @@ class ArchiveWriter:
                 left.append((name, e))
         self._made = []
         for p in self.packers:
+            p.cancel()  # its frame thread stopped before its volumes are removed
             left += p.sink.abort()
             p.index.close()
         return left

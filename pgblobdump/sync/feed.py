@@ -14,7 +14,7 @@ from pgblobdump.packed.index import Meta
 from pgblobdump.packed.reader import Item, LoPiece, WholeLos
 from pgblobdump.pg import catalog
 from pgblobdump.pg.lo import PUT_CHUNK, read_chunks
-from pgblobdump.pg.lostream import EmptyRun, LoRow, MetaTuple, Selection, iter_los
+from pgblobdump.pg.lostream import LoRow, LoRun, MetaTuple, Selection, Side, iter_los
 
 
 class _Metas:
@@ -33,14 +33,22 @@ class _Metas:
         return m
 
 
-def items(conn: psycopg.Connection, sel: Selection) -> Iterator[Item]:
+def items(conn: psycopg.Connection, sel: Selection, side: Side | None = None) -> Iterator[Item]:
     """The LOs of ``sel`` as restore's items, read by the dump's reader under the
-    transaction open on ``conn``. Checksums are 0: no archive stands between the two."""
+    transaction open on ``conn`` (``side``: a second connection in the same snapshot, for
+    the rest of an LO over the reader's range on the lo_get path). Checksums are 0: no
+    archive stands between the two."""
     meta = _Metas()
-    for row in iter_los(conn, sel):
-        if isinstance(row, EmptyRun):
+    for row in iter_los(conn, sel, side):
+        if isinstance(row, LoRun):
             n = len(row.oids)
-            yield WholeLos(row.oids, [meta(t) for t in row.metas], [b""] * n, [0] * n)
+            view = memoryview(row.data)
+            datas: list[bytes | memoryview] = []
+            at = 0
+            for size in row.sizes:
+                datas.append(view[at : at + size])
+                at += size
+            yield WholeLos(row.oids, [meta(t) for t in row.metas], datas, [0] * n)
             continue
         m = meta((row.owner, row.acl, row.comment))
         if isinstance(row.chunks, list):

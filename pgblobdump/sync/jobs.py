@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 import psycopg
 
 from pgblobdump.errors import PgBlobDumpError
+from pgblobdump.packed.dump import SideConnection
 from pgblobdump.packed.reader import Item
 from pgblobdump.packed.request import RestoreRequest
 from pgblobdump.packed.restore import STOP_WAIT, Restorer
@@ -58,8 +59,9 @@ def _on_target(fn: Callable[..., None], *args: object) -> None:
         raise _TargetFailed(e) from e
 
 
-Feed = Callable[[psycopg.Connection], Iterator[Item]]
-"""What one job copies: given its source connection (the snapshot imported), the items."""
+Feed = Callable[..., Iterator[Item]]
+"""What one job copies: given its source connection (the snapshot imported) and, as
+``side``, a second one opened in the same snapshot when first asked for, the items."""
 
 
 def run_jobs(
@@ -92,11 +94,17 @@ def run_jobs(
         try:
             # psycopg errors escaping this block are the source's (named so); the
             # target's pass through it wrapped, to be told as restore tells them
-            with connect(src, doing=f"{what}: reading the source") as conn:
+            with (
+                contextlib.ExitStack() as stack_side,
+                connect(src, doing=f"{what}: reading the source") as conn,
+            ):
                 with lock:
                     readers.append(conn)
                 source.begin(conn, snapshot)
-                for item in feed(conn):
+                side = stack_side.enter_context(
+                    SideConnection(src, snapshot, f"{what}: reading the source", readers)
+                )
+                for item in feed(conn, side=side):
                     if stop.is_set():
                         return
                     _on_target(w.take, item)

@@ -36,7 +36,7 @@ from pgblobdump.pg import catalog, changes
 from pgblobdump.pg.connect import connect, describe, sql_errors
 from pgblobdump.pg.failure import as_error, with_more
 from pgblobdump.pg.ledger import to_ranges
-from pgblobdump.pg.lostream import Selection, check_references
+from pgblobdump.pg.lostream import Selection, Side, check_references
 from pgblobdump.report.reporter import QUIET, Reporter
 from pgblobdump.sync import source, state
 from pgblobdump.sync.plan import Plan, decide
@@ -265,7 +265,7 @@ def _feeds(plan: Plan, sel: Selection, jobs: int) -> list[Feed]:
 
 
 def _items(conn: psycopg.Connection, segments: list[list[int]], actions: list[int],
-           sel: Selection) -> Iterator[Item]:  # fmt: skip
+           sel: Selection, side: Side | None = None) -> Iterator[Item]:  # fmt: skip
     from pgblobdump.sync import feed  # restore's items: only when there is something to copy
 
     listed: list[int] = []
@@ -277,6 +277,6 @@ def _items(conn: psycopg.Connection, segments: list[list[int]], actions: list[in
         if listed:
             yield from feed.listed_items(conn, listed)
             listed = []
-        yield from feed.items(conn, Selection(first, last, sel.referenced_by))
+        yield from feed.items(conn, Selection(first, last, sel.referenced_by), side)
     if listed:
         yield from feed.listed_items(conn, listed)

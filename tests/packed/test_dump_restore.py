@@ -264,14 +264,12 @@ def test_awkward_names_and_comments(pg17: EmbeddedCluster, new_db: NewDb, tmp_pa
     assert state(dst)[80000][3] == "t\tn\nb\\q'\"ü"
 
 
-def test_large_los_are_spooled_not_held(
-    pg17: EmbeddedCluster, new_db: NewDb, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_large_los_are_read_in_ranges_not_held(
+    pg17: EmbeddedCluster, new_db: NewDb, tmp_path: Path
 ) -> None:
-    """An LO past SPILL goes through a temporary file (memory stays flat for a 4 TB LO);
-    its bytes, holes (pages never written: zeros) included, come back exactly."""
-    from pgblobdump import spool
-
-    monkeypatch.setattr(spool, "SPILL", 64 << 10)
+    """LOs over lostream.BIG are read in ranges of that size, their size known first
+    (memory stays flat for a 4 TB LO); their bytes, holes (pages never written: zeros)
+    included, come back exactly."""
     src = new_db(pg17)
     with psycopg.connect(src, autocommit=True) as conn:
         conn.execute("SELECT lo_from_bytea(91000, %s)", (os.urandom(3 << 20),))
