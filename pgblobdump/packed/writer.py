@@ -233,6 +233,7 @@ class LoPacker:
         pending = self._pending
         last_meta: object = None
         mid = at = 0
+        sparse_los = sparse_bytes = 0
         prev = self._last_oid
         for oid, meta, size in zip(oids, metas, sizes, strict=True):
             if oid <= prev and self.ordered:
@@ -250,6 +251,15 @@ class LoPacker:
                 piece = view[at : at + size]
                 at += size
                 checksum = digest(piece)
+                # holes, as ``add`` finds them (a zero page starts with a zero)
+                if size > SMALL_HOLE_PAGES * LOBLKSIZE and 0 in piece[::LOBLKSIZE].tobytes():
+                    whole = piece.tobytes()
+                    keep = runs(whole, 0, size, SMALL_HOLE_PAGES)
+                    if keep != [(0, size)]:
+                        self._add_sparse(oid, mid, whole, checksum, keep)  # counts it
+                        sparse_los += 1
+                        sparse_bytes += size
+                        continue
                 self._data.append(piece)
                 self._bytes += size
             else:
@@ -260,8 +270,8 @@ class LoPacker:
         if at != len(data):
             raise ValueError(f"a run of {len(data):,} bytes whose sizes add up to {at:,}")
         self._last_oid = prev
-        self.totals.los += len(oids)
-        self.totals.bytes += at
+        self.totals.los += len(oids) - sparse_los
+        self.totals.bytes += at - sparse_bytes
 
     def add_chunks(self, oid: int, meta: Meta, size: int, chunks: Iterable[bytes]) -> None:
         """An LO of ``size`` bytes given in chunks of any size: a large LO read in ranges.
