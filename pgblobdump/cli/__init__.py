@@ -57,6 +57,8 @@ SUBCOMMANDS = {
     "unpack": "pgblobdump.cli.packed:unpack_cmd",
     "migrate": "pgblobdump.cli.migrate:migrate",
     "bench": "pgblobdump.cli.bench:bench",
+    "inspect": "pgblobdump.cli.vacuum:inspect_cmd",
+    "vacuum": "pgblobdump.cli.vacuum:vacuum_cmd",
 }
 """Each command's module, imported only when that command runs (or help lists them all),
 so ``toc`` never loads libpq or matplotlib."""

@@ -56,7 +56,9 @@ class AgeRule:
     def condition(self) -> sql.Composable:
         if self.min_age <= 0:
             return sql.SQL("true")
-        parts = [sql.SQL("m.xmin::text::int8 < 3")]  # frozen (or bootstrap): old
+        parts: list[sql.Composable] = [
+            sql.SQL("m.xmin::text::int8 < 3")
+        ]  # frozen (or bootstrap): old
         if self.commit_ts:
             parts.append(
                 sql.SQL(

@@ -74,7 +74,8 @@ def _unlink(
     with conn.transaction():
         row = conn.execute(
             sql.SQL(
-                "SELECT count(pg_catalog.lo_unlink(m.oid)) FROM pg_catalog.pg_largeobject_metadata m"
+                "SELECT count(pg_catalog.lo_unlink(m.oid))"
+                " FROM pg_catalog.pg_largeobject_metadata m"
                 " WHERE m.oid = ANY(%s::int8[]::pg_catalog.oid[]) AND {old} AND {mine}"
             ).format(old=rule.condition(), mine=UNLINKABLE),
             (list(batch),),

@@ -38,9 +38,9 @@ def collect_refs(conn: psycopg.Connection, refs: References) -> None:
     conn.execute(sql.SQL("ANALYZE pg_temp.{}").format(t))
 
 
-ORPHAN = sql.SQL(
-    "NOT EXISTS (SELECT 1 FROM pg_temp.{r} r WHERE r.o = m.oid)"
-).format(r=sql.Identifier(REFS))
+ORPHAN = sql.SQL("NOT EXISTS (SELECT 1 FROM pg_temp.{r} r WHERE r.o = m.oid)").format(
+    r=sql.Identifier(REFS)
+)
 """Whether metadata row ``m`` is an orphan (after ``collect_refs``)."""
 
 
@@ -91,9 +91,9 @@ def select_candidates(conn: psycopg.Connection, rule: AgeRule) -> Orphans:
 def candidate_chunk(conn: psycopg.Connection, after: int, limit: int) -> list[int]:
     """The next ``limit`` candidates' OIDs above ``after``, ascending."""
     rows = conn.execute(
-        sql.SQL("SELECT o::int8 FROM pg_temp.{} WHERE o > %s::int8::oid ORDER BY o LIMIT %s").format(
-            sql.Identifier(CANDIDATES)
-        ),
+        sql.SQL(
+            "SELECT o::int8 FROM pg_temp.{} WHERE o > %s::int8::oid ORDER BY o LIMIT %s"
+        ).format(sql.Identifier(CANDIDATES)),
         (after, limit),
     ).fetchall()
     return [int(r[0]) for r in rows]

@@ -67,6 +67,14 @@ _RLS_APPLIES = """
 enabled on the table, the role neither a superuser nor BYPASSRLS, and not its owner (an
 owner is filtered too when the table FORCEs row security), as the server decides it."""
 
+_LOCKABLE = """
+    (c.relkind = 'm' OR pg_catalog.pg_has_role(c.relowner, 'USAGE')
+     OR pg_catalog.has_table_privilege(c.oid, 'UPDATE')
+     OR pg_catalog.has_table_privilege(c.oid, 'DELETE')
+     OR pg_catalog.has_table_privilege(c.oid, 'TRUNCATE'))
+"""
+"""Whether the connected role may LOCK table ``c`` IN SHARE MODE (what the server asks)."""
+
 _KINDS = """, kinds(typ, kind) AS (
     SELECT typ, CASE WHEN bool_or(kind = 'unknown') THEN 'unknown'
                      WHEN bool_or(kind = 'array') THEN 'array' ELSE 'oid' END
@@ -84,6 +92,8 @@ SELECT c.oid::int8, a.attnum::int, n.nspname, c.relname, a.attname,
     + _VISIBLE
     + ", "
     + _RLS_APPLIES
+    + ", "
+    + _LOCKABLE
     + """, c.relkind::text
 FROM pg_catalog.pg_attribute a
 JOIN kinds k ON k.typ = a.atttypid
@@ -111,6 +121,8 @@ SELECT c.oid::int8, a.attnum::int, n.nspname, c.relname, a.attname,
     + _VISIBLE
     + ", "
     + _RLS_APPLIES
+    + ", "
+    + _LOCKABLE
     + """, c.relkind::text
 FROM pg_catalog.pg_class c
 JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
@@ -137,6 +149,8 @@ class RefColumn:
     kind: str
     readable: bool
     rls: bool
+    lockable: bool = True
+    """The role may lock the table against writers (LOCK ... IN SHARE MODE)."""
     relkind: str = "r"
     named: bool = False
     """Named by ``--references``."""
@@ -175,6 +189,8 @@ class Refusal:
 
     column: str
     why: str
+    lock: bool = False
+    """Only the lock is missing: the references can be read (enough for a dry run)."""
 
     def __str__(self) -> str:
         return f"{self.column} ({self.why})"
@@ -188,6 +204,7 @@ class References:
 
     @property
     def refusals(self) -> tuple[Refusal, ...]:
+        """What hides references from us, or keeps us from holding writers off."""
         out = []
         for c in self.columns:
             if not c.readable:
@@ -197,6 +214,10 @@ class References:
             elif c.kind == UNKNOWN:
                 out.append(Refusal(c.qualified, f"type {c.type} holds OIDs; name it with"
                                    " --references to read every number in it"))  # fmt: skip
+            elif not c.lockable:
+                out.append(Refusal(c.qualified, "the role may not lock its table against"
+                                   " writers: LOCK IN SHARE MODE needs UPDATE, DELETE or"
+                                   " TRUNCATE on it", lock=True))  # fmt: skip
         return tuple(out)
 
     @property
@@ -218,16 +239,17 @@ class References:
         """What must not change while a run goes: the columns, by table and number."""
         return tuple(sorted((c.relid, c.attnum, c.kind) for c in self.columns))
 
-    def union(self) -> sql.Composed:
+    def union(self) -> sql.Composable:
         """A query of column ``o``: every OID any column names (duplicates kept); one that
         yields nothing when there is no reference column."""
         if not self.columns:
             return sql.SQL("SELECT NULL::pg_catalog.oid AS o WHERE false")
         return sql.SQL(" UNION ALL ").join(c.oids() for c in self.columns)
 
-    def refuse_unsafe(self) -> None:
-        """UnsafeToRemove naming the columns we cannot see whole, if any."""
-        bad = self.refusals
+    def refuse_unsafe(self, locking: bool = True) -> None:
+        """UnsafeToRemove naming the columns we cannot see whole (or, ``locking``, whose
+        tables we cannot lock against writers), if any."""
+        bad = tuple(r for r in self.refusals if locking or not r.lock)
         if bad:
             more = f" and {len(bad) - LIST_MAX} more" if len(bad) > LIST_MAX else ""
             raise UnsafeToRemove(
@@ -239,8 +261,8 @@ class References:
 
 def _column(row: Sequence[object], named: bool = False) -> RefColumn:
     return RefColumn(int(row[0]), int(row[1]), str(row[2]), str(row[3]), str(row[4]),  # type: ignore[call-overload]
-                     str(row[5]), str(row[6]), bool(row[7]), bool(row[8]), str(row[9]),
-                     named)  # fmt: skip
+                     str(row[5]), str(row[6]), bool(row[7]), bool(row[8]), bool(row[9]),
+                     str(row[10]), named)  # fmt: skip
 
 
 def discover(conn: psycopg.Connection, named: Sequence[tuple[str, str]] = ()) -> References:
@@ -256,7 +278,7 @@ def discover(conn: psycopg.Connection, named: Sequence[tuple[str, str]] = ()) ->
             raise NotFound(f"no table {table} (from --references {table}.{column})")
         if row[1] is None:
             raise NotFound(f"no column {table}.{column} (from --references {table}.{column})")
-        if str(row[9]) not in ("r", "p", "m"):
+        if str(row[10]) not in ("r", "p", "m"):
             raise NotFound(f"{table} is not a table (from --references {table}.{column})")
         col = _column(row, named=True)
         found[(col.relid, col.attnum)] = col

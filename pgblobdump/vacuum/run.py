@@ -82,7 +82,7 @@ def vacuum(
     notes: list[str] = []
     with connect(conninfo, autocommit=True, doing="vacuum") as conn:
         refs = discover(conn, req.references)
-        refs.refuse_unsafe()
+        refs.refuse_unsafe(locking=not req.dry_run)
         rule = age.read(conn, req.min_age, req.state_schema)
         if not req.dry_run and req.min_age > 0:
             why = age.record(conn, req.state_schema, req.min_age)
