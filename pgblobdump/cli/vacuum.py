@@ -165,7 +165,7 @@ def result_table(r: Any) -> Table:
 @output_options
 def vacuum_cmd(target: ConnectionTarget, references: tuple[tuple[str, str], ...],
                dry_run: bool, min_age: float, archive_to: str | None, batch_size: int | None,
-               state_schema: str, fmt: Format) -> None:  # fmt: skip
+               jobs: int, state_schema: str, fmt: Format) -> None:  # fmt: skip
     """Remove orphan LOs: those no column references (oid, lo, arrays and domains of them,
     and --references columns). Set-based, in lock-budgeted batches, each its own
     transaction; every batch is checked again while the referencing tables are locked
@@ -178,7 +178,7 @@ def vacuum_cmd(target: ConnectionTarget, references: tuple[tuple[str, str], ...]
     """
     from pgblobdump.vacuum import VacuumRequest, vacuum
 
-    req = VacuumRequest(min_age, dry_run, references, archive_to, state_schema, batch_size)
+    req = VacuumRequest(min_age, dry_run, references, archive_to, state_schema, batch_size, jobs)
     conninfo = target.conninfo()
     listed: list[int] = []
 

@@ -18,8 +18,10 @@ whole or not at all); a rerun finds the rest.
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import psycopg
@@ -31,7 +33,7 @@ from pgblobdump.pg.connect import connect
 from pgblobdump.report.reporter import QUIET, Reporter
 from pgblobdump.vacuum.age import AgeRule
 from pgblobdump.vacuum.orphans import candidate_chunk, still_orphans
-from pgblobdump.vacuum.refs import References, discover
+from pgblobdump.vacuum.refs import References, discover, stamp
 
 ROUND_SECONDS = 1.0
 """How long the guard holds its locks, about: the longest a writer waits."""
@@ -68,8 +70,8 @@ def _lock(guard: psycopg.Connection, refs: References) -> None:
 
 
 def _unlink(
-    conn: psycopg.Connection, batch: Sequence[int], rule: AgeRule, refs: References,
-    named: Sequence[tuple[str, str]],
+    conn: psycopg.Connection, batch: Sequence[int], rule: AgeRule, types: Sequence[int],
+    mark: tuple[int, int],
 ) -> int:  # fmt: skip
     with conn.transaction():
         row = conn.execute(
@@ -80,9 +82,49 @@ def _unlink(
             ).format(old=rule.condition(), mine=UNLINKABLE),
             (list(batch),),
         ).fetchone()
-        if discover(conn, named).fingerprint != refs.fingerprint:
+        if stamp(conn, types) != mark:
             raise _Changed
     return int(row[0]) if row else 0
+
+
+def _run_batches(
+    workers: Sequence[psycopg.Connection], batches: list[list[int]], rule: AgeRule,
+    types: Sequence[int], mark: tuple[int, int], on_done: Callable[[list[int], int], None],
+) -> None:  # fmt: skip
+    """Each worker connection unlinks its share of ``batches`` (batch k goes to worker k
+    mod N), each batch one transaction; ``on_done(batch, removed)`` after each commit.
+    The first failure stops the others after their current batch and is raised."""
+    stop = threading.Event()
+    failures: list[BaseException] = []
+    lock = threading.Lock()
+
+    def work(k: int) -> None:
+        try:
+            for batch in batches[k :: len(workers)]:
+                if stop.is_set():
+                    return
+                n = _unlink(workers[k], batch, rule, types, mark)
+                with lock:
+                    on_done(batch, n)
+        except BaseException as e:  # handed to the caller's thread below
+            stop.set()
+            failures.append(e)
+
+    threads = [threading.Thread(target=work, args=(k,), daemon=True)
+               for k in range(1, len(workers))]  # fmt: skip
+    for t in threads:
+        t.start()
+    work(0)  # the caller's thread is worker 0 (Ctrl-C lands here, and stops the rest)
+    for t in threads:
+        while t.is_alive():
+            try:
+                t.join()
+            except KeyboardInterrupt as e:
+                stop.set()  # each finishes its batch: nothing half-removed
+                failures.append(e)
+    if failures:
+        # A real failure first; _Changed (a column appeared) only when it is all there is.
+        raise next((e for e in failures if not isinstance(e, _Changed)), failures[0])
 
 
 def remove(
@@ -92,14 +134,31 @@ def remove(
     named: Sequence[tuple[str, str]],
     rule: AgeRule,
     batch_size: int,
+    jobs: int = 1,
     reporter: Reporter = QUIET,
-    total: int = 0,
 ) -> Removal:
-    """Unlink the candidates (``conn``'s temporary table) in rounds, as the module says.
-    UnsafeToRemove when a column appearing meanwhile cannot be read."""
+    """Unlink the candidates (``conn``'s temporary table) in rounds, as the module says,
+    over ``jobs`` connections. UnsafeToRemove when a column appearing meanwhile cannot
+    be read."""
     done = Removal()
-    after, chunk = 0, batch_size * 4
-    with connect(conninfo, autocommit=True, doing="vacuum (the lock holder)") as guard:
+    after, chunk = 0, batch_size * 4 * jobs
+    gone: set[int] = set()  # unlinked in a round that was then undone: not again
+
+    def on_done(batch: list[int], n: int) -> None:
+        done.removed += n
+        done.skipped += len(batch) - n
+        done.batches += 1
+        gone.update(batch)
+        reporter.progress(done.removed, 0)
+
+    with contextlib.ExitStack() as stack:
+        guard = stack.enter_context(
+            connect(conninfo, autocommit=True, doing="vacuum (the lock holder)")
+        )
+        workers = [conn] + [
+            stack.enter_context(connect(conninfo, autocommit=True, doing=f"vacuum (worker {k})"))
+            for k in range(1, jobs)
+        ]
         while oids := candidate_chunk(conn, after, chunk):
             t0 = time.perf_counter()
             round_referenced = 0
@@ -118,29 +177,24 @@ def remove(
                             f" (a long transaction writes to one); {done.removed:,} LOs removed"
                             " so far, a rerun finishes"
                         ) from e
+                    mark = stamp(guard, refs.types)
                     if discover(guard, named).fingerprint != refs.fingerprint:
                         raise _Changed  # a table created between the look and the lock
-                    live = still_orphans(conn, refs, oids)
+                    live = still_orphans(conn, refs, [o for o in oids if o not in gone])
                     round_referenced = len(oids) - len(live)
                     done.referenced_meanwhile += round_referenced
-                    for k in range(0, len(live), batch_size):
-                        batch = live[k : k + batch_size]
-                        n = _unlink(conn, batch, rule, refs, named)
-                        done.removed += n
-                        done.skipped += len(batch) - n
-                        done.batches += 1
-                        after = batch[-1]
-                        reporter.progress(done.removed, 0)
+                    batches = [live[k : k + batch_size] for k in range(0, len(live), batch_size)]
+                    _run_batches(workers, batches, rule, refs.types, mark, on_done)
             except _Changed:
-                # Resume after the last batch that committed; the round's re-check counts
-                # again next time.
+                # The round again, against the new columns; what it unlinked stays gone.
                 done.referenced_meanwhile -= round_referenced
                 refs = discover(conn, named)
                 refs.refuse_unsafe()
-                continue  # the same candidates again, against the new columns
+                continue
             done.rounds += 1
+            gone.clear()
             after = oids[-1]
             elapsed = max(time.perf_counter() - t0, 1e-3)
             chunk = int(len(oids) * ROUND_SECONDS / elapsed)
-            chunk = max(batch_size, min(chunk, batch_size * MAX_ROUND_BATCHES))
+            chunk = max(batch_size, min(chunk, batch_size * MAX_ROUND_BATCHES * jobs))
     return done

@@ -35,20 +35,23 @@ _BEARING = """
 WITH RECURSIVE bearing(typ, kind) AS (
     SELECT 'pg_catalog.oid'::pg_catalog.regtype::oid, 'oid'
   UNION
-    SELECT t.oid, CASE
-        WHEN t.typtype = 'd' THEN b.kind
-        WHEN t.typcategory = 'A' AND t.typelem = b.typ AND b.kind = 'oid' THEN 'array'
-        ELSE 'unknown' END
-    FROM pg_catalog.pg_type t JOIN bearing b ON
-         (t.typtype = 'd' AND t.typbasetype = b.typ)
-      OR (t.typcategory = 'A' AND t.typelem = b.typ)
-      OR (t.typtype = 'c' AND EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a
-            WHERE a.attrelid = t.typrelid AND a.atttypid = b.typ AND a.attnum > 0
-            AND NOT a.attisdropped))
-      OR (t.typtype = 'r' AND EXISTS (SELECT 1 FROM pg_catalog.pg_range r
-            WHERE r.rngtypid = t.oid AND r.rngsubtype = b.typ))
-      OR (t.typtype = 'm' AND EXISTS (SELECT 1 FROM pg_catalog.pg_range r
-            WHERE r.rngmultitypid = t.oid AND r.rngtypid = b.typ))
+    SELECT x.typ, x.kind FROM bearing b, LATERAL (
+        SELECT t.oid AS typ, b.kind FROM pg_catalog.pg_type t
+        WHERE t.typtype = 'd' AND t.typbasetype = b.typ
+      UNION ALL
+        SELECT t.oid, CASE WHEN b.kind = 'oid' THEN 'array' ELSE 'unknown' END
+        FROM pg_catalog.pg_type t WHERE t.typcategory = 'A' AND t.typelem = b.typ
+      UNION ALL
+        SELECT c.reltype, 'unknown' FROM pg_catalog.pg_attribute a
+        JOIN pg_catalog.pg_class c ON c.oid = a.attrelid
+        WHERE a.atttypid = b.typ AND a.attnum > 0 AND NOT a.attisdropped AND c.reltype <> 0
+          AND c.relnamespace NOT IN ('pg_catalog'::regnamespace,
+                                     'information_schema'::regnamespace)
+      UNION ALL
+        SELECT r.rngtypid, 'unknown' FROM pg_catalog.pg_range r WHERE r.rngsubtype = b.typ
+      UNION ALL
+        SELECT r.rngmultitypid, 'unknown' FROM pg_catalog.pg_range r WHERE r.rngtypid = b.typ
+    ) x
 )
 """
 """Every type that holds OIDs, with how: ``oid``, ``array`` or ``unknown``."""
@@ -75,17 +78,23 @@ _LOCKABLE = """
 """
 """Whether the connected role may LOCK table ``c`` IN SHARE MODE (what the server asks)."""
 
-_KINDS = """, kinds(typ, kind) AS (
-    SELECT typ, CASE WHEN bool_or(kind = 'unknown') THEN 'unknown'
-                     WHEN bool_or(kind = 'array') THEN 'array' ELSE 'oid' END
-    FROM bearing GROUP BY typ
-)
+_TYPES = (
+    _BEARING
+    + """
+SELECT typ::int8, CASE WHEN bool_or(kind = 'unknown') THEN 'unknown'
+                       WHEN bool_or(kind = 'array') THEN 'array' ELSE 'oid' END
+FROM bearing GROUP BY typ
 """
+)
+"""Each type holding OIDs once, with its kind."""
+
+_KINDS = (
+    "ROWS FROM (pg_catalog.unnest(%(types)s::int8[]::pg_catalog.oid[]),"
+    " pg_catalog.unnest(%(kinds)s::text[])) k(typ, kind)"
+)
 
 _COLUMNS = (
-    _BEARING
-    + _KINDS
-    + """
+    """
 SELECT c.oid::int8, a.attnum::int, n.nspname, c.relname, a.attname,
        pg_catalog.format_type(a.atttypid, a.atttypmod), k.kind,
        """
@@ -96,7 +105,9 @@ SELECT c.oid::int8, a.attnum::int, n.nspname, c.relname, a.attname,
     + _LOCKABLE
     + """, c.relkind::text
 FROM pg_catalog.pg_attribute a
-JOIN kinds k ON k.typ = a.atttypid
+JOIN """
+    + _KINDS
+    + """ ON k.typ = a.atttypid
 JOIN pg_catalog.pg_class c ON c.oid = a.attrelid
 JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
 JOIN pg_catalog.pg_roles r ON r.rolname = current_user
@@ -110,13 +121,13 @@ ORDER BY n.nspname, c.relname, a.attnum
 )
 
 _NAMED = (
-    _BEARING
-    + _KINDS
-    + """
+    """
 SELECT c.oid::int8, a.attnum::int, n.nspname, c.relname, a.attname,
        pg_catalog.format_type(a.atttypid, a.atttypmod),
        coalesce((SELECT CASE k.kind WHEN 'unknown' THEN 'text' ELSE k.kind END
-                 FROM kinds k WHERE k.typ = a.atttypid), 'text'),
+                 FROM """
+    + _KINDS
+    + """ WHERE k.typ = a.atttypid), 'text'),
        """
     + _VISIBLE
     + ", "
@@ -127,11 +138,17 @@ SELECT c.oid::int8, a.attnum::int, n.nspname, c.relname, a.attname,
 FROM pg_catalog.pg_class c
 JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
 JOIN pg_catalog.pg_roles r ON r.rolname = current_user
-LEFT JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attname = %s
+LEFT JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attname = %(column)s
      AND a.attnum > 0 AND NOT a.attisdropped
-WHERE c.oid = pg_catalog.to_regclass(%s)
+WHERE c.oid = pg_catalog.to_regclass(%(table)s)
 """
 )
+
+_STAMP = """
+SELECT count(*), coalesce(sum(a.attrelid::int8 * 1601 + a.attnum), 0)
+FROM pg_catalog.pg_attribute a
+WHERE a.atttypid = ANY(%s::int8[]::pg_catalog.oid[]) AND a.attnum > 0 AND NOT a.attisdropped
+"""
 
 
 @dataclass(frozen=True)
@@ -201,6 +218,8 @@ class References:
     """Every reference column found, and the refusals among them."""
 
     columns: tuple[RefColumn, ...]
+    types: tuple[int, ...] = ()
+    """Every type holding OIDs when the columns were found (for ``stamp``)."""
 
     @property
     def refusals(self) -> tuple[Refusal, ...]:
@@ -265,15 +284,25 @@ def _column(row: Sequence[object], named: bool = False) -> RefColumn:
                      str(row[10]), named)  # fmt: skip
 
 
+def stamp(conn: psycopg.Connection, types: Sequence[int]) -> tuple[int, int]:
+    """A cheap mark of every column of ``types``: it changes when such a column is added
+    or dropped anywhere (a table created, altered or dropped), unlike a full ``discover``."""
+    row = conn.execute(_STAMP, (list(types),)).fetchone()
+    assert row is not None
+    return int(row[0]), int(row[1])
+
+
 def discover(conn: psycopg.Connection, named: Sequence[tuple[str, str]] = ()) -> References:
     """Every column of every table (and materialized view) that may reference LOs, plus
     the ``named`` ones (``([schema.]table, column)``, as ``--references`` gives them).
     Partitions are read through their parent; catalogs, TOAST and temporary tables are
     left out. NotFound for a named table or column that does not exist."""
-    found = {(int(r[0]), int(r[1])): _column(r) for r in conn.execute(_COLUMNS).fetchall()}
+    kinds = conn.execute(_TYPES).fetchall()
+    params = {"types": [int(r[0]) for r in kinds], "kinds": [str(r[1]) for r in kinds]}
+    found = {(int(r[0]), int(r[1])): _column(r) for r in conn.execute(_COLUMNS, params)}
     for table, column in named:
         ident = sql.Identifier(*table.split(".")).as_string(conn)
-        row = conn.execute(_NAMED, (column, ident)).fetchone()
+        row = conn.execute(_NAMED, {**params, "column": column, "table": ident}).fetchone()
         if row is None:
             raise NotFound(f"no table {table} (from --references {table}.{column})")
         if row[1] is None:
@@ -282,4 +311,5 @@ def discover(conn: psycopg.Connection, named: Sequence[tuple[str, str]] = ()) ->
             raise NotFound(f"{table} is not a table (from --references {table}.{column})")
         col = _column(row, named=True)
         found[(col.relid, col.attnum)] = col
-    return References(tuple(sorted(found.values(), key=lambda c: (c.schema, c.table, c.attnum))))
+    columns = tuple(sorted(found.values(), key=lambda c: (c.schema, c.table, c.attnum)))
+    return References(columns, tuple(params["types"]))

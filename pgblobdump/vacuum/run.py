@@ -29,13 +29,17 @@ class VacuumRequest:
     archive_to: str | None = None
     state_schema: str = "pgblobdump"
     batch_size: int | None = None
-    """LOs per transaction; default: the lock budget's share (pg/locks.py)."""
+    """LOs per transaction; default: the lock budget's share (pg/locks.py) over ``jobs``."""
+    jobs: int = 2
+    """Connections unlinking at once (the server's lo_unlink is the floor: use them)."""
 
     def __post_init__(self) -> None:
         if self.min_age < 0:
             raise UsageError(f"--min-age must not be negative (got {self.min_age:g} s)")
         if self.batch_size is not None and self.batch_size < 1:
             raise UsageError(f"--batch-size must be at least 1 (got {self.batch_size})")
+        if not 1 <= self.jobs <= 16:
+            raise UsageError(f"--jobs must be between 1 and 16 (got {self.jobs})")
         if self.dry_run and self.archive_to:
             raise UsageError("--dry-run removes nothing: it takes no --archive-to")
         if not self.state_schema:
@@ -94,7 +98,7 @@ def vacuum(
         collect_refs(conn, refs)
         found = select_candidates(conn, rule)
         budget = LockBudget.read(conn)
-        batch_size = req.batch_size or budget.per_transaction
+        batch_size = req.batch_size or max(1, budget.per_transaction // req.jobs)
         archived = None
         removable = found.removable
         if req.dry_run:
@@ -109,7 +113,9 @@ def vacuum(
                     conn, conninfo, req.archive_to, req.state_schema, reporter, warn
                 )
             reporter.task("removing orphans", removable)
-            done = remove(conninfo, conn, refs, req.references, rule, batch_size, reporter)
+            done = remove(
+                conninfo, conn, refs, req.references, rule, batch_size, req.jobs, reporter
+            )
     return VacuumResult(
         database=describe(conninfo), los=los, orphans=found.orphans, removable=removable,
         removed=done.removed if done else 0, young=found.young, not_owned=found.not_owned,
