@@ -100,7 +100,8 @@ def main() -> None:
         left_lo, left_ours = count(c.conninfo("v_lo")), count(ours)
         print(f"vacuumlo -l 1000: {wl:.2f} s, peak {rl / 1024:.0f} MiB, left {left_lo}")
         print(f"pgblobdump vacuum: {wo:.2f} s, peak {ro / 1024:.0f} MiB, left {left_ours},"
-              f" removed {res['removed']:,} in {res['batches']:,} batches of {res['batch_size']:,}")  # fmt: skip
+              f" removed {res['removed']:,} in {res['batches']:,} batches"
+              f" of {res['batch_size']:,}")  # fmt: skip
         assert left_lo == left_ours == (n - n // 2, n - n // 2), "the two disagree"
         print(f"vacuum vs vacuumlo: {wl / wo:.2f}x faster (target >= 5x)")
         with psycopg.connect(c.conninfo(), autocommit=True) as conn:

@@ -298,7 +298,8 @@ def discover(conn: psycopg.Connection, named: Sequence[tuple[str, str]] = ()) ->
     Partitions are read through their parent; catalogs, TOAST and temporary tables are
     left out. NotFound for a named table or column that does not exist."""
     kinds = conn.execute(_TYPES).fetchall()
-    params = {"types": [int(r[0]) for r in kinds], "kinds": [str(r[1]) for r in kinds]}
+    types = [int(r[0]) for r in kinds]
+    params: dict[str, object] = {"types": types, "kinds": [str(r[1]) for r in kinds]}
     found = {(int(r[0]), int(r[1])): _column(r) for r in conn.execute(_COLUMNS, params)}
     for table, column in named:
         ident = sql.Identifier(*table.split(".")).as_string(conn)
@@ -312,4 +313,4 @@ def discover(conn: psycopg.Connection, named: Sequence[tuple[str, str]] = ()) ->
         col = _column(row, named=True)
         found[(col.relid, col.attnum)] = col
     columns = tuple(sorted(found.values(), key=lambda c: (c.schema, c.table, c.attnum)))
-    return References(columns, tuple(params["types"]))
+    return References(columns, tuple(types))
