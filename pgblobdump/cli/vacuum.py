@@ -157,6 +157,14 @@ def result_table(r: Any) -> Table:
     help="LOs per transaction (default: a share of the server's lock table).",
 )
 @click.option(
+    "-j",
+    "--jobs",
+    type=click.IntRange(1, 16),
+    default=2,
+    show_default=True,
+    help="Connections unlinking at once (they share the lock budget).",
+)
+@click.option(
     "--state-schema",
     default="pgblobdump",
     show_default=True,

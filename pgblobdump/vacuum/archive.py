@@ -16,7 +16,7 @@ from collections.abc import Callable
 import psycopg
 from psycopg import sql
 
-from pgblobdump.errors import CorruptArchive
+from pgblobdump.errors import CorruptArchive, FileError
 from pgblobdump.packed.dump import DumpRequest, dump
 from pgblobdump.packed.reader import PackedDirectory
 from pgblobdump.packed.verify import check_archive
@@ -26,6 +26,14 @@ from pgblobdump.storage import places
 from pgblobdump.vacuum.orphans import CANDIDATES
 
 VERIFIED = "pgbd_vacuum_verified"
+
+
+def check_place(url: str) -> None:
+    """FileError before anything runs when ``url`` is a local path that is taken (a file,
+    or a directory with files in it): the same refusal ``create_new`` makes later."""
+    p = places.local_path(url)
+    if p is not None and p.exists() and (not p.is_dir() or any(p.iterdir())):
+        raise FileError(f"{p} exists and is not an empty directory; choose a new name")
 
 
 def archive_candidates(

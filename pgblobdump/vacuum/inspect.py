@@ -12,7 +12,6 @@ from psycopg import sql
 
 from pgblobdump.pg import catalog
 from pgblobdump.pg.locks import LockBudget
-from pgblobdump.vacuum.orphans import ORPHAN, collect_refs
 from pgblobdump.vacuum.predict import Prediction, predict
 from pgblobdump.vacuum.refs import RefColumn, References, discover
 
@@ -104,17 +103,19 @@ def _sizes(conn: psycopg.Connection) -> tuple[object, ...]:
     )
 
 
-def _histogram(conn: psycopg.Connection) -> tuple[SizeBucket, ...]:
+def _histogram(conn: psycopg.Connection, los: int) -> tuple[SizeBucket, ...]:
+    """LOs and bytes by size; LOs with no page (empty) are the ones the sizes table lacks."""
     bounds = [b + 1 if b else 1 for b in catalog.SIZE_BUCKETS[1:]]
     rows = conn.execute(
         sql.SQL(
-            "SELECT pg_catalog.width_bucket(coalesce(s.size, 0), %s::int8[]) AS b, count(*),"
-            " coalesce(sum(s.size), 0)::int8 FROM pg_catalog.pg_largeobject_metadata m"
-            " LEFT JOIN pg_temp.{} s ON s.loid = m.oid GROUP BY 1 ORDER BY 1"
+            "SELECT pg_catalog.width_bucket(s.size, %s::int8[]) AS b, count(*),"
+            " coalesce(sum(s.size), 0)::int8 FROM pg_temp.{} s GROUP BY 1 ORDER BY 1"
         ).format(sql.Identifier(SIZES)),
         (bounds,),
     ).fetchall()
     got = {int(r[0]): (int(r[1]), int(r[2])) for r in rows}
+    with_pages = sum(n for n, _ in got.values())
+    got[0] = (got.get(0, (0, 0))[0] + max(los - with_pages, 0), 0)
     return tuple(SizeBucket(lab, *got.get(k, (0, 0))) for k, lab in enumerate(_LABELS))
 
 
@@ -124,9 +125,9 @@ def _column_refs(conn: psycopg.Connection, c: RefColumn, hidden: str) -> ColumnR
     row = _one(
         conn,
         sql.SQL(
-            "SELECT count(DISTINCT x.o), count(DISTINCT x.o) FILTER (WHERE NOT EXISTS"
-            " (SELECT 1 FROM pg_catalog.pg_largeobject_metadata m WHERE m.oid = x.o))"
-            " FROM ({}) x"
+            "SELECT count(*), count(*) FILTER (WHERE m.oid IS NULL)"
+            " FROM (SELECT DISTINCT o FROM ({}) x) r"
+            " LEFT JOIN pg_catalog.pg_largeobject_metadata m ON m.oid = r.o"
         ).format(c.oids()),
     )
     return ColumnRefs(c.qualified, c.type, c.kind, int(row[0]), int(row[1]), hidden)  # type: ignore[call-overload]
@@ -137,13 +138,17 @@ def inspect(
 ) -> Inspection:
     """The report for the database ``conn`` is connected to (autocommit)."""
     notes: list[str] = []
-    version, los, acl, comments = _one(
+    rows = conn.execute(
+        "SELECT pg_catalog.pg_get_userbyid(lomowner), count(*), count(lomacl)"
+        " FROM pg_catalog.pg_largeobject_metadata GROUP BY lomowner ORDER BY 2 DESC, 1"
+    ).fetchall()
+    owners = tuple(Owner(str(r[0]), int(r[1])) for r in rows)
+    los, acl = sum(o.los for o in owners), sum(int(r[2]) for r in rows)
+    version, comments = _one(
         conn,
-        "SELECT current_setting('server_version'), count(*),"
-        " count(*) FILTER (WHERE m.lomacl IS NOT NULL),"
-        " (SELECT count(*) FROM pg_catalog.pg_description d"
-        "  WHERE d.classoid = 'pg_catalog.pg_largeobject'::regclass AND d.objsubid = 0)"
-        " FROM pg_catalog.pg_largeobject_metadata m",
+        "SELECT current_setting('server_version'), (SELECT count(*) FROM"
+        " pg_catalog.pg_description d WHERE d.classoid = 'pg_catalog.pg_largeobject'::regclass"
+        " AND d.objsubid = 0)",
     )
     pages_bytes, meta_bytes = catalog.space(conn)
     size = stored = big = sparse = None
@@ -154,35 +159,27 @@ def inspect(
         s = _sizes(conn)
         size, stored, big, sparse = int(s[0]), int(s[1]), int(s[2]), int(s[4])  # type: ignore[call-overload]
         big_sample, sparse_sample = tuple(s[3] or ()), tuple(s[5] or ())  # type: ignore[arg-type]
-        histogram = _histogram(conn)
+        histogram = _histogram(conn, los)
     else:
         notes.append("sizes need SELECT on pg_largeobject (a superuser): not shown")
-    owners = tuple(
-        Owner(str(r[0]), int(r[1]))
-        for r in conn.execute(
-            "SELECT pg_catalog.pg_get_userbyid(lomowner), count(*)"
-            " FROM pg_catalog.pg_largeobject_metadata GROUP BY 1 ORDER BY 2 DESC, 1"
-        )
-    )
     refs = discover(conn, references)
     hidden = {r.column: r.why for r in refs.refusals}
     columns = tuple(_column_refs(conn, c, hidden.get(c.qualified, "")) for c in refs.columns)
     seen = References(tuple(c for c in refs.columns if c.readable))
-    collect_refs(conn, seen)
     orphans, dangling = _one(
         conn,
         sql.SQL(
-            "SELECT (SELECT count(*) FROM pg_catalog.pg_largeobject_metadata m WHERE {o}),"
-            " (SELECT count(*) FROM pg_temp.pgbd_vacuum_refs r WHERE NOT EXISTS"
-            " (SELECT 1 FROM pg_catalog.pg_largeobject_metadata m WHERE m.oid = r.o))"
-        ).format(o=ORPHAN),
+            "SELECT count(*) FILTER (WHERE r.o IS NULL), count(*) FILTER (WHERE m.oid IS NULL)"
+            " FROM pg_catalog.pg_largeobject_metadata m"
+            " FULL JOIN (SELECT DISTINCT o FROM ({u}) x) r ON r.o = m.oid"
+        ).format(u=seen.union()),
     )
     if hidden:
         notes.append(f"{len(hidden)} columns not seen whole: some orphans may be referenced")
     budget = LockBudget.read(conn)
     safe = max(1, budget.total // 2)
     return Inspection(
-        database=database, server_version=str(version), los=int(los),  # type: ignore[call-overload]
+        database=database, server_version=str(version), los=los,
         size_bytes=size, stored_bytes=stored, pg_largeobject_bytes=pages_bytes,
         metadata_bytes=meta_bytes, histogram=histogram, over_1gib=big,
         over_1gib_sample=big_sample, sparse=sparse, sparse_sample=sparse_sample,
@@ -190,6 +187,6 @@ def inspect(
         orphans=int(orphans), orphans_exact=not hidden, dangling=int(dangling),  # type: ignore[call-overload]
         lock_table=budget.total, locks_per_batch=budget.per_transaction,
         safe_transaction_size=safe,
-        predictions=tuple(predict(int(los), size or 0)),  # type: ignore[call-overload]
+        predictions=tuple(predict(los, size or 0)),
         notes=tuple(notes),
     )  # fmt: skip

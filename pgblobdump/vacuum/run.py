@@ -84,6 +84,10 @@ def vacuum(
     remove). UnsafeToRemove, before anything is removed, when a reference is hidden."""
     t0 = time.perf_counter()
     notes: list[str] = []
+    if req.archive_to:
+        from pgblobdump.vacuum.archive import check_place
+
+        check_place(req.archive_to)
     with connect(conninfo, autocommit=True, doing="vacuum") as conn:
         refs = discover(conn, req.references)
         refs.refuse_unsafe(locking=not req.dry_run)
