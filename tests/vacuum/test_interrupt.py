@@ -37,8 +37,9 @@ def test_killed_mid_run_removes_whole_batches_and_a_rerun_finishes(
         c.execute("CREATE TABLE t (x oid)")
         c.execute("INSERT INTO t SELECT i FROM generate_series(1, %s, 2) i", (N,))
     args = ["vacuum", "-d", db, "--min-age", "0", "--jobs", "1", "--batch-size", str(BATCH)]
-    with subprocess.Popen([sys.executable, "-m", "pgblobdump", *args],
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:  # fmt: skip
+    argv = [sys.executable, "-m", "pgblobdump", *args]
+    pipe = subprocess.PIPE
+    with subprocess.Popen(argv, stdout=pipe, stderr=pipe, text=True) as proc:
         deadline = time.monotonic() + 60
         while _count(db) > N - 5 * BATCH:
             assert proc.poll() is None, proc.communicate()
