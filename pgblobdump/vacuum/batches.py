@@ -171,6 +171,8 @@ def remove(
                         refs = now
                     try:
                         _lock(guard, refs)
+                    except psycopg.errors.UndefinedTable as e:
+                        raise _Changed from e  # dropped between the look and the lock
                     except psycopg.errors.LockNotAvailable as e:
                         raise DatabaseError(
                             f"could not lock the tables that reference LOs within {LOCK_TIMEOUT}"
