@@ -164,16 +164,24 @@ def inspect(
         notes.append("sizes need SELECT on pg_largeobject (a superuser): not shown")
     refs = discover(conn, references)
     hidden = {r.column: r.why for r in refs.refusals}
-    columns = tuple(_column_refs(conn, c, hidden.get(c.qualified, "")) for c in refs.columns)
     seen = References(tuple(c for c in refs.columns if c.readable))
-    orphans, dangling = _one(
-        conn,
-        sql.SQL(
-            "SELECT count(*) FILTER (WHERE r.o IS NULL), count(*) FILTER (WHERE m.oid IS NULL)"
-            " FROM pg_catalog.pg_largeobject_metadata m"
-            " FULL JOIN (SELECT DISTINCT o FROM ({u}) x) r ON r.o = m.oid"
-        ).format(u=seen.union()),
+    orphans, dangling, referenced = (
+        int(v)  # type: ignore[call-overload]
+        for v in _one(
+            conn,
+            sql.SQL(
+                "SELECT count(*) FILTER (WHERE r.o IS NULL), count(*) FILTER (WHERE m.oid IS NULL),"
+                " count(r.o) FROM pg_catalog.pg_largeobject_metadata m"
+                " FULL JOIN (SELECT DISTINCT o FROM ({u}) x) r ON r.o = m.oid"
+            ).format(u=seen.union()),
+        )
     )
+    if len(refs.columns) == 1 and seen.columns:  # the one column's figures are the union's
+        c = refs.columns[0]
+        columns: tuple[ColumnRefs, ...] = (ColumnRefs(c.qualified, c.type, c.kind, referenced, dangling,
+                              hidden.get(c.qualified, "")),)  # fmt: skip
+    else:
+        columns = tuple(_column_refs(conn, c, hidden.get(c.qualified, "")) for c in refs.columns)
     if hidden:
         notes.append(f"{len(hidden)} columns not seen whole: some orphans may be referenced")
     budget = LockBudget.read(conn)
@@ -184,7 +192,7 @@ def inspect(
         metadata_bytes=meta_bytes, histogram=histogram, over_1gib=big,
         over_1gib_sample=big_sample, sparse=sparse, sparse_sample=sparse_sample,
         owners=owners, with_acl=int(acl), with_comment=int(comments), columns=columns,  # type: ignore[call-overload]
-        orphans=int(orphans), orphans_exact=not hidden, dangling=int(dangling),  # type: ignore[call-overload]
+        orphans=orphans, orphans_exact=not hidden, dangling=dangling,
         lock_table=budget.total, locks_per_batch=budget.per_transaction,
         safe_transaction_size=safe,
         predictions=tuple(predict(los, size or 0)),

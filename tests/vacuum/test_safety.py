@@ -219,3 +219,21 @@ def test_a_reference_inserted_while_vacuum_runs_keeps_its_lo(
         th.join(60)
     assert not errors, errors
     assert los(db) == {7}
+
+
+@pytest.mark.pg
+def test_min_age_from_commit_timestamps() -> None:
+    """With track_commit_timestamp on, an LO's age comes from its commit time: no
+    horizon sample needed (dry runs record none)."""
+    try:
+        cluster = EmbeddedCluster(17, settings={"track_commit_timestamp": "on"})
+    except Exception as e:  # pragma: no cover - a machine without the 17 wheel
+        pytest.skip(str(e))
+    with cluster as c:
+        db = c.conninfo()
+        setup(db, n=1)
+        req = VacuumRequest(min_age=2, dry_run=True)
+        first = vacuum(db, req)
+        assert (first.young, first.removable) == (1, 0) and "commit timestamps" in first.age
+        time.sleep(2.5)
+        assert vacuum(db, req).removable == 1
