@@ -178,8 +178,10 @@ def inspect(
     )
     if len(refs.columns) == 1 and seen.columns:  # the one column's figures are the union's
         c = refs.columns[0]
-        columns: tuple[ColumnRefs, ...] = (ColumnRefs(c.qualified, c.type, c.kind, referenced, dangling,
-                              hidden.get(c.qualified, "")),)  # fmt: skip
+        one = ColumnRefs(
+            c.qualified, c.type, c.kind, referenced, dangling, hidden.get(c.qualified, "")
+        )
+        columns: tuple[ColumnRefs, ...] = (one,)
     else:
         columns = tuple(_column_refs(conn, c, hidden.get(c.qualified, "")) for c in refs.columns)
     if hidden:
