@@ -40,6 +40,8 @@ ROUND_SECONDS = 1.0
 LOCK_TIMEOUT = "60s"
 """How long the guard waits for a table's writers before it gives up, naming it."""
 MAX_ROUND_BATCHES = 64
+MAX_CHANGES = 20
+"""Rounds started again in a row (columns changing, deadlocks) before vacuum gives up."""
 
 
 @dataclass
@@ -73,18 +75,27 @@ def _unlink(
     conn: psycopg.Connection, batch: Sequence[int], rule: AgeRule, types: Sequence[int],
     mark: tuple[int, int],
 ) -> int:  # fmt: skip
-    with conn.transaction():
-        row = conn.execute(
-            sql.SQL(
-                "SELECT count(pg_catalog.lo_unlink(m.oid))"
-                " FROM pg_catalog.pg_largeobject_metadata m"
-                " WHERE m.oid = ANY(%s::int8[]::pg_catalog.oid[]) AND {old} AND {mine}"
-            ).format(old=rule.condition(), mine=UNLINKABLE),
-            (list(batch),),
-        ).fetchone()
-        if stamp(conn, types) != mark:
-            raise _Changed
-    return int(row[0]) if row else 0
+    """Unlink ``batch`` in one transaction; the count unlinked. An LO someone else
+    unlinked meanwhile fails the statement ("does not exist"): the batch runs again, and
+    its new snapshot no longer sees it."""
+    for attempt in range(3):
+        try:
+            with conn.transaction():
+                row = conn.execute(
+                    sql.SQL(
+                        "SELECT count(pg_catalog.lo_unlink(m.oid))"
+                        " FROM pg_catalog.pg_largeobject_metadata m"
+                        " WHERE m.oid = ANY(%s::int8[]::pg_catalog.oid[]) AND {old} AND {mine}"
+                    ).format(old=rule.condition(), mine=UNLINKABLE),
+                    (list(batch),),
+                ).fetchone()
+                if stamp(conn, types) != mark:
+                    raise _Changed
+            return int(row[0]) if row else 0
+        except psycopg.errors.UndefinedObject:
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")
 
 
 def _run_batches(
@@ -143,6 +154,7 @@ def remove(
     done = Removal()
     after, chunk = 0, batch_size * 4 * jobs
     gone: set[int] = set()  # unlinked in a round that was then undone: not again
+    changes = 0
 
     def on_done(batch: list[int], n: int) -> None:
         done.removed += n
@@ -171,8 +183,10 @@ def remove(
                         refs = now
                     try:
                         _lock(guard, refs)
-                    except psycopg.errors.UndefinedTable as e:
-                        raise _Changed from e  # dropped between the look and the lock
+                    except (psycopg.errors.UndefinedTable, psycopg.errors.DeadlockDetected) as e:
+                        # Dropped between the look and the lock, or a writer holding one
+                        # table wanted another we held: the round again.
+                        raise _Changed from e
                     except psycopg.errors.LockNotAvailable as e:
                         raise DatabaseError(
                             f"could not lock the tables that reference LOs within {LOCK_TIMEOUT}"
@@ -188,12 +202,20 @@ def remove(
                     batches = [live[k : k + batch_size] for k in range(0, len(live), batch_size)]
                     _run_batches(workers, batches, rule, refs.types, mark, on_done)
             except _Changed:
+                changes += 1
+                if changes > MAX_CHANGES:
+                    raise DatabaseError(
+                        f"the tables that reference LOs changed {MAX_CHANGES} times in a row"
+                        f" while vacuum ran; {done.removed:,} LOs removed so far, a rerun"
+                        " finishes"
+                    ) from None
                 # The round again, against the new columns; what it unlinked stays gone.
                 done.referenced_meanwhile -= round_referenced
                 refs = discover(conn, named)
                 refs.refuse_unsafe()
                 continue
             done.rounds += 1
+            changes = 0
             gone.clear()
             after = oids[-1]
             elapsed = max(time.perf_counter() - t0, 1e-3)

@@ -147,7 +147,11 @@ WHERE c.oid = pg_catalog.to_regclass(%(table)s)
 _STAMP = """
 SELECT count(*), coalesce(sum(a.attrelid::int8 * 1601 + a.attnum), 0)
 FROM pg_catalog.pg_attribute a
+JOIN pg_catalog.pg_class c ON c.oid = a.attrelid
+JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
 WHERE a.atttypid = ANY(%s::int8[]::pg_catalog.oid[]) AND a.attnum > 0 AND NOT a.attisdropped
+  AND c.relkind IN ('r', 'p', 'm')
+  AND n.nspname NOT LIKE 'pg\\_toast%%' AND n.nspname NOT LIKE 'pg\\_temp\\_%%'
 """
 
 
