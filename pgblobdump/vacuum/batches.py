@@ -6,9 +6,11 @@ the candidates go in rounds: a second connection (the guard) locks every table h
 reference columns IN SHARE MODE (writers wait for it; it waits for the writers already
 in flight), the round's candidates are checked again against every column under that
 lock, and the ones still orphans are unlinked in batches, each one transaction, before
-the guard lets go. A round lasts about ROUND_SECONDS, so a writer waits at most about
-that long. Each batch also checks that no reference column appeared meanwhile (a table
-created or altered during the run) and is undone if one did; the next round reads it.
+the guard lets go. A round lasts about ROUND_SECONDS, or five times the re-check when
+that is longer (large reference tables), so a writer waits at most about that long.
+Each batch also checks, in its own statement, that no reference column appeared
+meanwhile (a table created or altered during the run) and is undone if one did; the
+round then starts again with the new columns.
 
 Each batch re-applies ``--min-age`` and the unlink right to the metadata rows it
 removes, so an OID unlinked and created again by someone else meanwhile is young and
@@ -33,13 +35,14 @@ from pgblobdump.pg.connect import connect
 from pgblobdump.report.reporter import QUIET, Reporter
 from pgblobdump.vacuum.age import AgeRule
 from pgblobdump.vacuum.orphans import candidate_chunk, still_orphans
-from pgblobdump.vacuum.refs import References, discover, stamp
+from pgblobdump.vacuum.refs import References, discover, oid_array, stamp, stamp_sql
 
 ROUND_SECONDS = 1.0
 """How long the guard holds its locks, about: the longest a writer waits."""
 LOCK_TIMEOUT = "60s"
 """How long the guard waits for a table's writers before it gives up, naming it."""
-MAX_ROUND_BATCHES = 64
+MAX_ROUND_BATCHES = 256
+RECHECK_SHARE = 5
 MAX_CHANGES = 20
 """Rounds started again in a row (columns changing, deadlocks) before vacuum gives up."""
 
@@ -73,7 +76,7 @@ def _lock(guard: psycopg.Connection, refs: References) -> None:
 
 def _unlink(
     conn: psycopg.Connection, batch: Sequence[int], rule: AgeRule, types: Sequence[int],
-    mark: tuple[int, int],
+    mark: str,
 ) -> int:  # fmt: skip
     """Unlink ``batch`` in one transaction; the count unlinked. An LO someone else
     unlinked meanwhile fails the statement ("does not exist"): the batch runs again, and
@@ -83,15 +86,17 @@ def _unlink(
             with conn.transaction():
                 row = conn.execute(
                     sql.SQL(
-                        "SELECT count(pg_catalog.lo_unlink(m.oid))"
+                        "SELECT (SELECT count(pg_catalog.lo_unlink(m.oid))"
                         " FROM pg_catalog.pg_largeobject_metadata m"
-                        " WHERE m.oid = ANY(%s::int8[]::pg_catalog.oid[]) AND {old} AND {mine}"
-                    ).format(old=rule.condition(), mine=UNLINKABLE),
-                    (list(batch),),
+                        " WHERE m.oid = ANY(%s::int8[]::pg_catalog.oid[]) AND {old} AND {mine}),"
+                        " {stamp}"
+                    ).format(old=rule.condition(), mine=UNLINKABLE, stamp=stamp_sql(types)),
+                    (oid_array(batch),),
                 ).fetchone()
-                if stamp(conn, types) != mark:
+                assert row is not None
+                if row[1] != mark:
                     raise _Changed
-            return int(row[0]) if row else 0
+            return int(row[0])
         except psycopg.errors.UndefinedObject:
             if attempt == 2:
                 raise
@@ -100,7 +105,7 @@ def _unlink(
 
 def _run_batches(
     workers: Sequence[psycopg.Connection], batches: list[list[int]], rule: AgeRule,
-    types: Sequence[int], mark: tuple[int, int], on_done: Callable[[list[int], int], None],
+    types: Sequence[int], mark: str, on_done: Callable[[list[int], int], None],
 ) -> None:  # fmt: skip
     """Each worker connection unlinks its share of ``batches`` (batch k goes to worker k
     mod N), each batch one transaction; ``on_done(batch, removed)`` after each commit.
@@ -174,6 +179,7 @@ def remove(
         while oids := candidate_chunk(conn, after, chunk):
             t0 = time.perf_counter()
             round_referenced = 0
+            recheck = 0.0
             try:
                 with guard.transaction():
                     guard.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
@@ -196,7 +202,9 @@ def remove(
                     mark = stamp(guard, refs.types)
                     if discover(guard, named).fingerprint != refs.fingerprint:
                         raise _Changed  # a table created between the look and the lock
+                    t1 = time.perf_counter()
                     live = still_orphans(conn, refs, [o for o in oids if o not in gone])
+                    recheck = time.perf_counter() - t1
                     round_referenced = len(oids) - len(live)
                     done.referenced_meanwhile += round_referenced
                     batches = [live[k : k + batch_size] for k in range(0, len(live), batch_size)]
@@ -219,6 +227,9 @@ def remove(
             gone.clear()
             after = oids[-1]
             elapsed = max(time.perf_counter() - t0, 1e-3)
-            chunk = int(len(oids) * ROUND_SECONDS / elapsed)
+            # Rounds long enough that re-reading the reference columns costs at most a
+            # fifth of them, and at least ROUND_SECONDS.
+            target = max(ROUND_SECONDS, RECHECK_SHARE * recheck)
+            chunk = int(len(oids) * target / elapsed)
             chunk = max(batch_size, min(chunk, batch_size * MAX_ROUND_BATCHES * jobs))
     return done

@@ -16,7 +16,7 @@ from psycopg import sql
 
 from pgblobdump.pg.catalog import UNLINKABLE
 from pgblobdump.vacuum.age import AgeRule
-from pgblobdump.vacuum.refs import References
+from pgblobdump.vacuum.refs import References, oid_array
 
 REFS = "pgbd_vacuum_refs"
 """Temporary table: every OID some column names (``o``), distinct."""
@@ -109,7 +109,7 @@ def still_orphans(conn: psycopg.Connection, refs: References, oids: list[int]) -
             "SELECT c.o::int8 FROM pg_catalog.unnest(%s::int8[]::pg_catalog.oid[]) c(o)"
             " WHERE NOT EXISTS (SELECT 1 FROM ({u}) r WHERE r.o = c.o) ORDER BY 1"
         ).format(u=refs.union()),
-        (oids,),
+        (oid_array(oids),),
     ).fetchall()
     return [int(r[0]) for r in rows]
 
