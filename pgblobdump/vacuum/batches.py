@@ -203,9 +203,10 @@ def remove(
                     if discover(guard, named).fingerprint != refs.fingerprint:
                         raise _Changed  # a table created between the look and the lock
                     t1 = time.perf_counter()
-                    live = still_orphans(conn, refs, [o for o in oids if o not in gone])
+                    todo = [o for o in oids if o not in gone]
+                    live = still_orphans(conn, refs, todo)
                     recheck = time.perf_counter() - t1
-                    round_referenced = len(oids) - len(live)
+                    round_referenced = len(todo) - len(live)
                     done.referenced_meanwhile += round_referenced
                     batches = [live[k : k + batch_size] for k in range(0, len(live), batch_size)]
                     _run_batches(workers, batches, rule, refs.types, mark, on_done)
