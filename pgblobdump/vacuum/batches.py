@@ -41,7 +41,8 @@ ROUND_SECONDS = 1.0
 """How long the guard holds its locks, about: the longest a writer waits."""
 LOCK_TIMEOUT = "60s"
 """How long the guard waits for a table's writers before it gives up, naming it."""
-MAX_ROUND_BATCHES = 256
+MAX_ROUND_OIDS = 50_000
+"""At most this many candidates a round (the client holds them: memory stays flat)."""
 RECHECK_SHARE = 5
 MAX_CHANGES = 20
 """Rounds started again in a row (columns changing, deadlocks) before vacuum gives up."""
@@ -232,5 +233,5 @@ def remove(
             # fifth of them, and at least ROUND_SECONDS.
             target = max(ROUND_SECONDS, RECHECK_SHARE * recheck)
             chunk = int(len(oids) * target / elapsed)
-            chunk = max(batch_size, min(chunk, batch_size * MAX_ROUND_BATCHES * jobs))
+            chunk = max(batch_size, min(chunk, MAX_ROUND_OIDS))
     return done
