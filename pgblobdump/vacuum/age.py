@@ -30,12 +30,19 @@ STATE_TABLE = "vacuum_horizons"
 _NEXT = "(SELECT pg_catalog.pg_snapshot_xmax(pg_catalog.pg_current_snapshot())::text::int8)"
 """The next transaction id, 64-bit: evaluated once per statement (an init plan)."""
 
-_FULL_XMIN = (
-    "(({n} >> 32 << 32) + m.xmin::text::int8"
-    " - CASE WHEN ({n} >> 32 << 32) + m.xmin::text::int8 > {n} THEN 4294967296 ELSE 0 END)"
-).replace("{n}", _NEXT)
-"""The 64-bit form of LO ``m``'s 32-bit xmin (within 2^31 of the next xid, which
-wraparound protection guarantees)."""
+
+def full_xid(xid: str) -> str:
+    """SQL for the 64-bit form (int8) of the 32-bit xid expression ``xid`` (a row's
+    ``xmin``): within 2^31 of the next xid, which wraparound protection guarantees."""
+    base = f"({_NEXT} >> 32 << 32)"
+    return (
+        f"({base} + {xid}::text::int8"
+        f" - CASE WHEN {base} + {xid}::text::int8 > {_NEXT} THEN 4294967296 ELSE 0 END)"
+    )
+
+
+_FULL_XMIN = full_xid("m.xmin")
+"""The 64-bit form of LO ``m``'s xmin."""
 
 _IDENTITY = (
     "(SELECT s.system_identifier FROM pg_catalog.pg_control_system() s),"

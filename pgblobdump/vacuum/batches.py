@@ -152,11 +152,14 @@ def remove(
     rule: AgeRule,
     batch_size: int,
     jobs: int = 1,
+    since: str | None = None,
     reporter: Reporter = QUIET,
 ) -> Removal:
     """Unlink the candidates (``conn``'s temporary table) in rounds, as the module says,
-    over ``jobs`` connections. UnsafeToRemove when a column appearing meanwhile cannot
-    be read."""
+    over ``jobs`` connections. ``since``: the snapshot the orphans were found under: a
+    round re-reads only the rows written after it (and new columns whole).
+    UnsafeToRemove when a column appearing meanwhile cannot be read."""
+    seen = frozenset((c.relid, c.attnum) for c in refs.columns) if since else frozenset()
     done = Removal()
     after, chunk = 0, batch_size * 4 * jobs
     gone: set[int] = set()  # unlinked in a round that was then undone: not again
@@ -205,7 +208,7 @@ def remove(
                         raise _Changed  # a table created between the look and the lock
                     t1 = time.perf_counter()
                     todo = [o for o in oids if o not in gone]
-                    live = still_orphans(conn, refs, todo)
+                    live = still_orphans(conn, refs, todo, since, seen)
                     recheck = time.perf_counter() - t1
                     round_referenced = len(todo) - len(live)
                     done.referenced_meanwhile += round_referenced

@@ -25,17 +25,23 @@ CANDIDATES = "pgbd_vacuum_candidates"
 LIST_MAX = 20
 
 
-def collect_refs(conn: psycopg.Connection, refs: References) -> None:
-    """(Re)build the temporary table of referenced OIDs."""
+def collect_refs(conn: psycopg.Connection, refs: References) -> str:
+    """(Re)build the temporary table of referenced OIDs; the snapshot it was read under
+    (``pg_snapshot`` text): a later re-check need only read rows written after it."""
     t = sql.Identifier(REFS)
     conn.execute(sql.SQL("DROP TABLE IF EXISTS pg_temp.{}").format(t))
-    conn.execute(
-        sql.SQL("CREATE TEMP TABLE {t} AS SELECT DISTINCT o FROM ({u}) x").format(
-            t=t, u=refs.union()
+    with conn.transaction():
+        conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        row = conn.execute("SELECT pg_catalog.pg_current_snapshot()::text").fetchone()
+        assert row is not None
+        conn.execute(
+            sql.SQL("CREATE TEMP TABLE {t} AS SELECT DISTINCT o FROM ({u}) x").format(
+                t=t, u=refs.union()
+            )
         )
-    )
     conn.execute(sql.SQL("ALTER TABLE pg_temp.{} ADD PRIMARY KEY (o)").format(t))
     conn.execute(sql.SQL("ANALYZE pg_temp.{}").format(t))
+    return str(row[0])
 
 
 ORPHAN = sql.SQL("NOT EXISTS (SELECT 1 FROM pg_temp.{r} r WHERE r.o = m.oid)").format(
@@ -85,6 +91,7 @@ def select_candidates(conn: psycopg.Connection, rule: AgeRule) -> Orphans:
     not_owned_sample = sample("old AND NOT mine")
     conn.execute(sql.SQL("DELETE FROM pg_temp.{} WHERE NOT (old AND mine)").format(c))
     conn.execute(sql.SQL("ALTER TABLE pg_temp.{} ADD PRIMARY KEY (o)").format(c))
+    conn.execute(sql.SQL("ANALYZE pg_temp.{}").format(c))
     return Orphans(orphans, removable, young, not_owned, not_owned_sample, sample("true"))
 
 
@@ -99,16 +106,20 @@ def candidate_chunk(conn: psycopg.Connection, after: int, limit: int) -> list[in
     return [int(r[0]) for r in rows]
 
 
-def still_orphans(conn: psycopg.Connection, refs: References, oids: list[int]) -> list[int]:
+def still_orphans(
+    conn: psycopg.Connection, refs: References, oids: list[int], since: str | None = None,
+    seen: frozenset[tuple[int, int]] = frozenset(),
+) -> list[int]:  # fmt: skip
     """Which of ``oids`` no column names now: one anti-join against every reference column
-    (run while the tables are locked, so no new reference can commit meanwhile)."""
+    (run while the tables are locked, so no new reference can commit meanwhile); with
+    ``since``, the ``seen`` columns only in rows written after that snapshot."""
     if not oids:
         return []
     rows = conn.execute(
         sql.SQL(
             "SELECT c.o::int8 FROM pg_catalog.unnest(%s::int8[]::pg_catalog.oid[]) c(o)"
             " WHERE NOT EXISTS (SELECT 1 FROM ({u}) r WHERE r.o = c.o) ORDER BY 1"
-        ).format(u=refs.union()),
+        ).format(u=refs.union(since, seen)),
         (oid_array(oids),),
     ).fetchall()
     return [int(r[0]) for r in rows]

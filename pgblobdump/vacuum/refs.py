@@ -20,6 +20,7 @@ import psycopg
 from psycopg import sql
 
 from pgblobdump.errors import NotFound, UnsafeToRemove
+from pgblobdump.vacuum.age import full_xid
 
 OID_MAX = (1 << 32) - 1
 LIST_MAX = 10
@@ -103,7 +104,7 @@ SELECT c.oid::int8, a.attnum::int, n.nspname, c.relname, a.attname,
     + _RLS_APPLIES
     + ", "
     + _LOCKABLE
-    + """, c.relkind::text
+    + """, c.relkind::text, pg_catalog.has_table_privilege(c.oid, 'SELECT')
 FROM pg_catalog.pg_attribute a
 JOIN """
     + _KINDS
@@ -134,7 +135,7 @@ SELECT c.oid::int8, a.attnum::int, n.nspname, c.relname, a.attname,
     + _RLS_APPLIES
     + ", "
     + _LOCKABLE
-    + """, c.relkind::text
+    + """, c.relkind::text, pg_catalog.has_table_privilege(c.oid, 'SELECT')
 FROM pg_catalog.pg_class c
 JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
 JOIN pg_catalog.pg_roles r ON r.rolname = current_user
@@ -174,33 +175,43 @@ class RefColumn:
     """The role may lock the table against writers (LOCK ... IN SHARE MODE)."""
     relkind: str = "r"
     named: bool = False
+    table_select: bool = True
+    """SELECT on the whole table (system columns such as xmin need it)."""
     """Named by ``--references``."""
 
     @property
     def qualified(self) -> str:
         return f"{self.schema}.{self.table}.{self.column}"
 
-    def oids(self) -> sql.Composed:
+    def oids(self, since: str | None = None) -> sql.Composed:
         """A query of column ``o`` (oid): every OID this column names, NULLs left out,
-        duplicates kept."""
+        duplicates kept; with ``since`` (a pg_snapshot's text), only in rows that
+        snapshot did not see (written by transactions that committed after it)."""
         c, t = sql.Identifier(self.column), sql.Identifier(self.schema, self.table)
         if self.kind == SCALAR:
-            q = "SELECT {c}::pg_catalog.oid AS o FROM {t} WHERE {c} IS NOT NULL"
+            q = "SELECT pgbd_t.{c}::pg_catalog.oid AS o FROM {t} pgbd_t WHERE {c} IS NOT NULL"
         elif self.kind == ARRAY:
             q = (
-                "SELECT pgbd_u AS o FROM {t}, pg_catalog.unnest({c}::pg_catalog.oid[]) pgbd_u"
-                " WHERE pgbd_u IS NOT NULL"
+                "SELECT pgbd_u AS o FROM {t} pgbd_t,"
+                " pg_catalog.unnest(pgbd_t.{c}::pg_catalog.oid[]) pgbd_u WHERE pgbd_u IS NOT NULL"
             )
         else:
             # Every run of digits (leading zeros dropped) that fits an OID: a superset of
             # the OIDs the value holds, whatever its shape (text, jsonb, a composite).
             q = (
-                "SELECT pgbd_d::pg_catalog.int8::pg_catalog.oid AS o FROM {t},"
-                " pg_catalog.regexp_matches({c}::text, '[0-9]+', 'g') pgbd_m,"
+                "SELECT pgbd_d::pg_catalog.int8::pg_catalog.oid AS o FROM {t} pgbd_t,"
+                " pg_catalog.regexp_matches(pgbd_t.{c}::text, '[0-9]+', 'g') pgbd_m,"
                 " LATERAL (SELECT NULLIF(pg_catalog.ltrim(pgbd_m[1], '0'), '') AS pgbd_d) pgbd_z"
                 " WHERE pg_catalog.length(pgbd_d) <= 10"
                 " AND pgbd_d::pg_catalog.int8 <= " + str(OID_MAX)
             )
+        if since is not None:
+            xmin = full_xid("pgbd_t.xmin").replace("{", "{{").replace("}", "}}")
+            q += (
+                f" AND NOT pg_catalog.pg_visible_in_snapshot({xmin}::text::pg_catalog.xid8,"
+                " {since}::pg_catalog.pg_snapshot)"
+            )
+            return sql.SQL(q).format(c=c, t=t, since=sql.Literal(since))
         return sql.SQL(q).format(c=c, t=t)
 
 
@@ -262,12 +273,19 @@ class References:
         """What must not change while a run goes: the columns, by table and number."""
         return tuple(sorted((c.relid, c.attnum, c.kind) for c in self.columns))
 
-    def union(self) -> sql.Composable:
+    def union(
+        self, since: str | None = None, seen: frozenset[tuple[int, int]] = frozenset()
+    ) -> sql.Composable:
         """A query of column ``o``: every OID any column names (duplicates kept); one that
-        yields nothing when there is no reference column."""
+        yields nothing when there is no reference column. With ``since``, the columns in
+        ``seen`` ((relid, attnum) read whole under that snapshot) give only the rows
+        written after it; the others are read whole."""
         if not self.columns:
             return sql.SQL("SELECT NULL::pg_catalog.oid AS o WHERE false")
-        return sql.SQL(" UNION ALL ").join(c.oids() for c in self.columns)
+        return sql.SQL(" UNION ALL ").join(
+            c.oids(since if (c.relid, c.attnum) in seen and c.table_select else None)
+            for c in self.columns
+        )
 
     def refuse_unsafe(self, locking: bool = True) -> None:
         """UnsafeToRemove naming the columns we cannot see whole (or, ``locking``, whose
@@ -285,7 +303,7 @@ class References:
 def _column(row: Sequence[object], named: bool = False) -> RefColumn:
     return RefColumn(int(row[0]), int(row[1]), str(row[2]), str(row[3]), str(row[4]),  # type: ignore[call-overload]
                      str(row[5]), str(row[6]), bool(row[7]), bool(row[8]), bool(row[9]),
-                     str(row[10]), named)  # fmt: skip
+                     str(row[10]), named, bool(row[11]))  # fmt: skip
 
 
 def oid_array(oids: Sequence[int]) -> str:

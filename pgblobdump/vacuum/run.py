@@ -99,7 +99,7 @@ def vacuum(
         row = conn.execute("SELECT count(*) FROM pg_catalog.pg_largeobject_metadata").fetchone()
         los = int(row[0]) if row else 0
         reporter.note(f"{len(refs.columns)} reference columns; finding orphans among {los:,} LOs")
-        collect_refs(conn, refs)
+        since = collect_refs(conn, refs)
         found = select_candidates(conn, rule)
         budget = LockBudget.read(conn)
         batch_size = req.batch_size or max(1, budget.per_transaction // req.jobs)
@@ -117,9 +117,8 @@ def vacuum(
                     conn, conninfo, req.archive_to, req.state_schema, reporter, warn
                 )
             reporter.task("removing orphans", removable)
-            done = remove(
-                conninfo, conn, refs, req.references, rule, batch_size, req.jobs, reporter
-            )
+            done = remove(conninfo, conn, refs, req.references, rule, batch_size, req.jobs,
+                          since, reporter)  # fmt: skip
     return VacuumResult(
         database=describe(conninfo), los=los, orphans=found.orphans, removable=removable,
         removed=done.removed if done else 0, young=found.young, not_owned=found.not_owned,
