@@ -207,7 +207,12 @@ class RefColumn:
             )
         if since is not None:
             xmin = full_xid("pgbd_t.xmin").replace("{", "{{").replace("}", "}}")
+            # age() first: a cheap test that leaves out every row older than the
+            # snapshot's xmin, before the exact (and costlier) visibility test.
             q += (
+                " AND pg_catalog.age(pgbd_t.xmin) <= (SELECT pg_catalog.age(((pg_catalog."
+                "pg_snapshot_xmin({since}::pg_catalog.pg_snapshot)::text::int8 & 4294967295)"
+                "::text)::pg_catalog.xid))"
                 f" AND NOT pg_catalog.pg_visible_in_snapshot({xmin}::text::pg_catalog.xid8,"
                 " {since}::pg_catalog.pg_snapshot)"
             )
