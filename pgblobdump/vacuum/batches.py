@@ -208,7 +208,9 @@ def remove(
                         raise _Changed  # a table created between the look and the lock
                     t1 = time.perf_counter()
                     todo = [o for o in oids if o not in gone]
-                    live = still_orphans(conn, refs, todo, since, seen)
+                    # On the guard: it holds the locks, so a DROP or ALTER queued behind them
+                    # cannot make this wait on a lock the guard never lets go.
+                    live = still_orphans(guard, refs, todo, since, seen)
                     recheck = time.perf_counter() - t1
                     round_referenced = len(todo) - len(live)
                     done.referenced_meanwhile += round_referenced
