@@ -41,6 +41,8 @@ ROUND_SECONDS = 1.0
 """How long the guard holds its locks, about: the longest a writer waits."""
 LOCK_TIMEOUT = "60s"
 """How long the guard waits for a table's writers before it gives up, naming it."""
+UNLINK_LOCK_TIMEOUT = "5s"
+"""How long a batch waits for an LO someone holds before the round starts again."""
 MAX_ROUND_OIDS = 50_000
 """At most this many candidates a round (the client holds them: memory stays flat)."""
 RECHECK_SHARE = 5
@@ -101,6 +103,10 @@ def _unlink(
         except psycopg.errors.UndefinedObject:
             if attempt == 2:
                 raise
+        except psycopg.errors.LockNotAvailable as e:
+            # An LO locked by a writer that may itself wait for the guard's locks (it
+            # wrote to the LO, then names it): undo the round, so the guard lets go.
+            raise _Changed from e
     raise AssertionError("unreachable")
 
 
@@ -180,6 +186,8 @@ def remove(
             stack.enter_context(connect(conninfo, autocommit=True, doing=f"vacuum (worker {k})"))
             for k in range(1, jobs)
         ]
+        for w in workers:
+            w.execute(f"SET lock_timeout = '{UNLINK_LOCK_TIMEOUT}'")
         while oids := candidate_chunk(conn, after, chunk):
             t0 = time.perf_counter()
             round_referenced = 0

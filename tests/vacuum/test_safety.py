@@ -237,3 +237,42 @@ def test_min_age_from_commit_timestamps() -> None:
         assert (first.young, first.removable) == (1, 0) and "commit timestamps" in first.age
         time.sleep(2.5)
         assert vacuum(db, req).removable == 1
+
+
+def test_a_writer_holding_an_orphan_and_waiting_for_our_lock_is_no_hang(
+    pg17: EmbeddedCluster, new_db: NewDb
+) -> None:
+    """A writer that changed orphan 7 (GRANT ON LARGE OBJECT: its metadata row) and then
+    inserts a row naming it waits for the guard's lock while our batch waits for that
+    row: the batch gives up after its lock timeout, the round is undone, the writer's
+    row lands, 7 stays. Without the timeout each waits for the other forever (the server
+    sees no deadlock: the guard waits for its client)."""
+    db = new_db(pg17)
+    setup(db, "CREATE TABLE t (x oid)", n=10)
+    errors: list[BaseException] = []
+    with psycopg.connect(db) as w:
+        w.execute("SET lock_timeout = '20s'")  # without the fix: an error, not a hung test
+        w.execute("GRANT SELECT ON LARGE OBJECT 7 TO PUBLIC")  # holds 7's row to commit
+
+        def run() -> None:
+            try:
+                vacuum(db, VacuumRequest(min_age=0, jobs=1))
+            except BaseException as e:  # pragma: no cover - reported below
+                errors.append(e)
+
+        th = threading.Thread(target=run)
+        th.start()
+        deadline = time.monotonic() + 30
+        while True:  # our batch waits for LO 7's lock
+            with psycopg.connect(db, autocommit=True) as c:
+                row = c.execute("SELECT count(*) FROM pg_locks WHERE NOT granted").fetchone()
+            if row and row[0]:
+                break
+            assert time.monotonic() < deadline and th.is_alive(), "vacuum never waited for 7"
+            time.sleep(0.05)
+        w.execute("INSERT INTO t VALUES (7)")  # waits for the guard until the round is undone
+        w.commit()
+        th.join(60)
+        assert not th.is_alive(), "vacuum hangs"
+    assert not errors, errors
+    assert los(db) == {7}
