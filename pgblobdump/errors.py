@@ -100,6 +100,14 @@ class ObjectStorageError(PgBlobDumpError):
     exit_code = 12
 
 
+class UnsafeToRemove(PgBlobDumpError):
+    """vacuum refused before removing anything: a reference it cannot see (a table the
+    role may not read, row-level security that applies to it, a column of a type that
+    may hold OIDs and that no ``--references`` names), so it cannot tell orphans apart."""
+
+    exit_code = 13
+
+
 def from_os_error(e: OSError, doing: str = "", what: str | None = None) -> PgBlobDumpError:
     """Our error for an OSError, the one place that maps them: ENOSPC/EDQUOT say the disk
     is full (InsufficientResources), others are FileError. The message is ``cannot

@@ -62,3 +62,17 @@ def format_bytes(n: float) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     raise AssertionError("unreachable")
+
+
+_DURATION_RE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|d|)\s*", re.IGNORECASE)
+_SECONDS = {"": 1, "s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(text: str, what: str = "duration") -> float:
+    """Seconds in ``text``: a number with an optional unit (s, m/min, h, d): ``90s``,
+    ``30m``, ``1.5h``, ``0``."""
+    m = _DURATION_RE.fullmatch(text)
+    if not m:
+        raise UsageError(f"{what} {text!r} is not a duration; use a number with s, m, h or d"
+                         " like 90s, 30m, 1h, 0")  # fmt: skip
+    return float(m.group(1)) * _SECONDS[m.group(2).lower()]

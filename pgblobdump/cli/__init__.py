@@ -61,6 +61,8 @@ SUBCOMMANDS = {
     "completion": "pgblobdump.cli.completion:completion",
     "copy": "pgblobdump.cli.sync:copy_cmd",
     "sync": "pgblobdump.cli.sync:sync_cmd",
+    "inspect": "pgblobdump.cli.vacuum:inspect_cmd",
+    "vacuum": "pgblobdump.cli.vacuum:vacuum_cmd",
 }
 """Each command's module, imported only when that command runs (or help lists them all),
 so ``toc`` never loads libpq or matplotlib."""

@@ -72,3 +72,43 @@ def pages_readable(conn: psycopg.Connection) -> bool:
         "SELECT pg_catalog.has_table_privilege('pg_catalog.pg_largeobject', 'SELECT')"
     ).fetchone()
     return bool(row and row[0])
+
+
+UNLINKABLE = sql.SQL(
+    "(current_setting('is_superuser') = 'on'"
+    " OR current_setting('lo_compat_privileges') = 'on'"
+    " OR pg_catalog.pg_has_role(m.lomowner, 'USAGE'))"
+)
+"""Whether the connected role may unlink LO ``m``: its owner (or a member of the owner
+role), a superuser, or anyone while ``lo_compat_privileges`` is on (as ``lo_unlink``
+checks it)."""
+
+SIZE_BUCKETS = (0, 1, 4 << 10, 64 << 10, 1 << 20, 16 << 20, 256 << 20, 1 << 30)
+"""Lower bounds of the size histogram's buckets: empty, up to 4 KiB, 64 KiB, 1 MiB,
+16 MiB, 256 MiB, 1 GiB, and over."""
+
+
+def lo_sizes_sql(into: str) -> sql.Composed:
+    """One pass over ``pg_largeobject`` (superusers, or a role granted SELECT on it):
+    ``into`` (a temporary table) gets one row per LO with pages: ``loid``, ``size`` (the
+    last page's end: an LO's logical size), ``stored`` (bytes its pages hold) and
+    ``pages``; an LO with fewer pages than its size needs is sparse. The page data is
+    never detoasted: ``octet_length`` reads the stored length."""
+    return sql.SQL(
+        "CREATE TEMP TABLE {t} AS SELECT p.loid,"
+        " max(p.pageno::int8 * (current_setting('block_size')::int8 / 4)"
+        " + octet_length(p.data)) AS size, sum(octet_length(p.data))::int8 AS stored,"
+        " count(*)::int8 AS pages, max(p.pageno)::int8 AS last_page"
+        " FROM pg_catalog.pg_largeobject p GROUP BY p.loid"
+    ).format(t=sql.Identifier(into))
+
+
+def space(conn: psycopg.Connection) -> tuple[int, int]:
+    """(bytes pg_largeobject takes on disk with its index, bytes of pg_largeobject_metadata
+    with its index): sizes any role may ask for."""
+    row = conn.execute(
+        "SELECT pg_catalog.pg_total_relation_size('pg_catalog.pg_largeobject'),"
+        " pg_catalog.pg_total_relation_size('pg_catalog.pg_largeobject_metadata')"
+    ).fetchone()
+    assert row is not None
+    return int(row[0]), int(row[1])

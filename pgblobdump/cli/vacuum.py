@@ -1,0 +1,213 @@
+"""``pgblobdump inspect`` and ``pgblobdump vacuum``: an LO health report, and orphan
+clean-up that never removes a referenced LO."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import click
+
+from pgblobdump.cli.options import connection_options, output_options
+from pgblobdump.cli.output import Format, emit
+from pgblobdump.cli.progress import note, reporter
+from pgblobdump.cli.types import COLUMN, Parsed
+from pgblobdump.pg.connect import connect, describe
+from pgblobdump.pg.target import ConnectionTarget
+from pgblobdump.report import Column, Table
+from pgblobdump.report import stream as rstream
+from pgblobdump.report.table import jsonable
+from pgblobdump.units import format_bytes, parse_duration
+
+DURATION = Parsed("duration", parse_duration)
+
+REFERENCES = click.option(
+    "--references",
+    type=COLUMN,
+    multiple=True,
+    metavar="TABLE.COLUMN",
+    help="A column holding LO OIDs in a type not found by itself (text, jsonb, a composite):"
+    " every integer in its values counts as a reference (repeatable).",
+)
+
+
+def _size(n: int | None) -> str:
+    return "" if n is None else format_bytes(n)
+
+
+def inspection_table(r: Any) -> Table:
+    """The report as ``what | value`` lines for people (JSON carries the whole record)."""
+    rows: list[dict[str, Any]] = [
+        {"what": "LOs", "value": f"{r.los:,}"},
+        {"what": "size (logical / stored)",
+         "value": "not readable" if r.size_bytes is None
+         else f"{_size(r.size_bytes)} / {_size(r.stored_bytes)}"},
+        {"what": "pg_largeobject on disk", "value": _size(r.pg_largeobject_bytes)},
+        {"what": "pg_largeobject_metadata on disk", "value": _size(r.metadata_bytes)},
+    ]  # fmt: skip
+    rows += [{"what": f"  {b.label}", "value": f"{b.los:,} ({_size(b.bytes)})"}
+             for b in r.histogram]  # fmt: skip
+    if r.over_1gib is not None:
+        rows.append({"what": "over 1 GiB", "value": f"{r.over_1gib:,} {list(r.over_1gib_sample)}"})
+        rows.append({"what": "sparse", "value": f"{r.sparse:,} {list(r.sparse_sample)}"})
+    rows += [{"what": f"owner {o.role}", "value": f"{o.los:,}"} for o in r.owners]
+    rows.append({"what": "with ACLs / comments", "value": f"{r.with_acl:,} / {r.with_comment:,}"})
+    for c in r.columns:
+        if c.references is None:
+            v = f"hidden: {c.hidden}"
+        else:
+            v = f"{c.references:,} OIDs, {c.dangling:,} dangling"
+            v += f" ({c.hidden})" if c.hidden else ""
+        rows.append({"what": f"column {c.column} ({c.type})", "value": v})
+    rows.append(
+        {"what": "orphans", "value": f"{r.orphans:,}" + ("" if r.orphans_exact else " at most")}
+    )
+    rows.append({"what": "dangling OIDs", "value": f"{r.dangling:,}"})
+    rows.append(
+        {
+            "what": "lock table (per batch of ours)",
+            "value": f"{r.lock_table:,} ({r.locks_per_batch:,})",
+        }
+    )
+    rows.append(
+        {
+            "what": "largest safe pg_restore --transaction-size",
+            "value": f"{r.safe_transaction_size:,}",
+        }
+    )
+    for p in r.predictions:
+        extra = f", {p.files:,} file{'s' * (p.files != 1)}" if p.files is not None else ""
+        extra += f", {p.toc_entries:,} TOC entries" if p.toc_entries is not None else ""
+        rows.append({"what": f"predicted {p.tool}",
+                     "value": f"{p.seconds:,.0f} s, {_size(p.peak_rss)} peak{extra}"})  # fmt: skip
+    title = f"LOs of {r.database} (PostgreSQL {r.server_version})"
+    return Table([Column("what"), Column("value")], rows, title=title, notes=r.notes)
+
+
+@click.command("inspect")
+@connection_options
+@REFERENCES
+@output_options
+def inspect_cmd(target: ConnectionTarget, references: tuple[tuple[str, str], ...],
+                fmt: Format) -> None:  # fmt: skip
+    """Report on a database's LOs from the catalogs: count and sizes (a histogram, over
+    1 GiB, sparse), owners, ACLs and comments, every column referencing LOs with its
+    dangling OIDs, orphans, the lock budget and the largest safe pg_restore
+    --transaction-size, and pg_dump/pg_restore 16/17/18 time, memory and files predicted
+    from curves this project measured (docs/vacuum.md). Reads no LO bytes.
+
+    Example: pgblobdump inspect -d mydb --markdown
+    """
+    from pgblobdump.vacuum.inspect import inspect
+
+    conninfo = target.conninfo()
+    with connect(conninfo, autocommit=True, doing="inspect") as conn:
+        r = inspect(conn, describe(conninfo), references)
+    emit(inspection_table(r), fmt, jsonable(r))
+
+
+def result_table(r: Any) -> Table:
+    did = "would remove" if r.dry_run else "removed"
+    rows = [
+        {"what": "LOs", "value": f"{r.los:,}"},
+        {"what": "reference columns", "value": f"{r.columns:,}"},
+        {"what": "orphans", "value": f"{r.orphans:,}"},
+        {"what": did, "value": f"{r.removable if r.dry_run else r.removed:,}"},
+        {"what": "kept: younger than --min-age", "value": f"{r.young:,}"},
+        {"what": "kept: not this role's to unlink",
+         "value": f"{r.not_owned:,}" + (f" {list(r.not_owned_sample)}" if r.not_owned else "")},
+        {"what": "kept: referenced meanwhile", "value": f"{r.referenced_meanwhile:,}"},
+        {"what": "kept: gone or changed meanwhile", "value": f"{r.skipped:,}"},
+        {"what": "age", "value": r.age},
+        {"what": "batches (LOs each)", "value": f"{r.batches:,} ({r.batch_size:,})"},
+        {"what": "seconds", "value": f"{r.seconds:.2f}"},
+    ]  # fmt: skip
+    if r.archived is not None:
+        rows.insert(4, {"what": "archived and verified", "value": f"{r.archived:,}"})
+    return Table([Column("what"), Column("value")], rows, title=f"vacuum of {r.database}",
+                 notes=r.notes)  # fmt: skip
+
+
+@click.command("vacuum")
+@connection_options
+@REFERENCES
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="List the OIDs it would remove (one per line, or --json) and change nothing.",
+)
+@click.option(
+    "--min-age",
+    type=DURATION,
+    default="1h",
+    show_default=True,
+    help="Keep LOs created less than this long ago (90s, 30m, 1h, 0).",
+)
+@click.option(
+    "--archive-to",
+    metavar="DIR|s3://...",
+    help="First dump the orphans into this new packed archive; remove only what"
+    " it holds, verified (restore brings them back).",
+)
+@click.option(
+    "--batch-size",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="LOs per transaction (default: a share of the server's lock table).",
+)
+@click.option(
+    "-j",
+    "--jobs",
+    type=click.IntRange(1, 16),
+    default=2,
+    show_default=True,
+    help="Connections unlinking at once (they share the lock budget).",
+)
+@click.option(
+    "--state-schema",
+    default="pgblobdump",
+    show_default=True,
+    help="Schema of the table keeping --min-age's horizon samples.",
+)
+@output_options
+def vacuum_cmd(target: ConnectionTarget, references: tuple[tuple[str, str], ...],
+               dry_run: bool, min_age: float, archive_to: str | None, batch_size: int | None,
+               jobs: int, state_schema: str, fmt: Format) -> None:  # fmt: skip
+    """Remove orphan LOs: those no column references (oid, lo, arrays and domains of them,
+    and --references columns). Set-based, in lock-budgeted batches, each its own
+    transaction; every batch is checked again while the referencing tables are locked
+    against writers, so a reference inserted meanwhile keeps its LO. Refuses (exit 13,
+    nothing removed) when it cannot see every reference: a table the role may not read,
+    row-level security, a column of a type holding OIDs that --references does not name.
+    LOs the role may not unlink are kept and named.
+
+    Example: pgblobdump vacuum -d mydb --dry-run --min-age 2h
+    """
+    from pgblobdump.vacuum import VacuumRequest, vacuum
+
+    req = VacuumRequest(min_age, dry_run, references, archive_to, state_schema, batch_size, jobs)
+    conninfo = target.conninfo()
+    listed: list[int] = []
+
+    def listing(oids: Iterator[int]) -> None:
+        if fmt is Format.JSON:
+            listed.extend(oids)  # printed inside the result's record
+        else:
+            rstream.write_rows(sys.stdout, fmt if fmt is not Format.TABLE else Format.CSV,
+                               ["oid"], ({"oid": o} for o in oids))  # fmt: skip
+
+    def warn(m: str) -> None:
+        click.echo(f"Warning: {m}", err=True)
+
+    with reporter("removing orphans", 0) as rep:
+        result = vacuum(conninfo, req, rep, listing if dry_run else None, warn)
+    if dry_run and fmt is not Format.JSON:
+        note(f"would remove {result.removable:,} of {result.orphans:,} orphans"
+             f" ({result.young:,} too young, {result.not_owned:,} not this role's);"
+             f" {result.age}")  # fmt: skip
+        return
+    record = jsonable(result)
+    if dry_run:
+        record["oids"] = listed
+    emit(result_table(result), fmt, record)

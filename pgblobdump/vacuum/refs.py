@@ -1,0 +1,357 @@
+"""Where LOs are referenced: every column whose type holds OIDs (``oid``, ``lo``, arrays
+of them, domains over either), and the columns a user names with ``--references``
+(text, jsonb or anything else whose text form holds OIDs); and what keeps us from
+seeing them all (a table the role may not read, row-level security, a column of a type
+that wraps OIDs in a way we do not read).
+
+The discovery is one catalog query. A type "bears" OIDs when it is ``oid``, a domain
+over a type that does, an array of one, a composite type with such an attribute, or a
+range over one; the last two (and arrays of anything but a plain OID) are "unknown":
+their values are read only when ``--references`` names the column, by taking every
+integer in their text form (a superset of the OIDs they hold, so never too few).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import psycopg
+from psycopg import sql
+
+from pgblobdump.errors import NotFound, UnsafeToRemove
+from pgblobdump.vacuum.age import full_xid
+
+OID_MAX = (1 << 32) - 1
+LIST_MAX = 10
+"""How many refused columns a message names before it says ``and N more``."""
+
+# Kinds of reference column: how its values turn into OIDs.
+SCALAR = "oid"  # oid, lo, a domain over either
+ARRAY = "array"  # oid[], lo[], a domain over either
+TEXT = "text"  # named by --references: every integer in the value's text form
+UNKNOWN = "unknown"  # a composite or range holding OIDs, not named: refused
+
+_BEARING = """
+WITH RECURSIVE bearing(typ, kind) AS (
+    SELECT 'pg_catalog.oid'::pg_catalog.regtype::oid, 'oid'
+  UNION
+    SELECT x.typ, x.kind FROM bearing b, LATERAL (
+        SELECT t.oid AS typ, b.kind FROM pg_catalog.pg_type t
+        WHERE t.typtype = 'd' AND t.typbasetype = b.typ
+      UNION ALL
+        SELECT t.oid, CASE WHEN b.kind = 'oid' THEN 'array' ELSE 'unknown' END
+        FROM pg_catalog.pg_type t WHERE t.typcategory = 'A' AND t.typelem = b.typ
+      UNION ALL
+        SELECT c.reltype, 'unknown' FROM pg_catalog.pg_attribute a
+        JOIN pg_catalog.pg_class c ON c.oid = a.attrelid
+        WHERE a.atttypid = b.typ AND a.attnum > 0 AND NOT a.attisdropped AND c.reltype <> 0
+          AND c.relnamespace NOT IN ('pg_catalog'::regnamespace,
+                                     'information_schema'::regnamespace)
+      UNION ALL
+        SELECT r.rngtypid, 'unknown' FROM pg_catalog.pg_range r WHERE r.rngsubtype = b.typ
+      UNION ALL
+        SELECT r.rngmultitypid, 'unknown' FROM pg_catalog.pg_range r WHERE r.rngtypid = b.typ
+    ) x
+)
+"""
+"""Every type that holds OIDs, with how: ``oid``, ``array`` or ``unknown``."""
+
+_VISIBLE = """
+    pg_catalog.has_schema_privilege(n.oid, 'USAGE')
+    AND pg_catalog.has_column_privilege(c.oid, a.attnum, 'SELECT')
+"""
+"""Whether the connected role may read column ``a`` of table ``c`` in schema ``n``."""
+
+_RLS_APPLIES = """
+    (c.relrowsecurity AND NOT r.rolsuper AND NOT r.rolbypassrls
+     AND (c.relforcerowsecurity OR NOT pg_catalog.pg_has_role(c.relowner, 'USAGE')))
+"""
+"""Whether row-level security filters what the connected role ``r`` reads of ``c``:
+enabled on the table, the role neither a superuser nor BYPASSRLS, and not its owner (an
+owner is filtered too when the table FORCEs row security), as the server decides it."""
+
+_LOCKABLE = """
+    (c.relkind = 'm' OR pg_catalog.pg_has_role(c.relowner, 'USAGE')
+     OR pg_catalog.has_table_privilege(c.oid, 'UPDATE')
+     OR pg_catalog.has_table_privilege(c.oid, 'DELETE')
+     OR pg_catalog.has_table_privilege(c.oid, 'TRUNCATE'))
+"""
+"""Whether the connected role may LOCK table ``c`` IN SHARE MODE (what the server asks)."""
+
+_TYPES = (
+    _BEARING
+    + """
+SELECT typ::int8, CASE WHEN bool_or(kind = 'unknown') THEN 'unknown'
+                       WHEN bool_or(kind = 'array') THEN 'array' ELSE 'oid' END
+FROM bearing GROUP BY typ
+"""
+)
+"""Each type holding OIDs once, with its kind."""
+
+_KINDS = (
+    "ROWS FROM (pg_catalog.unnest(%(types)s::int8[]::pg_catalog.oid[]),"
+    " pg_catalog.unnest(%(kinds)s::text[])) k(typ, kind)"
+)
+
+_COLUMNS = (
+    """
+SELECT c.oid::int8, a.attnum::int, n.nspname, c.relname, a.attname,
+       pg_catalog.format_type(a.atttypid, a.atttypmod), k.kind,
+       """
+    + _VISIBLE
+    + ", "
+    + _RLS_APPLIES
+    + ", "
+    + _LOCKABLE
+    + """, c.relkind::text, pg_catalog.has_table_privilege(c.oid, 'SELECT')
+FROM pg_catalog.pg_attribute a
+JOIN """
+    + _KINDS
+    + """ ON k.typ = a.atttypid
+JOIN pg_catalog.pg_class c ON c.oid = a.attrelid
+JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+JOIN pg_catalog.pg_roles r ON r.rolname = current_user
+WHERE a.attnum > 0 AND NOT a.attisdropped
+  AND c.relkind IN ('r', 'p', 'm') AND NOT c.relispartition
+  AND n.nspname NOT IN ('pg_catalog', 'information_schema')
+  AND n.nspname NOT LIKE 'pg\\_toast%%' AND n.nspname NOT LIKE 'pg\\_temp\\_%%'
+  AND n.oid <> pg_catalog.pg_my_temp_schema()
+ORDER BY n.nspname, c.relname, a.attnum
+"""
+)
+
+_NAMED = (
+    """
+SELECT c.oid::int8, a.attnum::int, n.nspname, c.relname, a.attname,
+       pg_catalog.format_type(a.atttypid, a.atttypmod),
+       coalesce((SELECT CASE k.kind WHEN 'unknown' THEN 'text' ELSE k.kind END
+                 FROM """
+    + _KINDS
+    + """ WHERE k.typ = a.atttypid), 'text'),
+       """
+    + _VISIBLE
+    + ", "
+    + _RLS_APPLIES
+    + ", "
+    + _LOCKABLE
+    + """, c.relkind::text, pg_catalog.has_table_privilege(c.oid, 'SELECT')
+FROM pg_catalog.pg_class c
+JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+JOIN pg_catalog.pg_roles r ON r.rolname = current_user
+LEFT JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attname = %(column)s
+     AND a.attnum > 0 AND NOT a.attisdropped
+WHERE c.oid = pg_catalog.to_regclass(%(table)s)
+"""
+)
+
+_STAMP = """
+SELECT count(*)::text || '/' || coalesce(sum(a.attrelid::int8 * 1601 + a.attnum), 0)::text
+FROM pg_catalog.pg_attribute a
+JOIN pg_catalog.pg_class c ON c.oid = a.attrelid
+JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+WHERE a.atttypid = ANY(%s::int8[]::pg_catalog.oid[]) AND a.attnum > 0 AND NOT a.attisdropped
+  AND c.relkind IN ('r', 'p', 'm')
+  AND n.nspname NOT LIKE 'pg\\_toast%%' AND n.nspname NOT LIKE 'pg\\_temp\\_%%'
+"""
+
+
+@dataclass(frozen=True)
+class RefColumn:
+    """A column that may reference LOs. ``kind``: how its values become OIDs (SCALAR,
+    ARRAY, TEXT, UNKNOWN). ``readable``: the role may read the column; ``rls``: row-level
+    security filters the rows it reads (either hides references from us)."""
+
+    relid: int
+    attnum: int
+    schema: str
+    table: str
+    column: str
+    type: str
+    kind: str
+    readable: bool
+    rls: bool
+    lockable: bool = True
+    """The role may lock the table against writers (LOCK ... IN SHARE MODE)."""
+    relkind: str = "r"
+    named: bool = False
+    table_select: bool = True
+    """SELECT on the whole table (system columns such as xmin need it)."""
+    """Named by ``--references``."""
+
+    @property
+    def qualified(self) -> str:
+        return f"{self.schema}.{self.table}.{self.column}"
+
+    def oids(self, since: str | None = None) -> sql.Composed:
+        """A query of column ``o`` (oid): every OID this column names, NULLs left out,
+        duplicates kept; with ``since`` (a pg_snapshot's text), only in rows that
+        snapshot did not see (written by transactions that committed after it)."""
+        c, t = sql.Identifier(self.column), sql.Identifier(self.schema, self.table)
+        if self.kind == SCALAR:
+            q = "SELECT pgbd_t.{c}::pg_catalog.oid AS o FROM {t} pgbd_t WHERE {c} IS NOT NULL"
+        elif self.kind == ARRAY:
+            q = (
+                "SELECT pgbd_u AS o FROM {t} pgbd_t,"
+                " pg_catalog.unnest(pgbd_t.{c}::pg_catalog.oid[]) pgbd_u WHERE pgbd_u IS NOT NULL"
+            )
+        else:
+            # Every run of digits (leading zeros dropped) that fits an OID: a superset of
+            # the OIDs the value holds, whatever its shape (text, jsonb, a composite).
+            q = (
+                "SELECT pgbd_d::pg_catalog.int8::pg_catalog.oid AS o FROM {t} pgbd_t,"
+                " pg_catalog.regexp_matches(pgbd_t.{c}::text, '[0-9]+', 'g') pgbd_m,"
+                " LATERAL (SELECT NULLIF(pg_catalog.ltrim(pgbd_m[1], '0'), '') AS pgbd_d) pgbd_z"
+                " WHERE pg_catalog.length(pgbd_d) <= 10"
+                " AND pgbd_d::pg_catalog.int8 <= " + str(OID_MAX)
+            )
+        if since is not None:
+            xmin = full_xid("pgbd_t.xmin").replace("{", "{{").replace("}", "}}")
+            # age() first: a cheap test that leaves out every row older than the
+            # snapshot's xmin, before the exact (and costlier) visibility test.
+            q += (
+                " AND pg_catalog.age(pgbd_t.xmin) <= (SELECT pg_catalog.age(((pg_catalog."
+                "pg_snapshot_xmin({since}::pg_catalog.pg_snapshot)::text::int8 & 4294967295)"
+                "::text)::pg_catalog.xid))"
+                f" AND NOT pg_catalog.pg_visible_in_snapshot({xmin}::text::pg_catalog.xid8,"
+                " {since}::pg_catalog.pg_snapshot)"
+            )
+            return sql.SQL(q).format(c=c, t=t, since=sql.Literal(since))
+        return sql.SQL(q).format(c=c, t=t)
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A column whose references we cannot see, and why."""
+
+    column: str
+    why: str
+    lock: bool = False
+    """Only the lock is missing: the references can be read (enough for a dry run)."""
+
+    def __str__(self) -> str:
+        return f"{self.column} ({self.why})"
+
+
+@dataclass(frozen=True)
+class References:
+    """Every reference column found, and the refusals among them."""
+
+    columns: tuple[RefColumn, ...]
+    types: tuple[int, ...] = ()
+    """Every type holding OIDs when the columns were found (for ``stamp``)."""
+
+    @property
+    def refusals(self) -> tuple[Refusal, ...]:
+        """What hides references from us, or keeps us from holding writers off."""
+        out = []
+        for c in self.columns:
+            if not c.readable:
+                out.append(Refusal(c.qualified, "the role may not read it"))
+            elif c.rls:
+                out.append(Refusal(c.qualified, "row-level security applies to the role"))
+            elif c.kind == UNKNOWN:
+                out.append(Refusal(c.qualified, f"type {c.type} holds OIDs; name it with"
+                                   " --references to read every number in it"))  # fmt: skip
+            elif not c.lockable:
+                out.append(Refusal(c.qualified, "the role may not lock its table against"
+                                   " writers: LOCK IN SHARE MODE needs UPDATE, DELETE or"
+                                   " TRUNCATE on it", lock=True))  # fmt: skip
+        return tuple(out)
+
+    @property
+    def tables(self) -> tuple[tuple[int, str, str], ...]:
+        """(relid, schema, table) of every table read, once each, in a stable order."""
+        seen: dict[int, tuple[int, str, str]] = {}
+        for c in self.columns:
+            seen.setdefault(c.relid, (c.relid, c.schema, c.table))
+        return tuple(sorted(seen.values()))
+
+    @property
+    def matviews(self) -> frozenset[int]:
+        """Materialized views among the tables (LOCK TABLE takes none; REFRESH is their
+        only writer, and reads tables that are locked when they hold references)."""
+        return frozenset(c.relid for c in self.columns if c.relkind == "m")
+
+    @property
+    def fingerprint(self) -> tuple[tuple[int, int, str], ...]:
+        """What must not change while a run goes: the columns, by table and number."""
+        return tuple(sorted((c.relid, c.attnum, c.kind) for c in self.columns))
+
+    def union(
+        self, since: str | None = None, seen: frozenset[tuple[int, int]] = frozenset()
+    ) -> sql.Composable:
+        """A query of column ``o``: every OID any column names (duplicates kept); one that
+        yields nothing when there is no reference column. With ``since``, the columns in
+        ``seen`` ((relid, attnum) read whole under that snapshot) give only the rows
+        written after it; the others are read whole."""
+        if not self.columns:
+            return sql.SQL("SELECT NULL::pg_catalog.oid AS o WHERE false")
+        return sql.SQL(" UNION ALL ").join(
+            c.oids(since if (c.relid, c.attnum) in seen and c.table_select else None)
+            for c in self.columns
+        )
+
+    def refuse_unsafe(self, locking: bool = True) -> None:
+        """UnsafeToRemove naming the columns we cannot see whole (or, ``locking``, whose
+        tables we cannot lock against writers), if any."""
+        bad = tuple(r for r in self.refusals if locking or not r.lock)
+        if bad:
+            more = f" and {len(bad) - LIST_MAX} more" if len(bad) > LIST_MAX else ""
+            raise UnsafeToRemove(
+                "cannot see every reference to LOs, nothing removed: "
+                + "; ".join(str(r) for r in bad[:LIST_MAX])
+                + more
+            )
+
+
+def _column(row: Sequence[object], named: bool = False) -> RefColumn:
+    return RefColumn(int(row[0]), int(row[1]), str(row[2]), str(row[3]), str(row[4]),  # type: ignore[call-overload]
+                     str(row[5]), str(row[6]), bool(row[7]), bool(row[8]), bool(row[9]),
+                     str(row[10]), named, bool(row[11]))  # fmt: skip
+
+
+def oid_array(oids: Sequence[int]) -> str:
+    """``oids`` as an array literal for ``%s::int8[]``: joined in C, far cheaper than
+    psycopg's per-element list dumping for thousands of OIDs."""
+    return "{" + ",".join(map(str, oids)) + "}"
+
+
+def stamp_sql(types: Sequence[int]) -> sql.Composed:
+    """A scalar subquery: a cheap mark of every column of ``types`` that changes when
+    such a column is added or dropped anywhere (a table created, altered or dropped),
+    unlike a full ``discover``."""
+    return sql.SQL("({})").format(
+        sql.SQL(_STAMP.replace("%s", "{}")).format(sql.Literal(oid_array(types)))
+    )
+
+
+def stamp(conn: psycopg.Connection, types: Sequence[int]) -> str:
+    """The mark ``stamp_sql`` computes, now."""
+    row = conn.execute(sql.SQL("SELECT {}").format(stamp_sql(types))).fetchone()
+    assert row is not None
+    return str(row[0])
+
+
+def discover(conn: psycopg.Connection, named: Sequence[tuple[str, str]] = ()) -> References:
+    """Every column of every table (and materialized view) that may reference LOs, plus
+    the ``named`` ones (``([schema.]table, column)``, as ``--references`` gives them).
+    Partitions are read through their parent; catalogs, TOAST and temporary tables are
+    left out. NotFound for a named table or column that does not exist."""
+    kinds = conn.execute(_TYPES).fetchall()
+    types = [int(r[0]) for r in kinds]
+    params: dict[str, object] = {"types": types, "kinds": [str(r[1]) for r in kinds]}
+    found = {(int(r[0]), int(r[1])): _column(r) for r in conn.execute(_COLUMNS, params)}
+    for table, column in named:
+        ident = sql.Identifier(*table.split(".")).as_string(conn)
+        row = conn.execute(_NAMED, {**params, "column": column, "table": ident}).fetchone()
+        if row is None:
+            raise NotFound(f"no table {table} (from --references {table}.{column})")
+        if row[1] is None:
+            raise NotFound(f"no column {table}.{column} (from --references {table}.{column})")
+        if str(row[10]) not in ("r", "p", "m"):
+            raise NotFound(f"{table} is not a table (from --references {table}.{column})")
+        col = _column(row, named=True)
+        found[(col.relid, col.attnum)] = col
+    columns = tuple(sorted(found.values(), key=lambda c: (c.schema, c.table, c.attnum)))
+    return References(columns, tuple(types))

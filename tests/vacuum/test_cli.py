@@ -1,0 +1,102 @@
+"""inspect and vacuum as a user meets them: outputs, refusals (one line, exit code), and
+--archive-to's archive that restore brings back."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from pgblobdump.servers.cluster import EmbeddedCluster
+from pgblobdump.vacuum import archive as varchive
+from tests.clirun import assert_one_line_error, run
+from tests.conftest import NewDb
+from tests.vacuum.test_safety import los, setup
+
+
+def test_inspect_reports_counts_columns_orphans_and_predictions(
+    pg17: EmbeddedCluster, new_db: NewDb
+) -> None:
+    db = new_db(pg17)
+    setup(db, "CREATE TABLE t (x oid)", "INSERT INTO t VALUES (1), (2), (99)",
+          "SELECT lo_put(3, 1048576, 'x')", "COMMENT ON LARGE OBJECT 3 IS 'c'", n=4)  # fmt: skip
+    r = run("inspect", "-d", db, "--json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert (doc["los"], doc["orphans"], doc["dangling"], doc["with_comment"]) == (4, 2, 1, 1)
+    assert doc["sparse"] == 1 and doc["sparse_sample"] == [3]
+    assert doc["size_bytes"] == 1048577
+    assert [b["los"] for b in doc["histogram"]][:5] == [3, 0, 0, 0, 1]
+    assert doc["columns"] == [{"column": "public.t.x", "type": "oid", "kind": "oid",
+                               "references": 3, "dangling": 1, "hidden": ""}]  # fmt: skip
+    tools = {p["tool"] for p in doc["predictions"]}
+    assert {"pg_dump 16 -Fc", "pg_dump 17 -Fd", "pg_restore 18 -Fc, one job"} <= tools
+    md = run("inspect", "-d", db, "--markdown")
+    assert md.exit_code == 0 and "| orphans | 2 |" in md.stdout
+
+
+def test_vacuum_refusal_is_one_line_exit_13(pg17: EmbeddedCluster, new_db: NewDb) -> None:
+    db = new_db(pg17)
+    setup(db, "CREATE TYPE pair AS (a int, o oid)", "CREATE TABLE c (v pair)", n=1)
+    assert_one_line_error(run("vacuum", "-d", db, "--min-age", "0"), 13, "public.c.v")
+    assert los(db) == {1}
+    assert_one_line_error(run("vacuum", "-d", db, "--min-age", "soon"), 2, "not a duration")
+
+
+def test_dry_run_lists_and_changes_nothing(pg17: EmbeddedCluster, new_db: NewDb) -> None:
+    db = new_db(pg17)
+    setup(db, "CREATE TABLE t (x oid)", "INSERT INTO t VALUES (2)", n=3)
+    r = run("vacuum", "-d", db, "--min-age", "0", "--dry-run")
+    assert r.exit_code == 0 and r.stdout.split() == ["oid", "1", "3"], r.output
+    doc = json.loads(run("vacuum", "-d", db, "--min-age", "0", "--dry-run", "--json").stdout)
+    assert doc["oids"] == [1, 3] and doc["removed"] == 0
+    assert los(db) == {1, 2, 3}
+    with psycopg.connect(db, autocommit=True) as c:  # a dry run records no horizon
+        assert c.execute("SELECT to_regclass('pgblobdump.vacuum_horizons')").fetchone() == (None,)
+
+
+def test_archive_to_then_restore_brings_them_back(
+    pg17: EmbeddedCluster, new_db: NewDb, tmp_path: Path
+) -> None:
+    db = new_db(pg17)
+    setup(db, "CREATE TABLE t (x oid)", "INSERT INTO t VALUES (2)",
+          "SELECT lo_put(1, 0, 'one'), lo_put(3, 0, 'three')", n=3)  # fmt: skip
+    out = tmp_path / "orphans.pbd"
+    r = run("vacuum", "-d", db, "--min-age", "0", "--archive-to", str(out), "--json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["archived"] == 2 and los(db) == {2}
+    assert run("restore", str(out), "-d", db).exit_code == 0
+    with psycopg.connect(db, autocommit=True) as c:
+        assert c.execute("SELECT lo_get(3)").fetchone() == (b"three",)
+    with psycopg.connect(db, autocommit=True) as c:  # the selection table is gone again
+        assert c.execute("SELECT count(*) FROM pg_tables WHERE schemaname = 'pgblobdump'"
+                         " AND tablename LIKE 'vacuum_archive%'").fetchone() == (0,)  # fmt: skip
+
+
+def test_archive_to_a_taken_place_or_a_bad_archive_removes_nothing(
+    pg17: EmbeddedCluster, new_db: NewDb, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = new_db(pg17)
+    setup(db, n=2)
+    taken = tmp_path / "taken"
+    taken.mkdir()
+    (taken / "x").write_text("x")
+    assert_one_line_error(
+        run("vacuum", "-d", db, "--min-age", "0", "--archive-to", str(taken)), 11, "not an empty"
+    )
+    assert los(db) == {1, 2}
+
+    real = varchive.check_archive
+
+    def damaged(a: object) -> object:
+        check = real(a)  # type: ignore[arg-type]
+        check.problems.append("lo-000001.pbv: damaged")
+        return check
+
+    monkeypatch.setattr(varchive, "check_archive", damaged)
+    r = run("vacuum", "-d", db, "--min-age", "0", "--archive-to", str(tmp_path / "new"))
+    last = r.stderr.strip().splitlines()[-1]  # after the run's progress notes
+    assert r.exit_code == 7 and last.startswith("Error: ") and "nothing removed" in last
+    assert los(db) == {1, 2}
