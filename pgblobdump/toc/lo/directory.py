@@ -159,9 +159,10 @@ def _listed(archive: Archive, e: BlobsEntry) -> Iterator[Listed]:
 def _read_batch(paths: list[str], name: str) -> list[Read]:
     """_read_small of each path, in a reading thread; an error is kept for its turn."""
     out: list[Read] = []
+    buf = bytearray(SMALL_FILE)
     for path in paths:
         try:
-            out.append(_read_small(path, name))
+            out.append(_read_small(path, name, buf))
         except PgBlobDumpError as ex:
             out.append(ex)
     return out
@@ -242,9 +243,11 @@ SMALL_FILE = 1 << 16
 """LO data files up to this size are read whole when the walk meets them."""
 
 
-def _read_small(path: str, name: str) -> tuple[bytes | None, int] | None:
+def _read_small(path: str, name: str, buf: bytearray) -> tuple[bytes | None, int] | None:
     """(bytes, size) of a data file read whole when small, (None, size) when larger;
-    None when it does not exist."""
+    None when it does not exist. ``buf`` (SMALL_FILE bytes) is read into, and the bytes
+    read are copied out: a SMALL_FILE bytes object a file, shrunk to its size, leaves
+    the reading threads' malloc arenas fragmented (100 MB more at a million files)."""
     try:
         fd = os.open(path, os.O_RDONLY)
     except (FileNotFoundError, ValueError):  # ValueError: a NUL in a damaged list
@@ -252,9 +255,9 @@ def _read_small(path: str, name: str) -> tuple[bytes | None, int] | None:
     except OSError as e:  # there but unreadable (EACCES...): 11, not a missing LO file
         raise from_os_error(e, what=f"{name}: cannot read {path}") from e
     try:
-        data = os.read(fd, SMALL_FILE)
-        if len(data) < SMALL_FILE:
-            return data, len(data)
+        n = os.readv(fd, (buf,))
+        if n < SMALL_FILE:
+            return bytes(memoryview(buf)[:n]), n
         return None, os.fstat(fd).st_size
     except OSError as e:  # EISDIR (a directory under the name), EIO
         raise from_os_error(e, what=f"{name}: cannot read {path}") from e
