@@ -8,11 +8,13 @@ The BLOBS entry names a text file (``blobs.toc``, or ``blobs_<dumpId>.toc`` from
 from __future__ import annotations
 
 import os
+import re
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from functools import partial
 from itertools import islice
+from operator import itemgetter
 
 from pgblobdump.errors import CorruptArchive, PgBlobDumpError, from_os_error
 from pgblobdump.toc import streamend
@@ -40,6 +42,16 @@ def list_oids(archive: Archive, e: BlobsEntry) -> Iterator[tuple[int, str]]:
     name = list_file(archive, e)
     number = 0
     for block in _line_blocks(archive, name):
+        # Lines as pg_dump writes them (ASCII, '<digits> <file>', no CR, no blank line)
+        # are split by one regex call; any other block line by line (and its errors).
+        if block.isascii() and b"\r" not in block:
+            text = block.decode("ascii")
+            pairs = _PLAIN_LINE.findall(text)
+            if len(pairs) == text.count("\n") + (not text.endswith("\n")):
+                number += len(pairs)
+                oids = map(int, map(itemgetter(0), pairs))
+                yield from zip(oids, map(itemgetter(1), pairs), strict=False)
+                continue
         for line in block.splitlines():
             number += 1
             if not line.strip():
@@ -53,6 +65,9 @@ def list_oids(archive: Archive, e: BlobsEntry) -> Iterator[tuple[int, str]]:
                 ) from ex
             yield oid, member
 
+
+_PLAIN_LINE = re.compile(r"^([0-9]{1,20}) ([^\n]*)(?:\n|\Z)", re.M)
+"""A line of an LO list file as pg_dump writes it: OID, one space, the file name."""
 
 LIST_BLOCK = 1 << 18
 """How much of an LO list file is split into lines at a time."""
