@@ -8,8 +8,9 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from pgblobdump.migrate import RunOptions, run
+from pgblobdump.migrate import RunOptions, columns, refs, run
 from pgblobdump.migrate.move import LOBLKSIZE
+from pgblobdump.pg import catalog
 from pgblobdump.servers.cluster import EmbeddedCluster
 from tests.conftest import NewDb
 
@@ -56,3 +57,43 @@ def test_every_lo_shape_is_copied_right_the_first_time(
         assert res.phase == "done" and res.recopied == 0
         got = dict(conn.execute(f"SELECT id, {col} FROM docs").fetchall())
     assert got == want
+
+
+def test_blockers_for_a_role_that_may_not_read_the_pages(
+    pg17: EmbeddedCluster, new_db: NewDb
+) -> None:
+    """run's pre-check as a role without pg_largeobject: one byte asked past the bytea
+    limit finds the LO over 1 GB (a sparse one), a dangling OID and an LO it may not read
+    are counted, and none of them is read."""
+    db = new_db(pg17)
+    role = f"pgbd_blk_{db.rsplit('dbname=', 1)[-1].split()[0]}"
+    with psycopg.connect(db, autocommit=True) as conn:
+        conn.execute(f"DROP ROLE IF EXISTS {role}")
+        conn.execute(f"CREATE ROLE {role} LOGIN")
+        try:
+            conn.execute("CREATE TABLE big (id int PRIMARY KEY, b oid)")
+            conn.execute(f"ALTER TABLE big OWNER TO {role}")
+            mine = [conn.execute("SELECT lo_from_bytea(0, 'small')").fetchone()[0]]  # type: ignore[index]
+            huge = conn.execute("SELECT lo_create(0)").fetchone()[0]  # type: ignore[index]
+            conn.execute("SELECT lo_put(%s, 1100000000, 'x')", (huge,))
+            edge = conn.execute("SELECT lo_create(0)").fetchone()[0]  # type: ignore[index]
+            conn.execute("SELECT lo_put(%s, %s, 'x')", (edge, refs.MAX_BYTEA - 1))  # just fits
+            for o in (*mine, huge, edge):
+                conn.execute(f"ALTER LARGE OBJECT {o} OWNER TO {role}")
+            theirs = conn.execute("SELECT lo_from_bytea(0, 'not yours')").fetchone()[0]  # type: ignore[index]
+            conn.execute(
+                "INSERT INTO big VALUES (1, %s), (2, %s), (3, %s), (4, %s), (5, 4000000001),"
+                " (6, NULL)",
+                (mine[0], huge, edge, theirs),
+            )
+            with psycopg.connect(db + f" user={role}", autocommit=True) as r:
+                col = refs.as_lo_column(columns.resolve(r, "big.b"))
+                assert not catalog.pages_readable(r)
+                got = refs.blockers(r, col)
+            assert (got.dangling, got.dangling_sample) == (1, (4000000001,))
+            assert (got.unreadable, got.unreadable_sample) == (1, (int(theirs),))
+            assert (got.over_1gb, got.over_1gb_sample) == (1, (int(huge),))
+        finally:
+            conn.execute("DROP TABLE IF EXISTS big")
+            conn.execute(f"DROP OWNED BY {role}")
+            conn.execute(f"DROP ROLE {role}")
