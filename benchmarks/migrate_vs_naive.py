@@ -25,7 +25,7 @@ of ``UPDATE``). ``--profile`` adds one more run of ``migrate`` in-process on a f
 each statement timed (wall, summed per statement text): the top of the server-side profile.
 
 Usage: .venv/bin/python benchmarks/migrate_vs_naive.py [--major 17] [--scales 100k:4KiB,1M:256B]
-       [--profile] [--dsn DSN (an existing server instead of an embedded cluster)]
+       [--profile] [--profile-without-pages] [--dsn DSN (a running server instead)]
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ import psycopg
 
 from pgblobdump.migrate import RunOptions
 from pgblobdump.migrate import run as migrate_run
+from pgblobdump.pg import catalog
 from pgblobdump.servers.cluster import EmbeddedCluster
 from pgblobdump.units import format_bytes, parse_count, parse_size
 
@@ -161,14 +162,31 @@ def statement_times() -> Iterator[dict[str, list[float]]]:
         psycopg.Connection.execute = plain  # type: ignore[method-assign]
 
 
-def profile(db: str, top: int = 8) -> None:
-    """One more ``migrate run`` in-process, on a fresh copy, each statement timed."""
+def profile(db: str, top: int = 8, pages: bool = True) -> None:
+    """One more ``migrate run`` in-process, on a fresh copy, each statement timed;
+    ``pages`` False: as a role that may not read pg_largeobject (a non-superuser) runs,
+    the question answered no (the naive UPDATE is timed again beside it)."""
+    naive = ""
+    if not pages:
+        copy_table(db)
+        with psycopg.connect(db, autocommit=True) as conn:
+            t0 = time.perf_counter()
+            naive_update(external=False)(conn)
+            naive = f"; the naive UPDATE just before: {time.perf_counter() - t0:.2f} s"
     copy_table(db)
-    with statement_times() as stats, psycopg.connect(db, autocommit=True) as conn:
-        t0 = time.perf_counter()
-        migrate_run(conn, "t.lo", RunOptions())
-        total = time.perf_counter() - t0
-    print(f"\nProfile of one in-process `migrate run` ({total:.2f} s), statements by time:\n")
+    readable = catalog.pages_readable
+    try:
+        if not pages:
+            catalog.pages_readable = lambda conn: False
+        with statement_times() as stats, psycopg.connect(db, autocommit=True) as conn:
+            t0 = time.perf_counter()
+            migrate_run(conn, "t.lo", RunOptions())
+            total = time.perf_counter() - t0
+    finally:
+        catalog.pages_readable = readable
+    who = "" if pages else " as a role that may not read pg_largeobject"
+    print(f"\nProfile of one in-process `migrate run`{who} ({total:.2f} s{naive}),"
+          " statements by time:\n")  # fmt: skip
     print("| seconds | calls | statement |")
     print("|---:|---:|---|")
     for text, (calls, secs) in sorted(stats.items(), key=lambda kv: -kv[1][1])[:top]:
@@ -224,6 +242,8 @@ def main() -> None:
     ap.add_argument("--major", type=int, default=17)
     ap.add_argument("--scales", default="100k:4KiB,1M:256B", help="COUNT:SIZE,...")
     ap.add_argument("--profile", action="store_true", help="also time migrate's statements")
+    ap.add_argument("--profile-without-pages", action="store_true",
+                    help="the same as a role that may not read pg_largeobject")  # fmt: skip
     ap.add_argument("--dsn", help="an existing server (its database is the admin one)")
     args = ap.parse_args()
     if args.dsn:
@@ -244,6 +264,8 @@ def run_scales(args: argparse.Namespace, admin: str, conninfo: Callable[[str], s
         show(f"{count:,} LOs x {format_bytes(size)}", rows)
         if args.profile:
             profile(db)
+        if args.profile_without_pages:
+            profile(db, pages=False)
         with psycopg.connect(admin, autocommit=True) as conn:
             conn.execute("DROP DATABASE pgbd_migrate_bench WITH (FORCE)")
 
