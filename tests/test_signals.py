@@ -220,8 +220,10 @@ def test_sigterm_during_toc_extract_leaves_no_part_file(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["big.dump"]
 
 
-WAITING_ON_A_LOCK = ("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'pgblobdump'"
-                     " AND wait_event_type = 'Lock'")  # fmt: skip
+WAITING_ON_A_LOCK = (
+    "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE 'pgblobdump%%'"
+    " AND wait_event_type = 'Lock'"
+)
 
 
 def test_a_cleanup_blocked_by_a_lock_ends_naming_what_is_left(

@@ -14,6 +14,7 @@ from typing import Any, NoReturn
 import click
 
 from pgblobdump import __version__, signals
+from pgblobdump.cli import verbosity
 from pgblobdump.cli.pipes import silence_stdout
 from pgblobdump.errors import Interrupted, PgBlobDumpError, UsageError, from_os_error, scrub
 
@@ -57,6 +58,9 @@ SUBCOMMANDS = {
     "unpack": "pgblobdump.cli.packed:unpack_cmd",
     "migrate": "pgblobdump.cli.migrate:migrate",
     "bench": "pgblobdump.cli.bench:bench",
+    "completion": "pgblobdump.cli.completion:completion",
+    "copy": "pgblobdump.cli.sync:copy_cmd",
+    "sync": "pgblobdump.cli.sync:sync_cmd",
 }
 """Each command's module, imported only when that command runs (or help lists them all),
 so ``toc`` never loads libpq or matplotlib."""
@@ -76,6 +80,7 @@ class _Group(click.Group):
         module, _, attr = target.partition(":")
         command = getattr(importlib.import_module(module), attr)
         assert isinstance(command, click.Command)
+        verbosity.add_to(command)  # -v, -q, --progress on every command
         if threading.current_thread() is threading.main_thread():
             signals.arm()  # loaded: act on signals (and on one that came meanwhile)
         return command
@@ -89,7 +94,21 @@ class _Group(click.Group):
         **extra: Any,
     ) -> Any:
         """Click's main, with its usage errors printed as our one ``Error:`` line (no
-        usage block) and exit status 2."""
+        usage block) and exit status 2; -v, -q and --progress hold for this run only."""
+        verbosity.reset()
+        try:
+            return self._main(args, prog_name, complete_var, standalone_mode, **extra)
+        finally:
+            verbosity.reset()
+
+    def _main(
+        self,
+        args: Sequence[str] | None,
+        prog_name: str | None,
+        complete_var: str | None,
+        standalone_mode: bool,
+        **extra: Any,
+    ) -> Any:
         run = super().main
         if not standalone_mode:
             return run(args, prog_name, complete_var, standalone_mode=False, **extra)
@@ -154,6 +173,9 @@ def cli(s3_endpoint: str | None) -> None:
     if s3_endpoint:
         # Read where every S3 setting is read (storage.s3.S3Settings), like the AWS CLI's.
         os.environ["AWS_ENDPOINT_URL"] = s3_endpoint
+
+
+verbosity.add_to(cli)  # -v, -q and --progress before the command too
 
 
 def main() -> None:

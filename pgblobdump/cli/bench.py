@@ -11,6 +11,7 @@ import click
 from pgblobdump.bench import read as read_bench
 from pgblobdump.bench import toast as toast_bench
 from pgblobdump.bench.server import server
+from pgblobdump.cli.completion import complete_major
 from pgblobdump.cli.options import connection_options, output_options
 from pgblobdump.cli.output import Format, emit
 from pgblobdump.cli.progress import note, reporter
@@ -24,6 +25,7 @@ from pgblobdump.units import format_bytes
 MAJOR = click.option(
     "--major",
     type=int,
+    shell_complete=complete_major,
     default=17,
     show_default=True,
     help="The embedded server's major when no -d is given (17 has lz4).",
@@ -144,14 +146,17 @@ def read_cmd(target: ConnectionTarget, major: int, sizes: tuple[int, ...], chunk
     Example: pgblobdump bench read --sizes 350MB,4.5MB --repeat 5 --markdown
     """
     spec = read_bench.ReadSpec(sizes, chunk, repeat, Content(content), cold, directory)
-    with server(_target(target), major, cold) as srv, reporter("reading", repeat) as rep:
+    with (
+        server(_target(target), major, cold) as srv,
+        reporter("reading", repeat, unit="runs") as rep,
+    ):
         result = read_bench.run(srv, spec, rep)
     table = read_table(result)
     if plot_dir is not None:
         from pgblobdump.harness.plots import grouped_bars
 
         for path in grouped_bars(
-            plot_dir, "bench-read", "median read time (ms, log)",
+            plot_dir, "bench-read", "median read time (ms)",
             list(dict.fromkeys(f"{_size_label(r.size)} {r.mode}" for r in result.rows)),
             [(f"{_size_label(r.size)} {r.mode}", r.method, r.seconds.median * 1000)
              for r in result.rows],
@@ -180,14 +185,17 @@ def toast_cmd(target: ConnectionTarget, major: int, lengths: tuple[int, ...], ro
     Example: pgblobdump bench toast --lengths 1000,2000,4000 --rows 5000 --json
     """
     spec = toast_bench.ToastSpec(lengths, rows, kind)
-    with server(_target(target), major, False) as srv, reporter("toast", 0) as rep:
+    with (
+        server(_target(target), major, False) as srv,
+        reporter("toast", 0, unit="measurements") as rep,
+    ):
         result = toast_bench.run(srv, spec, rep)
     table = toast_table(result, kind)
     if plot_dir is not None:
         from pgblobdump.harness.plots import grouped_bars
 
         for path in grouped_bars(
-            plot_dir, "bench-toast", "bytes per row on disk (log)",
+            plot_dir, "bench-toast", "bytes per row on disk",
             list(dict.fromkeys(f"{r.length:,}" for r in result.rows)),
             [(f"{r.length:,}", r.storage, r.bytes_per_row) for r in result.rows],
         ):  # fmt: skip

@@ -7,7 +7,8 @@ from pathlib import Path
 import click
 
 from pgblobdump.cli.options import output_options, pg_bin_option
-from pgblobdump.cli.output import Format, emit, stderr_console
+from pgblobdump.cli.output import Format, emit
+from pgblobdump.cli.progress import note
 from pgblobdump.report import Column, Table
 from pgblobdump.servers.doctor import DoctorReport, diagnose
 
@@ -64,6 +65,6 @@ def doctor(pg_bin: tuple[Path, ...], fmt: Format) -> None:
     emit(table, fmt, json_value=report)
     if fmt is not Format.TABLE and report.missing:
         for m in report.missing:
-            stderr_console().print(f"missing: {m.what}; install with: {m.install}")
+            note(f"missing: {m.what}; install with: {m.install}")
     if report.missing:
         raise SystemExit(1)

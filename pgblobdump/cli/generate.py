@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 import click
 
+from pgblobdump.cli.completion import complete_major
 from pgblobdump.cli.options import connection_options, output_options
 from pgblobdump.cli.output import Format, emit
 from pgblobdump.cli.progress import note, reporter
@@ -137,6 +138,7 @@ def _target(target: ConnectionTarget, embedded: int | None) -> Iterator[str]:
     "--embedded",
     type=int,
     metavar="MAJOR",
+    shell_complete=complete_major,
     help="Use a throwaway embedded cluster of this major instead of a server.",
 )
 @click.option(
@@ -202,6 +204,9 @@ def generate(
         seed=seed,
     )
     with _target(target, embedded) as conninfo, reporter("creating LOs", spec.count) as rep:
+        fixed = spec.size.low == spec.size.high and spec.size_dist is None
+        if fixed and not spec.sparse_fraction:  # else the bytes are known only once drawn
+            rep.totals(spec.count, spec.count * spec.size.low)
         result = run(conninfo, spec, rep, cleanup=not no_cleanup)
     # People get a vertical summary; CSV and Markdown get one row of raw values.
     emit(result_table(result) if fmt is Format.TABLE else record_table(result), fmt, result)

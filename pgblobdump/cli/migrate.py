@@ -221,7 +221,7 @@ def run_cmd(
     )  # fmt: skip
     with (
         connect(target.conninfo(), doing=f"migrating {column}") as conn,
-        reporter("migrating", 0) as rep,
+        reporter("migrating", 0, unit="rows") as rep,
     ):
         result = (core.run_in_place if in_place else core.run)(conn, column, opts, rep)
     emit(record_table(result) if fmt is Format.CSV else result_table(result), fmt,

@@ -13,10 +13,11 @@ from typing import Any
 import click
 
 from pgblobdump import storage as places
+from pgblobdump.cli.completion import complete_major
 from pgblobdump.cli.options import F, connection_options, output_options
 from pgblobdump.cli.output import Format, emit
 from pgblobdump.cli.pipes import silence_stdout
-from pgblobdump.cli.progress import reporter
+from pgblobdump.cli.progress import note, reporter
 from pgblobdump.cli.types import COLUMN, OID, OIDS, PART, SIZE
 from pgblobdump.errors import CorruptArchive, FileError, UsageError
 from pgblobdump.fileio import refuse_input, write_atomically
@@ -52,7 +53,8 @@ def jobs_option(text: str) -> Callable[[F], F]:
 
 def pg_dump_major_option(text: str) -> Callable[[F], F]:
     """``--pg-dump-major MAJOR``: which pg_dump's archive (dump --full, unpack)."""
-    return click.option("--pg-dump-major", type=int, metavar="MAJOR", help=text)
+    return click.option("--pg-dump-major", type=int, metavar="MAJOR", help=text,
+                        shell_complete=complete_major)  # fmt: skip
 
 
 ONLY_OIDS = click.option(
@@ -133,7 +135,7 @@ def dump(target: ConnectionTarget, output: str, oids: tuple[int, int],
               "files": len(result.files), "archive_bytes": result.archive_bytes,
               "snapshot": result.snapshot}  # fmt: skip
     if output == places.STREAM:
-        click.echo(f"dumped {result.los:,} LOs ({format_bytes(result.bytes)})", err=True)
+        note(f"dumped {result.los:,} LOs ({format_bytes(result.bytes)})")
         return
     emit(_result_table("dumped", record), fmt, record)
 
@@ -231,7 +233,8 @@ def verify(archive: str, target: ConnectionTarget, fmt: Format) -> None:
     Example: pgblobdump verify lobs.pbd -d mydb --json
     """
     a = packed_source.directory(archive)
-    check = check_archive(a)
+    with reporter("checking files", 0) as rep:
+        check = check_archive(a, rep)
     if not check.ok:
         more = len(check.problems) - 1
         raise CorruptArchive(f"{check.problems[0]}" + (f" (and {more} more)" if more else ""))
@@ -240,20 +243,22 @@ def verify(archive: str, target: ConnectionTarget, fmt: Format) -> None:
         emit(_result_table("archive is sound", record), fmt, record)
         return
     columns = ["oid", "what", "detail"]
-    rows = (dataclasses.asdict(d) for d in compare_database(a, target.conninfo()))
-    first = stream.started(rows)
-    if first is None:
-        click.echo(f"the database holds the archive's {check.los:,} LOs, equal", err=True)
-        return
     found = 0
 
-    def counted() -> Iterator[dict[str, Any]]:
+    def counted(rows: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
         nonlocal found
-        for row in first:
+        for row in rows:
             found += 1
             yield row
 
-    stream.write_rows(sys.stdout, fmt, columns, counted())
+    with reporter("comparing with the database", 0) as rep:
+        rows = (dataclasses.asdict(d) for d in compare_database(a, target.conninfo(), rep))
+        first = stream.started(rows)
+        if first is not None:
+            stream.write_rows(sys.stdout, fmt, columns, counted(first))
+    if first is None:
+        note(f"the database holds the archive's {check.los:,} LOs, equal")
+        return
     click.echo(f"Error: the database differs from the archive: {found:,} differences"
                " (listed on stdout)", err=True)  # fmt: skip
     raise SystemExit(1)
@@ -375,11 +380,14 @@ def unpack_cmd(archive: str, output: str, out_format: str, pg_dump_major: int | 
     if places.local_path(output) is None:
         raise UsageError("unpack writes a pg_dump archive for pg_restore: give a local -o")
     a = packed_source.directory(archive)
+    los, nbytes = (int(a.manifest[k]) for k in ("los", "bytes")) if a.manifest else (0, 0)
     if out_format == "custom":
         with reporter("unpacking LOs", 0) as rep:
+            rep.totals(los, nbytes)
             result = unpack_custom(a, Path(output), rep, pg_dump_major)
     else:
         with new_directory(output) as storage, reporter("unpacking LOs", 0) as rep:
+            rep.totals(los, nbytes)
             assert isinstance(storage, places.LocalDirectory)
             result = unpack(a, storage.path, rep, pg_dump_major)
     record = {"los": result.los, "bytes": result.bytes, "files": result.files,

@@ -1,57 +1,275 @@
-"""A progress bar on stderr for long runs; silent when stderr is not a terminal."""
+"""Progress of long runs on stderr, one look for every command: done of total LOs and
+bytes, rate (LOs/s, bytes/s), elapsed and ETA.
+
+On a terminal: a bar (rich) that vanishes when done. Not on a terminal: nothing, unless
+``--progress``: then a plain line at most every ``LINE_INTERVAL`` seconds, and one at the
+end (for CI logs and ``nohup``). ``-q``: nothing but errors. The figures are computed by
+pure functions (``Figures``, ``describe``) that tests call without a terminal.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import enum
 import sys
+import threading
+import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
+from rich.console import Console
+from rich.progress import BarColumn, Progress, ProgressColumn, Task, TaskID, TextColumn
+from rich.text import Text
 
 from pgblobdump.cli.output import stderr_console
+from pgblobdump.cli.verbosity import SETTINGS, Settings
 from pgblobdump.report.reporter import Reporter
+from pgblobdump.units import format_bytes
+
+LINE_INTERVAL = 10.0
+"""Seconds between two plain progress lines (``--progress`` off a terminal)."""
+
+
+class Mode(enum.Enum):
+    BARS = "bars"
+    LINES = "lines"
+    OFF = "off"
+
+
+def mode(settings: Settings = SETTINGS, tty: bool | None = None) -> Mode:
+    """Bars on a terminal, plain lines with ``--progress`` elsewhere, nothing when quiet."""
+    if settings.quiet:
+        return Mode.OFF
+    if sys.stderr.isatty() if tty is None else tty:
+        return Mode.BARS
+    return Mode.LINES if settings.progress else Mode.OFF
+
+
+@dataclass(frozen=True)
+class Figures:
+    """How far a task got: ``total``/``bytes_total`` 0 when unknown; ``unit``: what
+    ``done`` counts (LOs; rows for migrate, runs for bench)."""
+
+    done: int
+    total: int
+    bytes: int
+    bytes_total: int
+    elapsed: float
+    unit: str = "LOs"
+
+    @property
+    def fraction(self) -> float | None:
+        """Of the whole, by LOs and bytes alike (their mean when both are known: time goes
+        to each LO and to each byte); None when no total is known."""
+        parts = []
+        if self.total > 0:
+            parts.append(min(1.0, self.done / self.total))
+        if self.bytes_total > 0:
+            parts.append(min(1.0, self.bytes / self.bytes_total))
+        return sum(parts) / len(parts) if parts else None
+
+    @property
+    def los_rate(self) -> float:
+        return self.done / self.elapsed if self.elapsed > 0 else 0.0
+
+    @property
+    def bytes_rate(self) -> float:
+        return self.bytes / self.elapsed if self.elapsed > 0 else 0.0
+
+    @property
+    def eta(self) -> float | None:
+        """Seconds left at the rate so far; None before anything is done or with no total."""
+        f = self.fraction
+        if f is None or f <= 0 or self.elapsed <= 0:
+            return None
+        return self.elapsed * (1 - f) / f
+
+
+def clock(seconds: float | None) -> str:
+    """``0:01:05``, or ``-:--:--`` when unknown."""
+    if seconds is None:
+        return "-:--:--"
+    s = int(seconds + 0.5)
+    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
+
+
+def _parts(f: Figures) -> tuple[str, str, str, str, str]:
+    """Count, bytes, rate, elapsed, ETA; bytes and their rate empty when no byte was
+    counted (empty LOs, rows)."""
+    count = f"{f.done:,}/{f.total:,} {f.unit}" if f.total > 0 else f"{f.done:,} {f.unit}"
+    fraction = f.fraction
+    if fraction is not None:
+        count += f" ({fraction:.0%})"
+    counted = f.bytes or f.bytes_total
+    size = format_bytes(f.bytes) if counted else ""
+    if f.bytes_total > 0:
+        size += f"/{format_bytes(f.bytes_total)}"
+    rate = f"{f.los_rate:,.0f} {f.unit}/s"
+    if counted:
+        rate += f", {format_bytes(f.bytes_rate)}/s"
+    return count, size, rate, f"{clock(f.elapsed)} elapsed", f"ETA {clock(f.eta)}"
+
+
+def describe(f: Figures) -> str:
+    """``12,000/20,000 LOs (60%), 45.0 MiB/75.0 MiB, 3,000 LOs/s, 11.2 MiB/s, 0:00:04
+    elapsed, ETA 0:00:03``; what is unknown is left out (a total) or dashed (the ETA)."""
+    return ", ".join(p for p in _parts(f) if p)
+
+
+def describe_for_bar(f: Figures) -> str:
+    """The same figures, the ones that matter most first: a narrow terminal cuts the end
+    of the line rather than wrapping it."""
+    count, size, rate, elapsed, eta = _parts(f)
+    return ", ".join(p for p in (count, eta, rate, size, elapsed) if p)
+
+
+class _Task:
+    """The figures of the task being shown (thread-safe: dump workers report)."""
+
+    def __init__(self, now: Callable[[], float], unit: str) -> None:
+        self.now, self.unit = now, unit
+        self.lock = threading.Lock()
+        self.start("", 0)
+
+    def start(self, description: str, total: int) -> None:
+        with self.lock:
+            self.description, self.total, self.bytes_total = description, max(0, total), 0
+            self.done = self.bytes = 0
+            self.t0 = self.now()
+
+    def totals(self, los: int, nbytes: int) -> None:
+        with self.lock:
+            self.total, self.bytes_total = max(0, los), max(0, nbytes)
+
+    def update(self, done: int, nbytes: int) -> None:
+        with self.lock:
+            self.done, self.bytes = done, nbytes
+
+    def figures(self) -> Figures:
+        with self.lock:
+            return Figures(self.done, self.total, self.bytes, self.bytes_total,
+                           self.now() - self.t0, self.unit)  # fmt: skip
+
+
+class _FiguresColumn(ProgressColumn):
+    def __init__(self, task: _Task) -> None:
+        super().__init__()
+        self.task = task
+
+    def render(self, task: Task) -> Text:
+        return Text(describe_for_bar(self.task.figures()), no_wrap=True, overflow="ellipsis")
+
+
+class _Display:
+    """Where a Reporter's calls go: ``start``/``totals``/``update`` of the one task shown,
+    ``note`` for a line, ``end`` once the run succeeded."""
+
+    def __init__(self, m: Mode, console: Console, now: Callable[[], float],
+                 interval: float, unit: str) -> None:  # fmt: skip
+        self.mode, self.console, self.interval = m, console, interval
+        self.task = _Task(now, unit)
+        self.now = now
+        self.last_line = 0.0
+        self.bar: Progress | None = None
+        self.bar_task: TaskID | None = None
+        if m is Mode.BARS:
+            self.bar = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(bar_width=20),
+                _FiguresColumn(self.task),
+                console=console,
+                transient=True,
+            )
+
+    def start(self, description: str, total: int) -> None:
+        if self.mode is Mode.LINES and self.task.description and self.task.done:
+            self._line()  # where the previous phase ended
+        self.task.start(description, total)
+        self.last_line = self.now()
+        if self.bar is not None:
+            if self.bar_task is None:
+                self.bar.start()
+            else:  # a new task each phase: rich cannot set a known total back to unknown
+                self.bar.remove_task(self.bar_task)
+            self.bar_task = self.bar.add_task(description, total=total or None)
+
+    def totals(self, los: int, nbytes: int) -> None:
+        self.task.totals(los, nbytes)
+        if self.bar is not None and self.bar_task is not None:
+            self.bar.update(self.bar_task, total=los or None)
+
+    def update(self, done: int, nbytes: int) -> None:
+        self.task.update(done, nbytes)
+        if self.bar is not None and self.bar_task is not None:
+            self.bar.update(self.bar_task, completed=done)
+        elif self.mode is Mode.LINES and self.now() - self.last_line >= self.interval:
+            self._line()
+
+    def _line(self) -> None:
+        self.last_line = self.now()
+        self.note(f"{self.task.description}: {describe(self.task.figures())}")
+
+    def note(self, line: str) -> None:
+        if not SETTINGS.quiet:
+            self.console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+    def end(self) -> None:
+        if self.mode is Mode.LINES and self.task.description:
+            self._line()
+
+    def close(self) -> None:
+        if self.bar is not None and self.bar_task is not None:
+            self.bar.stop()
+
+
+_LIVE: list[_Display] = []
+"""The displays open now, innermost last: notes and log lines print through it, so they
+land above a bar instead of through it."""
+
+
+def emit_line(line: str) -> None:
+    """A line on stderr (as is, no rich markup), above the bar if one is drawn."""
+    console = _LIVE[-1].console if _LIVE else stderr_console()
+    console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 def note(line: str) -> None:
-    """A diagnostic line on stderr, printed as is (no rich markup)."""
-    stderr_console().print(line, markup=False, highlight=False)
+    """A diagnostic line on stderr, printed as is; nothing with -q."""
+    if not SETTINGS.quiet:
+        emit_line(line)
+
+
+@contextlib.contextmanager
+def reporter(
+    description: str,
+    total: int,
+    *,
+    unit: str = "LOs",
+    console: Console | None = None,
+    display: Mode | None = None,
+    now: Callable[[], float] = time.monotonic,
+    interval: float = LINE_INTERVAL,
+) -> Iterator[Reporter]:
+    """The core's Reporter for this run: notes on stderr, progress as ``mode()`` says
+    (``total`` 0 when unknown until the core's ``totals``; ``unit``: what it counts).
+    ``console``, ``display``, ``now`` and ``interval`` are for tests (a forced terminal,
+    a fake clock)."""
+    d = _Display(display or mode(), console or stderr_console(), now, interval, unit)
+    _LIVE.append(d)
+    try:
+        d.start(description, total)
+        yield Reporter(note=d.note, progress=d.update, task=d.start, totals=d.totals,
+                       shown=d.mode is not Mode.OFF)  # fmt: skip
+        d.end()
+    finally:
+        _LIVE.remove(d)
+        d.close()
 
 
 @contextlib.contextmanager
 def progress_bar(
     description: str, total: int
 ) -> Iterator[tuple[Callable[[int], None], Callable[[str, int], None]]]:
-    """``update(done)`` and ``restart(description, total)`` of one bar on stderr, which
-    vanishes when finished; no bar at all when stderr is not a terminal (rich would still
-    print a newline)."""
-    if not sys.stderr.isatty():
-        yield (lambda done: None), (lambda d, t: None)
-        return
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-        console=stderr_console(),
-        transient=True,
-    ) as bar:
-        task = bar.add_task(description, total=total)
-        yield (
-            lambda done: bar.update(task, completed=done),
-            lambda d, t: bar.reset(task, description=d, total=t),
-        )
-
-
-@contextlib.contextmanager
-def reporter(description: str, total: int) -> Iterator[Reporter]:
-    """The core's Reporter for the terminal: notes on stderr, progress as a bar."""
-    with progress_bar(description, total) as (update, restart):
-        yield Reporter(note=note, progress=lambda done, _bytes: update(done), task=restart)
+    """``update(done)`` and ``restart(description, total)`` of one task (see reporter)."""
+    with reporter(description, total) as rep:
+        yield (lambda done: rep.progress(done, 0)), rep.task

@@ -6,8 +6,10 @@ from pathlib import Path
 
 import click
 
+from pgblobdump.cli.completion import complete_major
 from pgblobdump.cli.options import output_options, pg_bin_option
-from pgblobdump.cli.output import Format, emit, stderr_console
+from pgblobdump.cli.output import Format, emit
+from pgblobdump.cli.progress import note
 from pgblobdump.report import Column, Table
 from pgblobdump.servers.cluster import ClusterInfo, default_base_dir
 from pgblobdump.servers.clusters import (
@@ -39,6 +41,7 @@ _major = click.option(
     "--major",
     "-m",
     type=int,
+    shell_complete=complete_major,
     help=f"PostgreSQL major version (default: the cluster's own, or {DEFAULT_MAJOR}).",
 )
 
@@ -64,9 +67,7 @@ def start(
     """
     c = cluster_in(major, datadir_for(name, major, datadir), pg_bin, port)
     info = c.start()
-    stderr_console().print(
-        f"PostgreSQL {info.version} running in {info.datadir} on port {info.port}"
-    )
+    note(f"PostgreSQL {info.version} running in {info.datadir} on port {info.port}")
     click.echo(info.url() if url else info.conninfo())
 
 
@@ -91,7 +92,7 @@ def stop(
     c = existing(path, major, pg_bin)
     c.remove = remove
     c.stop()
-    stderr_console().print(f"stopped {path}" + (" and removed it" if remove else ""))
+    note(f"stopped {path}" + (" and removed it" if remove else ""))
 
 
 def status_table(infos: list[ClusterInfo]) -> Table:

@@ -136,6 +136,13 @@ class Plan:
     def dump_runs(self) -> int:
         return len(self.counts) * self.repeat * len(self.contenders)
 
+    @property
+    def runs(self) -> int:
+        """Every measured run: the dumps and, when restores are on, each restore mode that
+        applies to each contender (the total a progress display counts towards)."""
+        restores = sum(len(self.modes_for(c)) for c in self.contenders)
+        return len(self.counts) * self.repeat * (len(self.contenders) + restores)
+
 
 def pg_dump_contenders(majors: Iterable[int], formats: Iterable[str]) -> tuple[Contender, ...]:
     """Every pg_dump major in every format, ordered by format then major."""

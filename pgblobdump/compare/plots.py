@@ -1,127 +1,223 @@
-"""Plots of a compare run: time, peak memory, archive size and file count vs LO count.
+"""Plots of a compare run: dumps (time, peak memory, archive size, files) and, when the run
+restored, restores (time, peak memory), against LO count.
 
-One figure, four panels, one line per contender (colour = major, line style = format),
-written as PNG and SVG. matplotlib's Agg backend needs no display.
+A line per contender (colour = major, line style = format; for restores the marker is
+the mode), or a bar per contender when the run measured one count (a line would be a
+dot). An axis is logarithmic only where its values span ten times or more, so one count,
+or figures that barely differ, get a plain linear axis. PNG and SVG, no display needed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pgblobdump.compare.matrix import Contender
-from pgblobdump.compare.ratios import DumpSummary, summarize_dumps
+from pgblobdump.compare.matrix import PACKED, Contender
+from pgblobdump.compare.ratios import summarize_dumps, summarize_restores
 from pgblobdump.compare.results import Results
-from pgblobdump.harness.plots import save_figure
+from pgblobdump.harness.plots import log_worthwhile, save_figure
 
 PLOT_NAME = "compare"
+RESTORE_PLOT_NAME = "compare-restore"
 _COLOURS = {16: "#d62728", 17: "#1f77b4", 18: "#2ca02c"}
-_STYLES = {"custom": ("-", "o"), "directory": ("--", "s"), "packed": ("-.", "D")}
+_STYLES = {"custom": "-", "directory": "--", PACKED: "-."}
+_MODE_MARKERS = ("o", "s", "^", "v", "D")
 _PACKED_COLOUR = "black"
 
-Panel = tuple[str, str, Callable[[DumpSummary], float | None], bool]
-PANELS: tuple[Panel, ...] = (
-    # (title, unit, figure, log y always): sizes and files differ by orders of magnitude
-    # between formats at every count, so a linear axis would hide one of them.
-    ("wall time", "seconds", lambda s: s.wall_s.median, False),
-    ("peak RSS", "MiB", lambda s: s.max_rss_kb.median / 1024, False),
-    (
-        "archive size (apparent; dotted: allocated)",
-        "MB",
-        lambda s: s.apparent_bytes.median / 1e6,
-        True,
-    ),
-    ("files in the archive", "files", lambda s: float(s.files), True),
-)
+
+@dataclass(frozen=True)
+class Series:
+    """One line (or bar) of a panel: ``points`` maps LO count to the figure's value;
+    ``extra`` is a second, dotted series of the same colour (allocated bytes)."""
+
+    label: str
+    short: str
+    contender: Contender
+    marker: str
+    points: dict[int, float]
+    extra: dict[int, float] | None = None
+
+
+@dataclass(frozen=True)
+class Panel:
+    title: str
+    unit: str
+    series: Sequence[Series]
+
+
+def _colour(c: Contender) -> str:
+    return _PACKED_COLOUR if c.tool == PACKED else _COLOURS.get(c.major, "grey")
+
+
+def _short(c: Contender) -> str:
+    return "packed" if c.tool == PACKED else c.label.replace("pg_dump ", "")
+
+
+def dump_panels(results: Results) -> list[Panel]:
+    """Wall time, peak RSS, archive size (dotted: allocated) and files, per contender."""
+    summaries = summarize_dumps(results.dumps)
+    contenders = sorted({s.contender for s in summaries})
+
+    def series(get: Callable[[Any], float], extra: Callable[[Any], float] | None = None
+               ) -> list[Series]:  # fmt: skip
+        out = []
+        for c in contenders:
+            rows = [s for s in summaries if s.contender == c]
+            more = {s.count: extra(s) for s in rows} if extra and c.is_directory else None
+            out.append(Series(c.label, _short(c), c, "o", {s.count: get(s) for s in rows}, more))
+        return out
+
+    return [
+        Panel("dump: wall time", "seconds", series(lambda s: s.wall_s.median)),
+        Panel("dump: peak RSS", "MiB", series(lambda s: s.max_rss_kb.median / 1024)),
+        Panel(
+            "archive size (apparent; dotted: allocated)",
+            "MB",
+            series(
+                lambda s: s.apparent_bytes.median / 1e6,
+                lambda s: s.allocated_bytes.median / 1e6,
+            ),
+        ),
+        Panel("files in the archive", "files", series(lambda s: float(s.files))),
+    ]
+
+
+def restore_panels(results: Results) -> list[Panel]:
+    """Wall time and peak RSS of each restore, per contender and mode (empty: none ran)."""
+    summaries = summarize_restores(results.restores)
+    modes = list(dict.fromkeys(s.mode_label for s in summaries))
+    keys = sorted({(s.contender, s.mode_label) for s in summaries},
+                  key=lambda k: (k[0], modes.index(k[1])))  # fmt: skip
+
+    def series(get: Callable[[Any], float]) -> list[Series]:
+        out = []
+        for c, mode in keys:
+            rows = [s for s in summaries if (s.contender, s.mode_label) == (c, mode)]
+            label = "pgblobdump restore" if c.tool == PACKED else f"{c.label}, {mode}"
+            brief = mode.replace("--transaction-size ", "T=").replace("1 job", "")
+            short = "packed" if c.tool == PACKED else f"{_short(c)}\n{brief}".strip()
+            marker = _MODE_MARKERS[modes.index(mode) % len(_MODE_MARKERS)]
+            out.append(Series(label, short, c, marker, {s.count: get(s) for s in rows}))
+        return out
+
+    if not summaries:
+        return []
+    return [
+        Panel("restore: wall time", "seconds", series(lambda s: s.wall_s.median)),
+        Panel("restore: peak RSS", "MiB", series(lambda s: s.max_rss_kb.median / 1024)),
+    ]
 
 
 def write_plots(results: Results, folder: Path) -> list[Path]:
-    """Write ``compare.png`` and ``compare.svg`` into ``folder``; returns their paths."""
+    """``compare.png``/``.svg`` of the dumps and, when the run restored,
+    ``compare-restore.png``/``.svg``, in ``folder``; returns their paths."""
+    server = results.meta.get("source", {}).get("server_version", "?")
+    paths = _figure(
+        dump_panels(results), folder, PLOT_NAME, (2, 2),
+        f"pg_dump and packed dumps of large objects (server {server}, figures from"
+        f" {results.via})",
+    )  # fmt: skip
+    restores = restore_panels(results)
+    if restores:
+        title = f"restores into a fresh database (figures from {results.via})"
+        paths += _figure(restores, folder, RESTORE_PLOT_NAME, (2, 1), title)
+    return paths
+
+
+def _figure(panels: list[Panel], folder: Path, name: str, grid: tuple[int, int],
+            title: str) -> list[Path]:  # fmt: skip
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import FuncFormatter, NullFormatter
 
-    summaries = summarize_dumps(results.dumps)
-    by_contender: dict[Contender, list[DumpSummary]] = {}
-    for s in summaries:
-        by_contender.setdefault(s.contender, []).append(s)
-    counts = sorted({s.count for s in summaries})
-    log = len(counts) > 1 and counts[0] > 0 and counts[-1] / counts[0] >= 10
+    counts = sorted({n for p in panels for s in p.series for n in s.points})
+    bars = len(counts) == 1
     folder.mkdir(parents=True, exist_ok=True)
-    fig, axes = plt.subplots(2, 2, figsize=(12, 8.5))
+    size = (12, 4.2 * grid[0])
+    fig, axes = plt.subplots(*grid, figsize=size, squeeze=False)
     try:
-        for ax, panel in zip(axes.flat, PANELS, strict=True):
-            if len(counts) == 1:
-                _bars(ax, panel, by_contender, counts[0])
+        for ax, panel in zip(axes.flat, panels, strict=True):
+            if bars:
+                _bars(ax, panel, counts[0])
             else:
-                _lines(ax, panel, by_contender, log)
-            ax.set_title(panel[0])
-            ax.set_ylabel(panel[1])
-            if (log and len(counts) > 1) or panel[3]:
-                ax.set_yscale("log")
-            ax.grid(True, which="both", alpha=0.3)
-            # Plain numbers (60, 1e+06 -> 1,000,000) instead of 6x10^1 on log axes.
-            plain = FuncFormatter(lambda v, _pos: f"{v:,.10g}")
-            ax.yaxis.set_major_formatter(plain)
-            ax.yaxis.set_minor_formatter(plain if panel[0] == "wall time" else NullFormatter())
-            if len(counts) > 1:
-                ax.xaxis.set_major_formatter(plain)
-        if len(counts) > 1:
+                _lines(ax, panel, log_worthwhile(counts))
+            ax.set_title(panel.title)
+            ax.set_ylabel(panel.unit)
+            _y_axis(ax, panel)
+        if not bars:
             axes.flat[0].legend(loc="best", fontsize="small")
-        server = results.meta.get("source", {}).get("server_version", "?")
-        fig.suptitle(
-            f"pg_dump of empty large objects (server {server}, figures from {results.via})"
-        )
-        return save_figure(fig, folder, PLOT_NAME)
+        fig.suptitle(title)
+        return save_figure(fig, folder, name)
     finally:
         plt.close(fig)
 
 
-def _lines(ax: Any, panel: Panel, by_contender: dict[Contender, list[DumpSummary]],
-           log: bool) -> None:  # fmt: skip
-    """A line per contender against LO count (several counts)."""
-    title, _unit, get, _log_y = panel
-    for contender, rows in sorted(by_contender.items()):
-        rows = sorted(rows, key=lambda r: r.count)
-        style, marker = _STYLES.get(contender.format, ("-", "^"))
-        colour = _PACKED_COLOUR if contender.tool == "packed" else _COLOURS.get(contender.major)
-        xs = [r.count for r in rows]
-        ax.plot(xs, [get(r) for r in rows], linestyle=style, marker=marker, color=colour,
-                label=contender.label)  # fmt: skip
-        if title.startswith("archive") and contender.is_directory:
-            ax.plot(xs, [r.allocated_bytes.median / 1e6 for r in rows], linestyle=":",
-                    marker="x", color=colour, alpha=0.7)  # fmt: skip
+def log_y(panel: Panel) -> bool:
+    """Whether the panel's values (dotted ones too) span ten times or more."""
+    return log_worthwhile(
+        [v for s in panel.series for v in [*s.points.values(), *(s.extra or {}).values()]]
+    )
+
+
+def _y_axis(ax: Any, panel: Panel) -> None:
+    """Log only where it helps (log_y); plain numbers either way (60 and 1,000,000, not
+    6x10^1 and 1e6)."""
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    plain = FuncFormatter(lambda v, _pos: f"{v:,.10g}")
+    if log_y(panel):
+        ax.set_yscale("log")
+        ax.yaxis.set_minor_formatter(NullFormatter())
+    else:
+        ax.set_ylim(bottom=0)
+    ax.yaxis.set_major_formatter(plain)
+    ax.grid(True, which="major", alpha=0.3)
+
+
+def _lines(ax: Any, panel: Panel, log_x: bool) -> None:
+    """A line per series against LO count (several counts)."""
+    from matplotlib.ticker import FuncFormatter
+
+    for s in panel.series:
+        xs = sorted(s.points)
+        colour = _colour(s.contender)
+        style = _STYLES.get(s.contender.format, "-")
+        ax.plot(xs, [s.points[x] for x in xs], linestyle=style, marker=s.marker, color=colour,
+                label=s.label)  # fmt: skip
+        if s.extra:
+            ax.plot(xs, [s.extra[x] for x in xs], linestyle=":", marker="x", color=colour,
+                    alpha=0.7)  # fmt: skip
     ax.set_xlabel("large objects")
-    if log:
+    if log_x:
         ax.set_xscale("log")
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:,.10g}"))
 
 
-def _bars(ax: Any, panel: Panel, by_contender: dict[Contender, list[DumpSummary]],
-          count: int) -> None:  # fmt: skip
-    """A bar per contender, labelled with its value (one count: a line would be a dot)."""
-    title, unit, get, _log_y = panel
-    items = sorted(by_contender.items())
-    labels = [c.label.replace("pg_dump ", "") for c, _ in items]
-    colours = [_PACKED_COLOUR if c.tool == "packed" else _COLOURS.get(c.major, "grey")
-               for c, _ in items]  # fmt: skip
-    values = [get(rows[0]) or 0.0 for _, rows in items]
+def _bars(ax: Any, panel: Panel, count: int) -> None:
+    """A bar per series, labelled with its value (one count)."""
+    labels = [s.short for s in panel.series]
+    colours = [_colour(s.contender) for s in panel.series]
+    values = [s.points.get(count, 0.0) for s in panel.series]
     bars = ax.bar(labels, values, color=colours, alpha=0.85)
-    ax.bar_label(bars, labels=[_short(v, unit) for v in values], fontsize="small")
-    if title.startswith("archive"):
-        allocated = [rows[0].allocated_bytes.median / 1e6 for _, rows in items]
-        shown = [a if c.is_directory else 0.0 for (c, _), a in zip(items, allocated, strict=True)]
+    ax.bar_label(bars, labels=[_value(v, panel.unit) for v in values], fontsize="small")
+    if any(s.extra for s in panel.series):
+        shown = [(s.extra or {}).get(count, 0.0) for s in panel.series]
         extra = ax.bar(labels, shown, color="none", edgecolor=colours, linestyle=":",
                        linewidth=1.5)  # fmt: skip
-        ax.bar_label(extra, labels=[_short(v, unit) if v else "" for v in shown],
+        ax.bar_label(extra, labels=[_value(v, panel.unit) if v else "" for v in shown],
                      fontsize="small")  # fmt: skip
-    ax.margins(y=0.12)  # room for the value labels above the tallest bar
-    ax.set_xlabel(f"pg_dump major and format, {count:,} large objects")
+    if len(labels) > 8:
+        ax.tick_params(axis="x", labelsize="small")
+    if len(labels) < 4:  # a bar or two, not as wide as the figure
+        ax.set_xlim(-1.5, len(labels) + 0.5)
+    ax.margins(y=0.15)  # room for the value labels above the tallest bar
+    ax.set_xlabel(f"{count:,} large objects")
 
 
-def _short(value: float, unit: str) -> str:
+def _value(value: float, unit: str) -> str:
     if unit == "files":
         return f"{value:,.0f}"
     return f"{value:,.0f}" if value >= 10 else f"{value:.2f}"

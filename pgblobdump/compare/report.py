@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from pgblobdump.compare.entries import NO_TOC
+from pgblobdump.compare.headline import headline_rows, headline_table
 from pgblobdump.compare.ratios import (
     SEED_TOLERANCE,
     DumpSummary,
@@ -165,12 +166,16 @@ def notes(results: Results) -> list[str]:
     return out
 
 
-def tables(results: Results) -> list[Table]:
-    """The dump table (with notes), then restores and ratios when there are any."""
+def tables(results: Results, details: bool = False) -> list[Table]:
+    """The main table (every dump and restore over pg_dump 17 -Fc, the seed's ratios
+    beside, the run's notes under it); with ``details`` also the dump table with TOC
+    entries, the restores, the ratios between majors and against packed."""
     dumps = summarize_dumps(results.dumps)
-    main = dump_table(dumps)
-    out = [Table(main.columns, main.rows, main.title, notes(results))]
     restores = summarize_restores(results.restores)
+    out = [headline_table(dumps, restores, notes(results))]
+    if not details:
+        return out
+    out.append(dump_table(dumps))
     if restores:
         out.append(restore_table(restores))
     ratios = major_ratios(dumps)
@@ -185,7 +190,12 @@ def tables(results: Results) -> list[Table]:
 def json_document(results: Results) -> dict[str, Any]:
     """Everything in raw units: summaries, ratios, raw records and the run's facts."""
     dumps = summarize_dumps(results.dumps)
+    reference, rows = headline_rows(dumps, summarize_restores(results.restores))
     return {
+        "headline": {
+            "reference": None if reference is None else reference.key,
+            "rows": jsonable(rows),
+        },
         "summary": jsonable(dumps),
         "restores": jsonable(summarize_restores(results.restores)),
         "ratios": [

@@ -2,7 +2,8 @@
 
     DIR/results.json   every dump and restore record, the plan, the machine, the tools
     DIR/commands.txt   the exact command lines run, in order, ready for a shell
-    DIR/plots/         compare.png and compare.svg (written by plots.py)
+    DIR/plots/         compare.png/.svg and, with restores, compare-restore.png/.svg (plots.py)
+    DIR/report.html    all of it in one self-contained page (html.py)
 
 The JSON carries raw numbers only (bytes, KiB, seconds), so two machines' folders can be
 compared, and a folder can be rendered again by ``pgblobdump compare --render DIR``.
@@ -55,14 +56,20 @@ def make_meta(
     gnu_time: Path | None,
     argv: Sequence[str],
     complete: bool,
+    settings: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
+    """The run's facts; ``settings`` are the source server's (SETTINGS_SHOWN)."""
     return {
         "format_version": FORMAT_VERSION,
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "invocation": list(argv),
         "complete": complete,
         "plan": jsonable(plan),
-        "source": {"description": source_description, "server_version": server_version},
+        "source": {
+            "description": source_description,
+            "server_version": server_version,
+            "settings": dict(settings or {}),
+        },
         "toolchains": {
             str(m): {"version": tc.version, "bin_dir": str(tc.bin_dir), "source": tc.source}
             for m, tc in toolchains.items()

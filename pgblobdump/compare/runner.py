@@ -13,7 +13,7 @@ from pathlib import Path
 
 from pgblobdump.compare import commands, entries, safety
 from pgblobdump.compare.archive_stats import archive_stats, remove_archive
-from pgblobdump.compare.matrix import Contender, Plan, RestoreMode
+from pgblobdump.compare.matrix import PACKED, Contender, Plan, RestoreMode
 from pgblobdump.compare.records import DumpRecord, RestoreRecord
 from pgblobdump.compare.source import (
     Checksum,
@@ -75,12 +75,15 @@ class Runner:
         self.toolchains = toolchains
         self.options = options
         self.notify = reporter.note
+        self.reporter = reporter
+        self._runs_done = 0
         self.result = result if result is not None else RunResult()
         self.restore_conninfo = restore_conninfo or source.conninfo
         self._step = 0
 
     def run(self) -> RunResult:
         self.options.workdir.mkdir(parents=True, exist_ok=True)
+        self.reporter.task("compare", self.plan.runs)
         for count in self.plan.counts:
             have = lo_count(self.source.conninfo)
             if have < count and self.source.generate:
@@ -124,6 +127,7 @@ class Runner:
                 if listing is not None
                 else ({}, entries.NO_TOC)
             )
+            self._ran()
             self.result.dumps.append(
                 DumpRecord(
                     count,
@@ -149,11 +153,16 @@ class Runner:
                 with uninterrupted():  # a second Ctrl-C must not leave half an archive
                     remove_archive(out)
 
+    def _ran(self) -> None:
+        self._runs_done += 1
+        self.reporter.progress(self._runs_done, 0)
+
     def _restore(
         self, count: int, rep: int, contender: Contender, tc: Toolchain, archive: Path,
         mode: RestoreMode, expected: Checksum, where: str,
     ) -> None:  # fmt: skip
-        self.notify(f"{where}: pg_restore {mode.label}")
+        tool = "restore" if contender.tool == PACKED else "pg_restore"
+        self.notify(f"{where}: {tool} {mode.label}")
         with fresh_database(self.restore_conninfo) as target:
             conninfo, env = child_connection(target)
             argv = commands.restore_argv(contender, tc, archive, conninfo, mode)
@@ -162,6 +171,7 @@ class Runner:
             )
             self.result.commands.append(stats.shell_command)
             got = lo_checksum(target, self.options.verify_sample)
+        self._ran()
         ok = got == expected
         self.result.restores.append(
             RestoreRecord(count, contender, rep, mode, stats, got.count, got.checked, ok)

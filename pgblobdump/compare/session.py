@@ -26,6 +26,7 @@ from pgblobdump.compare.source import (
     lo_count,
     lo_data_bytes,
     restore_server,
+    server_settings,
 )
 from pgblobdump.errors import UsageError
 from pgblobdump.pg.oidspace import FIRST_OID, OID_MAX
@@ -250,6 +251,7 @@ def run(req: CompareRequest, reporter: Reporter = QUIET) -> results.Results:
             )
         source = stack.enter_context(_source(req, reporter, servers.source))
         plan = _check_source(req, plan, source)
+        settings = server_settings(source.conninfo)
         _check_space(wd, plan, lo_data_bytes(source.conninfo))
         restore_to = None
         newest = max(req.majors)
@@ -259,6 +261,7 @@ def run(req: CompareRequest, reporter: Reporter = QUIET) -> results.Results:
                 restore_to = stack.enter_context(restore_server(newest, servers.restore))
             else:
                 check_may_create_databases(source.conninfo)
+        restore_settings = server_settings(restore_to) if restore_to is not None else {}
         options = RunOptions(wd, gnu, keep=req.keep, verify_sample=req.verify_sample)
         complete = False
         try:
@@ -266,7 +269,10 @@ def run(req: CompareRequest, reporter: Reporter = QUIET) -> results.Results:
             complete = True
         finally:
             meta = results.make_meta(plan, source.description, source.server_version,
-                                     toolchains, gnu, results.argv_now(), complete)  # fmt: skip
+                                     toolchains, gnu, results.argv_now(), complete,
+                                     settings)  # fmt: skip
+            if restore_to is not None:
+                meta["restore_server"] = {"settings": restore_settings}
             res = results.Results(run_result.dumps, run_result.restores, run_result.commands, meta)
             if req.results_dir is not None:
                 with uninterrupted():

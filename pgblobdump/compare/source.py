@@ -98,6 +98,26 @@ def check_may_create_databases(conninfo: str) -> None:
         )
 
 
+SETTINGS_SHOWN = (
+    "server_version", "fsync", "synchronous_commit", "full_page_writes", "wal_level",
+    "shared_buffers", "work_mem", "maintenance_work_mem", "max_wal_size", "max_connections",
+    "max_locks_per_transaction",
+)  # fmt: skip
+"""Server settings that move dump and restore figures, kept with every results file."""
+
+
+def server_settings(conninfo: str) -> dict[str, str]:
+    """SETTINGS_SHOWN as the server reports them (``128MB``, ``off``), in that order."""
+    with connect(conninfo, doing="reading the server's settings") as conn:
+        rows = conn.execute(
+            "SELECT name, pg_catalog.current_setting(name) FROM pg_catalog.pg_settings"
+            " WHERE name = ANY(%s)",
+            (list(SETTINGS_SHOWN),),
+        ).fetchall()
+    got = {str(name): str(value) for name, value in rows}
+    return {name: got[name] for name in SETTINGS_SHOWN if name in got}
+
+
 def lo_count(conninfo: str) -> int:
     with connect(conninfo, doing="counting LOs") as conn:
         return catalog.count(conn)

@@ -16,6 +16,7 @@ Why this shape:
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ import psycopg
 import psycopg.errors
 from psycopg import sql
 
+from pgblobdump import logs
 from pgblobdump.errors import DatabaseError, PgBlobDumpError
 from pgblobdump.generate.content import ContentSource, Planned
 from pgblobdump.generate.roles import READER_ROLE, WRITER_ROLE, ensure_roles, owner_names
@@ -34,6 +36,8 @@ from pgblobdump.pg.ledger import Ledger
 from pgblobdump.pg.lo import Batch, Grant, LoWriter
 from pgblobdump.pg.oidspace import reserve
 from pgblobdump.report.reporter import QUIET, Reporter
+
+log = logging.getLogger(__name__)
 
 EMPTY_BATCH = 250_000
 """Empty LOs per statement on the fast path (progress granularity, not a lock limit)."""
@@ -204,7 +208,8 @@ def generate(
                 if spec.table:
                     _create_table(conn, spec.table)
                     pending.tables.append(spec.table)
-            _fill(run, reporter.progress)
+            with logs.phase(log, f"creating {spec.count:,} LOs from OID {first}"):
+                _fill(run, reporter.progress)
         except (PgBlobDumpError, psycopg.Error, KeyboardInterrupt) as e:
             raise failed(e, "generate", ledger, conn, _taken, cleanup) from e
         seconds = time.perf_counter() - t0

@@ -13,6 +13,7 @@ def grouped_bars(
 ) -> list[Path]:  # fmt: skip
     """A bar chart of ``points`` (group, series, value): groups along x in the order
     given, one bar per series in each; ``NAME.png`` and ``NAME.svg`` in ``folder``.
+    ``log``: a log axis where the values span ten times or more (never over one value).
     The bench commands draw with it."""
     import matplotlib
 
@@ -31,14 +32,28 @@ def grouped_bars(
             ax.bar(xs, ys, width, label=s)
         ax.set_xticks([g + width * (len(series) - 1) / 2 for g in range(len(groups))])
         ax.set_xticklabels(groups, rotation=20, ha="right")
-        ax.set_ylabel(ylabel)
-        if log:
+        if log and log_worthwhile([v for _g, _s, v in points]):
             ax.set_yscale("log")
+            ylabel += " (log scale)"
+        ax.set_ylabel(ylabel)
         ax.grid(True, axis="y", alpha=0.3)
         ax.legend(fontsize="small")
         return save_figure(fig, folder, name)
     finally:
         plt.close(fig)
+
+
+LOG_SPAN = 10.0
+"""An axis is logarithmic only when its largest value is this many times its smallest."""
+
+
+def log_worthwhile(values: Sequence[float]) -> bool:
+    """Whether a log axis helps: every value positive and the largest at least LOG_SPAN
+    times the smallest. One value, or values that barely differ, read better on a linear
+    axis (a log axis over one value has no ticks worth reading)."""
+    if not values or min(values) <= 0:
+        return False
+    return max(values) / min(values) >= LOG_SPAN
 
 
 def save_figure(fig: Any, folder: Path, name: str) -> list[Path]:

@@ -18,12 +18,14 @@ Up to the switch the old column is untouched; from the switch on the new one is 
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Iterable, Mapping
 
 import psycopg
 from psycopg import sql
 
+from pgblobdump import logs
 from pgblobdump.errors import DatabaseError, UsageError
 from pgblobdump.migrate import access, batches, columns, finish, refs, state
 from pgblobdump.migrate.columns import Column
@@ -34,6 +36,8 @@ from pgblobdump.migrate.start import start
 from pgblobdump.migrate.state import Migration
 from pgblobdump.pg import catalog
 from pgblobdump.report.reporter import QUIET, Reporter
+
+log = logging.getLogger(__name__)
 
 REDO_UNDER_LOCK = 100
 """Rows the sync trigger logged that the switch re-copies under its lock (more: outside
@@ -69,16 +73,21 @@ class Runner:
             setattr(self.mig, k, v)
 
     def drive(self) -> None:
+        what = f"run {self.mig.id} of {self.col.qualified}"
         if self.mig.phase == "filling":
-            self.fill()
+            with logs.phase(log, f"{what}: filling the new column"):
+                self.fill()
         if self.mig.phase == "verifying":
-            self.verify()
-            self.switch()
+            with logs.phase(log, f"{what}: verifying every row"):
+                self.verify()
+            with logs.phase(log, f"{what}: switching the columns"):
+                self.switch()
         if self.mig.phase in ("switched", "finishing"):
-            self.kept_referenced = finish.finish(
-                self.conn, self.mig, self.opts.schema, self.opts.unlink, self.opts.lock,
-                self.clock, self.reporter, self.notes,
-            )  # fmt: skip
+            with logs.phase(log, f"{what}: finishing"):
+                self.kept_referenced = finish.finish(
+                    self.conn, self.mig, self.opts.schema, self.opts.unlink, self.opts.lock,
+                    self.clock, self.reporter, self.notes,
+                )  # fmt: skip
             self.mig = state.load(self.conn, self.opts.schema, self.mig.id)
 
     def fill(self) -> None:

@@ -9,6 +9,7 @@ OID ranges holding about as many LOs each; worker K packs range K into its own v
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 import time
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ from typing import Any, BinaryIO
 import psycopg
 from psycopg import sql
 
+from pgblobdump import logs
 from pgblobdump.errors import UsageError
 from pgblobdump.packed import full
 from pgblobdump.packed.format import DEFAULT_VOLUME_SIZE, PIECE_MAX, ZSTD_LEVEL
@@ -27,6 +29,8 @@ from pgblobdump.pg.lostream import EmptyRun, Selection, check_references, iter_l
 from pgblobdump.pg.target import split_password
 from pgblobdump.report.reporter import QUIET, Reporter
 from pgblobdump.storage import FileInfo, Storage
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -81,6 +85,16 @@ def _ranges(conn: psycopg.Connection, sel: Selection, jobs: int) -> list[Selecti
     if not rows:
         return [sel]
     return [Selection(int(a), int(b), sel.referenced_by) for a, b in rows]
+
+
+def _count(conn: psycopg.Connection, sel: Selection) -> int:
+    """The selection's LO count under the snapshot: the progress total."""
+    row = conn.execute(
+        sql.SQL("SELECT count(*) FROM pg_catalog.pg_largeobject_metadata m WHERE {}").format(
+            sel.where(sql.SQL("m.oid"))
+        )
+    ).fetchone()
+    return int(row[0]) if row is not None else 0
 
 
 def _source(conn: psycopg.Connection, conninfo: str, snapshot: str) -> dict[str, Any]:
@@ -170,8 +184,13 @@ def dump(
         row = leader.execute("SELECT pg_export_snapshot()").fetchone()
         assert row is not None
         snapshot = str(row[0])
+        log.info("snapshot %s (REPEATABLE READ, READ ONLY): every worker imports it", snapshot)
         source = _source(leader, conninfo, snapshot)
         ranges = _ranges(leader, req.selection, req.jobs)
+        log.info("%d worker(s): %s", len(ranges),
+                 ", ".join(f"OIDs {r.first}..{r.last}" for r in ranges))  # fmt: skip
+        if reporter.shown:
+            reporter.totals(_count(leader, req.selection), 0)
         progress = _Progress(reporter)
         with contextlib.ExitStack() as stack:
             writer = stack.enter_context(ArchiveWriter(storage, stream, req.volume_size, req.level))
@@ -181,7 +200,8 @@ def dump(
                 tc = full.pg_dump_for(full.server_major(leader), req.pg_dump_major)
                 pg_dump = stack.enter_context(full.PgDump(tc, conninfo, snapshot, storage))
             packers = [writer.worker() for _ in ranges]
-            _run_workers(conninfo, leader, snapshot, ranges, packers, progress)
+            with logs.phase(log, "reading and packing the LOs"):
+                _run_workers(conninfo, leader, snapshot, ranges, packers, progress)
             if pg_dump is not None:
                 reporter.note(f"waiting for pg_dump {pg_dump.tc.version}")
                 writer.files.append(pg_dump.finish())
@@ -190,8 +210,9 @@ def dump(
             # lost at this COMMIT fails the run with no archive, never an exit 3 next to
             # an archive that reads as complete.
             leader.execute("COMMIT")
-            manifest = writer.finish(source)
-            files = list(writer.files)
+            with logs.phase(log, "writing the index and the manifest"):
+                manifest = writer.finish(source)
+            files = list(writer.files) + [f for f in [writer.manifest_file] if f is not None]
     reporter.progress(progress.los, progress.bytes)
     return DumpResult(manifest["los"], manifest["bytes"], time.perf_counter() - t0, snapshot, files)
 

@@ -1,4 +1,4 @@
-"""The packed LO archive, format version 1: structs, constants and what each byte means.
+"""The packed LO archive, format version 2: structs, constants and what each byte means.
 
 docs/format.md is the reader's guide; this module is the one place the bytes are defined.
 All integers are little-endian.
@@ -25,6 +25,13 @@ LOs share a frame (up to ``FRAME_TARGET`` bytes); an LO larger than that is spli
 pieces, one per frame, in consecutive frames (continuing into the next volume when one
 fills). Empty LOs are directory records with no bytes.
 
+Holes (version 2): runs of whole zero LOBLKSIZE pages are not stored. An LO with holes is
+written as pieces like a large one (it may share a frame, and a frame may hold several of
+its pieces): its first piece is at offset 0 (no bytes when the LO starts with a hole),
+the bytes between one piece's end and the next piece's offset are a hole, and when the LO
+ends in a hole a last piece with no bytes at offset ``size`` closes it. Checksums are of
+the LO's bytes, zeros included. Version 1 has no holes: a version 2 reader reads it as is.
+
 The stream form (``dump -o -``) is the same frames in one byte stream after
 ``STREAM_HEADER``, with META frames carrying metadata values before their first use,
 followed by INDEX frames (the index file's bytes) and a MANIFEST frame: readable front to
@@ -36,8 +43,30 @@ from __future__ import annotations
 import enum
 import struct
 
-FORMAT_VERSION = 1
-"""Bumped when a reader of an older version could misread an archive."""
+FORMAT_VERSION = 2
+"""Bumped when a reader of an older version could misread an archive. 2: holes."""
+READABLE_VERSIONS = (1, 2)
+"""Versions this code reads: 1 is 2 without holes."""
+
+
+def version_problem(version: object) -> str | None:
+    """Why this code cannot read format ``version`` (None: it can), in words that tell a
+    user what to do: a newer archive needs a newer pgblobdump."""
+    if version in READABLE_VERSIONS:
+        return None
+    if isinstance(version, int) and version > FORMAT_VERSION:
+        return (
+            f"format version {version}, written by a newer pgblobdump (this one reads"
+            f" versions 1 to {FORMAT_VERSION}): upgrade pgblobdump to read it"
+        )
+    return f"format version {version!r}; this pgblobdump reads versions 1 to {FORMAT_VERSION}"
+
+
+LOBLKSIZE = 2048
+"""PostgreSQL's LO page (``BLCKSZ / 4``): the unit of a hole (pages never written)."""
+LO_SIZE_MAX = (2**31 - 1) * LOBLKSIZE
+"""The largest LO PostgreSQL makes (MAX_LARGE_OBJECT_SIZE, 4 TB): a reader refuses a
+piece that says more, rather than hash the zeros of a hole that large."""
 
 VOLUME_MAGIC = b"PGBDVOL1"
 STREAM_MAGIC = b"PGBDSTR1"

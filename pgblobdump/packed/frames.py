@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from functools import cached_property
+from operator import itemgetter
 from typing import BinaryIO, NamedTuple
 
 import xxhash
@@ -40,13 +43,19 @@ class Piece(NamedTuple):
 @dataclass(frozen=True)
 class Frame:
     """A decoded frame: its kind, where it starts, its pieces (DATA) and its bytes (the
-    pieces' bytes, concatenated in piece order, or the INDEX/MANIFEST content)."""
+    pieces' bytes, concatenated in piece order, or the INDEX/MANIFEST content).
+    ``directory`` is the pieces' PIECE_RECORDs as stored; ``pieces`` decodes them on
+    first use (restore reads a frame of small LOs as columns instead, reader.py)."""
 
     kind: FrameKind
     offset: int
     end: int
-    pieces: tuple[Piece, ...]
+    directory: bytes
     data: bytes
+
+    @cached_property
+    def pieces(self) -> tuple[Piece, ...]:
+        return tuple(map(Piece._make, PIECE_RECORD.iter_unpack(self.directory)))
 
     def piece_bytes(self) -> Iterator[tuple[Piece, memoryview]]:
         view = memoryview(self.data)
@@ -54,6 +63,18 @@ class Frame:
         for p in self.pieces:
             yield p, view[at : at + p.length]
             at += p.length
+
+
+_LENGTHS = struct.Struct("<24xI8x") if PIECE_RECORD.format == "<IIQQIQ" else None
+"""PIECE_RECORD's length field alone: a directory's lengths read at C speed."""
+
+
+def data_length(directory: bytes) -> int:
+    """The sum of the pieces' lengths a directory of PIECE_RECORDs gives (its frame's
+    data must be that long), without an object per piece."""
+    if _LENGTHS is None:
+        return sum(p[4] for p in PIECE_RECORD.iter_unpack(directory))
+    return sum(map(itemgetter(0), _LENGTHS.iter_unpack(directory)))
 
 
 def directory_of(pieces: Sequence[Piece]) -> bytes:
@@ -152,10 +173,10 @@ class FrameReader:
         raw = self._decode(codec, payload, ulen, start)
         if records * PIECE_RECORD.size != dir_len:
             raise CorruptArchive(f"{self.name}: the frame at byte {start:,} has a bad directory")
-        pieces = tuple(map(Piece._make, PIECE_RECORD.iter_unpack(memoryview(raw)[:dir_len])))
-        if kind == FrameKind.DATA and sum(p.length for p in pieces) != ulen - dir_len:
+        directory = raw[:dir_len]
+        if kind == FrameKind.DATA and data_length(directory) != ulen - dir_len:
             raise CorruptArchive(f"{self.name}: the frame at byte {start:,} has a bad directory")
-        return Frame(FrameKind(kind), start, self.offset, pieces, raw[dir_len:])
+        return Frame(FrameKind(kind), start, self.offset, directory, raw[dir_len:])
 
     def _decode(self, codec: int, payload: bytes, ulen: int, start: int) -> bytes:
         if codec == Codec.STORED:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import bisect
 import heapq
 import json
+import sys
 import tempfile
 import threading
 from collections.abc import Iterator, Sequence
@@ -20,7 +21,7 @@ from typing import Any, BinaryIO, NamedTuple
 
 import zstandard
 
-from pgblobdump.errors import CorruptArchive
+from pgblobdump.errors import CorruptArchive, UnsupportedArchive
 from pgblobdump.packed.format import (
     BLOCK_ENTRY,
     FORMAT_VERSION,
@@ -29,6 +30,7 @@ from pgblobdump.packed.format import (
     INDEX_MAGIC,
     INDEX_RECORD,
     ZSTD_LEVEL,
+    version_problem,
 )
 
 
@@ -260,10 +262,8 @@ class Index:
         magic, version, _r, blocks, table_at, meta_at, meta_len, count = INDEX_FOOTER.unpack(footer)
         if magic != INDEX_MAGIC:
             raise CorruptArchive(f"{where}: not a packed archive index (no footer; truncated?)")
-        if version != FORMAT_VERSION:
-            raise CorruptArchive(
-                f"{where}: index format version {version}; this pgblobdump reads {FORMAT_VERSION}"
-            )
+        if (why := version_problem(version)) is not None:
+            raise UnsupportedArchive(f"{where}: index {why}")
         if (
             table_at + blocks * BLOCK_ENTRY.size != meta_at
             or meta_at + meta_len + INDEX_FOOTER.size != size
@@ -335,6 +335,8 @@ class Index:
                 continue
             raw = self._raw_block(e)
             whole = first <= e.first and e.last <= last
+            if whole and _one_volume(raw, out):
+                continue
             for oid, _m, _s, volume, offset, _x in INDEX_RECORD.iter_unpack(raw):
                 if whole or first <= oid <= last:
                     had = out.get(volume)
@@ -354,3 +356,25 @@ class Index:
             return self.metas.values[meta_id]
         except IndexError:
             raise CorruptArchive(f"{self.where}: metadata id {meta_id} out of range") from None
+
+
+_COLUMNS = INDEX_RECORD.format == "<IIQIQQ" and sys.byteorder == "little"
+"""Whether a block reads as 9 little-endian uint32 per INDEX_RECORD: oid, meta id, size
+(2), volume, offset (2), checksum (2)."""
+
+
+def _one_volume(raw: bytes, out: dict[int, tuple[int, int]]) -> bool:
+    """``volume_starts`` for a whole block whose records are all in one volume (a
+    dump's blocks mostly are), read as columns with no loop per record; False (nothing
+    added) when the block is not that."""
+    if not _COLUMNS or not raw:
+        return False
+    cols = memoryview(raw).cast("I")
+    volumes = cols[4::9]
+    volume = volumes[0]
+    if volumes.tolist().count(volume) != len(volumes) or any(cols[6::9]):
+        return False
+    offset, records = min(cols[5::9]), len(volumes)
+    had = out.get(volume)
+    out[volume] = (offset, records) if had is None else (min(had[0], offset), had[1] + records)
+    return True

@@ -17,6 +17,7 @@ data. ``unpack`` puts the archive back together.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import tarfile
@@ -43,6 +44,8 @@ from pgblobdump.toc.blocks import BlockIndex
 from pgblobdump.toc.compression import SUFFIXES
 from pgblobdump.toc.reader import Archive
 from pgblobdump.toc.write import without_lo_data
+
+log = logging.getLogger(__name__)
 
 REST_CUSTOM = "pg_dump.custom"
 """The file of an archive packed from a custom archive: that archive without LO data."""
@@ -172,7 +175,7 @@ def pack(
     check_settings(volume_size, level)
     t0 = time.perf_counter()
     blocks = BlockIndex()  # the LO data blocks, as the walk passes them
-    walk = toc_lo.iter_data(archive, blocks)
+    walk = toc_lo.iter_data(archive, blocks, lambda n: _counted(archive, n, reporter))
     first = next(walk, None)
     if first is None:
         raise NotFound(f"{archive.name}: no large objects in this archive: nothing to pack")
@@ -227,7 +230,7 @@ def pack(
             if kept is not None:
                 storage.remove(kept.name)
             raise
-        files = list(writer.files)
+        files = list(writer.files) + [f for f in [writer.manifest_file] if f is not None]
     reporter.progress(done, nbytes)
     return PackResult(manifest["los"], manifest["bytes"], time.perf_counter() - t0, files,
                       kept is not None, unread)  # fmt: skip
@@ -251,6 +254,13 @@ def _gathered(
     else:
         packer.add_chunks(oid, meta, data.size, chunks)
     return data.size
+
+
+def _counted(archive: Archive, los: int, reporter: Reporter) -> None:
+    h = archive.header
+    log.info("%s: a pg_dump %s archive of %d LOs, written by %s", archive.name, archive.kind,
+             los, h.pg_dump_version)  # fmt: skip
+    reporter.totals(los, 0)
 
 
 Item = tuple[toc_lo.LargeObject, Iterator[bytes]]

@@ -95,7 +95,10 @@ def share_items(
                     elif isinstance(item, LoPiece) and item.offset == 0:
                         begun += 1
                     yield item
-                    if begun >= count[name] and asm._open is None:
+                    # (a frame is decoded whole: an LO with holes may still have pieces
+                    # to give after its first, though the assembler has closed it)
+                    ends = not isinstance(item, LoPiece) or item.last
+                    if begun >= count[name] and asm._open is None and ends:
                         break
         except CorruptArchive as e:  # the volume itself: missing, or no volume header
             if not skip_damaged:

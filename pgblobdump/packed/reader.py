@@ -12,22 +12,25 @@ from typing import Any, BinaryIO
 
 import xxhash
 
-from pgblobdump.errors import CorruptArchive, NotAnArchive, NotFound
+from pgblobdump.errors import CorruptArchive, NotAnArchive, NotFound, UnsupportedArchive
+from pgblobdump.packed import columns
 from pgblobdump.packed.format import (
-    FORMAT_VERSION,
     INDEX_NAME,
+    LO_SIZE_MAX,
     MANIFEST_NAME,
     STREAM_HEADER,
     STREAM_MAGIC,
     VOLUME_HEADER,
     VOLUME_MAGIC,
     FrameKind,
+    version_problem,
     volume_name,
     volume_of,
 )
 from pgblobdump.packed.frames import Frame, FrameReader, Piece
+from pgblobdump.packed.holes import filled, hash_zeros
 from pgblobdump.packed.index import Index, IndexRecord, Meta, MetaTable
-from pgblobdump.packed.writer import MANIFEST_FORMAT
+from pgblobdump.packed.manifest import parse_manifest
 from pgblobdump.storage import Storage
 from pgblobdump.storage.base import CLAIM_NAME
 
@@ -88,24 +91,6 @@ def each_piece(items: Iterable[Item]) -> Iterator[LoPiece]:
             yield item
 
 
-def parse_manifest(body: bytes, where: str) -> dict[str, Any]:
-    try:
-        manifest = json.loads(body)
-    except ValueError as e:
-        raise CorruptArchive(f"{where}: the manifest is not JSON ({e})") from e
-    if not isinstance(manifest, dict) or manifest.get("format") != MANIFEST_FORMAT:
-        raise NotAnArchive(f"{where}: not a pgblobdump packed archive manifest")
-    if manifest.get("version") != FORMAT_VERSION:
-        raise CorruptArchive(
-            f"{where}: format version {manifest.get('version')}; this pgblobdump reads"
-            f" version {FORMAT_VERSION}"
-        )
-    for key in ("los", "bytes", "files"):
-        if key not in manifest:
-            raise CorruptArchive(f"{where}: the manifest has no {key!r}")
-    return manifest
-
-
 _EMPTY = xxhash.xxh3_64_intdigest(b"")
 
 
@@ -134,8 +119,12 @@ class _Assembler:
     def items(self, frame: Frame, name: str) -> list[Item]:
         """The frame's LOs, all checked before any is given: runs of whole ones, and the
         pieces of large ones (a large LO's checksum is checked with its last piece)."""
-        out: list[Item] = []
         where = f"{name} frame at byte {frame.offset:,}"
+        if self._open is None:
+            run = self._whole(frame, where)
+            if run is not None:
+                return run
+        out: list[Item] = []
         view = memoryview(frame.data)
         values = self.metas.values if self.metas is not None else None
         digest = xxhash.xxh3_64_intdigest
@@ -177,6 +166,18 @@ class _Assembler:
     def pieces(self, frame: Frame, name: str) -> Iterator[LoPiece]:
         return each_piece(self.items(frame, name))
 
+    def _whole(self, frame: Frame, where: str) -> list[Item] | None:
+        """A frame of whole LOs only, all kept, as one run read from the columns of its
+        directory (packed/columns.py); None: the piece-by-piece reading takes it."""
+        values = self.metas.values if self.metas is not None else None
+        run = columns.whole_los(frame, values, self.keep, where)
+        if run is None:
+            return None
+        oids, metas, datas, sums, total = run
+        self.los += len(oids)
+        self.bytes += total
+        return [WholeLos(oids, metas, datas, sums)] if oids else []
+
     def drop_open(self) -> int | None:
         """Forget the large LO being assembled (damage cut it); its OID, if any."""
         oid = self._open[0] if self._open is not None else None
@@ -197,9 +198,17 @@ class _Assembler:
             if self._open is not None:
                 raise CorruptArchive(f"{where}: LO {self._open[0]} is cut short")
             self._open = (p.oid, 0, xxhash.xxh3_64())
-        if self._open is None or self._open[0] != p.oid or self._open[1] != p.offset:
+        if (
+            self._open is None
+            or self._open[0] != p.oid
+            or self._open[1] > p.offset
+            or p.offset + p.length > p.size
+            or p.size > LO_SIZE_MAX
+        ):
             raise CorruptArchive(f"{where}: a piece of LO {p.oid} is out of place")
         h = self._open[2]
+        if p.offset > self._open[1]:
+            hash_zeros(h, p.offset - self._open[1])  # a hole: zeros, not stored
         h.update(data)
         self._open = (p.oid, p.offset + p.length, h)
         if p.last:
@@ -279,21 +288,20 @@ class PackedDirectory:
             head = f.read(VOLUME_HEADER.size)
             if len(head) < VOLUME_HEADER.size or head[:8] != VOLUME_MAGIC:
                 raise CorruptArchive(f"{where}: not a packed archive volume")
-            version = VOLUME_HEADER.unpack(head)[1]
-            if version != FORMAT_VERSION:
-                raise CorruptArchive(
-                    f"{where}: volume format version {version}; this pgblobdump reads"
-                    f" {FORMAT_VERSION}"
-                )
+            if (why := version_problem(VOLUME_HEADER.unpack(head)[1])) is not None:
+                raise UnsupportedArchive(f"{where}: volume {why}")
             start = VOLUME_HEADER.size
             if offset is not None:
                 f.seek(offset)
                 start = offset
             yield FrameReader(f, where, start)
 
-    def pieces(self) -> Iterator[LoPiece]:
-        """Every LO's bytes, volume by volume, checked, one LoPiece at a time (verify)."""
-        return each_piece(self.items())
+    def pieces(self, zeros: bool = True) -> Iterator[LoPiece]:
+        """Every LO's bytes, volume by volume, checked, one LoPiece at a time, holes
+        given as zeros (unpack) unless ``zeros`` is False (verify, which needs each LO's
+        last piece only)."""
+        pieces = each_piece(self.items())
+        return filled(pieces) if zeros else pieces
 
     def items(self, skip_damaged: bool = False) -> Iterator[Item]:
         """Every LO's bytes, volume by volume, checked, whole LOs in runs (restore).
@@ -408,6 +416,11 @@ class PackedDirectory:
             if r.checksum != xxhash.xxh3_64_intdigest(b""):
                 raise CorruptArchive(f"{self.where}: LO {oid} is damaged (checksum)")
             return
+        for piece in filled(self._lo_pieces(r)):
+            yield piece.data
+
+    def _lo_pieces(self, r: IndexRecord) -> Iterator[LoPiece]:
+        oid = r.oid
         worker, number = volume_of(r.volume)
         asm = _Assembler(self.index.metas, self.where)
         offset: int | None = r.offset
@@ -419,7 +432,7 @@ class PackedDirectory:
                     for piece in asm.pieces(frame, frames.name):
                         if piece.oid == oid:
                             found = True
-                            yield piece.data
+                            yield piece
                             if piece.last:
                                 return
                     if not found:
@@ -438,17 +451,15 @@ def stream_items(f: BinaryIO, where: str = "the stream") -> Iterator[Item]:
     head = f.read(STREAM_HEADER.size)
     if len(head) < STREAM_HEADER.size or head[:8] != STREAM_MAGIC:
         raise NotAnArchive(f"{where}: not a pgblobdump packed stream")
-    if STREAM_HEADER.unpack(head)[1] != FORMAT_VERSION:
-        raise CorruptArchive(
-            f"{where}: stream format version {STREAM_HEADER.unpack(head)[1]}; this pgblobdump"
-            f" reads {FORMAT_VERSION}"
-        )
+    if (why := version_problem(STREAM_HEADER.unpack(head)[1])) is not None:
+        raise UnsupportedArchive(f"{where}: stream {why}")
     return _stream_body(f, where)
 
 
 def stream_pieces(f: BinaryIO, where: str = "the stream") -> Iterator[LoPiece]:
-    """stream_items one LoPiece at a time (the header is read at once, all the same)."""
-    return each_piece(stream_items(f, where))
+    """stream_items one LoPiece at a time, holes given as zeros (the header is read at
+    once, all the same)."""
+    return filled(each_piece(stream_items(f, where)))
 
 
 def _stream_body(f: BinaryIO, where: str) -> Iterator[Item]:

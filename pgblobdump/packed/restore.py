@@ -90,6 +90,10 @@ class Restorer:
         self.comments_max = max(1, self.writer.budget.per_transaction // req.sharing)
         self._checked: set[Meta] = set()
         self.all_checked = False  # every Meta of the archive was checked up front
+        # What every Meta of the archive holds, once known (``know``): a batch whose LOs
+        # can have but one owner, no ACL or no comment is planned with no loop per LO.
+        self.owners: set[str | None] | None = None
+        self.any_acl = self.any_comment = True
         self.los = self.bytes = self.skipped = self.damaged = 0
         self.damaged_oids: list[int] = []
         self.reporter = reporter
@@ -123,6 +127,15 @@ class Restorer:
             )
         self.known_roles |= have
 
+    def know(self, metas: Iterable[Meta]) -> None:
+        """Every Meta the archive holds (a directory's index), its roles checked: the
+        batches are planned from what they have in common."""
+        metas = list(metas)
+        self.all_checked = True
+        self.owners = {m.owner for m in metas}
+        self.any_acl = any(m.acl is not None for m in metas)
+        self.any_comment = any(m.comment is not None for m in metas)
+
     def _check(self, metas: Iterable[Meta]) -> None:
         """check_roles for the metadata not seen yet (a stream's come as it goes)."""
         if self.all_checked:
@@ -147,7 +160,7 @@ class Restorer:
     def _take_whole(self, run: WholeLos) -> None:
         self._check(run.metas)
         comments = 0
-        if not self.req.no_comments:
+        if not self.req.no_comments and self.any_comment:
             comments = sum(m.comment is not None for m in run.metas)
             if comments and self.batch_comments + comments > self.comments_max:
                 if len(run.oids) > 1:  # split it where the lock budget says
@@ -181,7 +194,8 @@ class Restorer:
         self.reporter.note(f"skipped {len(d.oids):,} LOs of a damaged part, {d.where}: {d.reason}")
 
     def _take_piece(self, p: LoPiece) -> None:
-        """A piece of a large LO: the LO is a transaction of its own, filled piece by piece."""
+        """A piece of a large LO, or of one with holes: the LO is a transaction of its
+        own, written piece by piece."""
         if p.offset == 0:
             self.flush()
             self.wait()
@@ -193,10 +207,10 @@ class Restorer:
                 return
             self._large = contextlib.ExitStack()
             self._large_batch = self._large.enter_context(self.writer.batch_of([p.oid]))
-            self._large_batch.create_many_empty([p.oid], self._owner(p.meta))
         assert self._large is not None
-        if self._large_batch is not None:
-            self._large_batch.put(p.oid, p.offset, p.data)
+        if self._large_batch is not None:  # holes between pieces are left missing
+            self._large_batch.write_at(p.oid, p.offset, p.data, p.size if p.last else None,
+                                       p.offset == 0, self._owner(p.meta))  # fmt: skip
         if p.last:
             stack, b = self._large, self._large_batch
             self._large = self._large_batch = None
@@ -260,7 +274,12 @@ class Restorer:
     ) -> _Plan:
         """What one batch's statements need, gathered from its parallel lists."""
         plan = _Plan(to_ranges(oids))
-        owners = {None} if self.req.no_owner else {m.owner for m in metas}
+        if self.req.no_owner:
+            owners: set[str | None] = {None}
+        elif self.owners is not None and len(self.owners) == 1:
+            owners = self.owners
+        else:
+            owners = {m.owner for m in metas}
         for owner in owners:
             if len(owners) == 1:
                 mine: Iterable[int] = range(len(oids))
@@ -275,14 +294,14 @@ class Restorer:
                 [oids[i] for i in mine if len(datas[i])],
                 [datas[i] for i in mine if len(datas[i])],
             ))  # fmt: skip
-        if not self.req.no_acl:
+        if not self.req.no_acl and self.any_acl:
             with_acl = [(o, m) for o, m in zip(oids, metas, strict=True) if m.acl is not None]
             if with_acl and self.superuser:
                 plan.acls = ([o for o, _ in with_acl],
                              [aclmod.array_literal(m.acl or ()) for _, m in with_acl])  # fmt: skip
             elif with_acl:
                 plan.grants = self._grants(with_acl)
-        if not self.req.no_comments:
+        if not self.req.no_comments and self.any_comment:
             plan.comments = [
                 (o, m.comment) for o, m in zip(oids, metas, strict=True) if m.comment is not None
             ]
@@ -417,8 +436,9 @@ def restore(
         journal = Journal.open(conn, conninfo, index, part) if index is not None else None
         r = Restorer(conn, ledger, req, reporter)
         if metas is not None:
+            metas = list(metas)
             r.check_roles(metas)
-            r.all_checked = True
+            r.know(metas)
         if index is not None and not req.skipping:
             precheck(conn, index, part, journal, again)
         if journal is not None:

@@ -41,6 +41,7 @@ def restore_jobs(
     failure (or Ctrl-C, SIGTERM) stops every connection, and the clean-up removes exactly
     what each made, or names what is left and --resume."""
     t0 = time.perf_counter()
+    metas = list(metas)
     stop = threading.Event()
     errors: list[BaseException] = []
     lock = threading.Lock()
@@ -66,7 +67,7 @@ def restore_jobs(
 
         for w in workers:
             w.known_roles = set(first.known_roles)
-            w.all_checked = True
+            w.know(metas)
             w.writer.ledger.on_change = save
 
         def work(w: Restorer, items: Iterator[Item]) -> None:

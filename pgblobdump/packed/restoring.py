@@ -4,17 +4,47 @@ plain restore (directory, stream file, ``-``, ``s3://``), one share of it (``par
 
 from __future__ import annotations
 
-from pgblobdump import storage
+import functools
+import inspect
+import logging
+from collections.abc import Callable
+from typing import ParamSpec
+
+from pgblobdump import logs, storage
 from pgblobdump.errors import UsageError
 from pgblobdump.packed import source
 from pgblobdump.packed.full import restore_full
 from pgblobdump.packed.parts import share, share_items
+from pgblobdump.packed.reader import PackedDirectory
 from pgblobdump.packed.request import RestoreRequest, RestoreResult
 from pgblobdump.packed.restore import restore
 from pgblobdump.packed.restore_jobs import restore_jobs
 from pgblobdump.report.reporter import QUIET, Reporter
 
+log = logging.getLogger(__name__)
 
+P = ParamSpec("P")
+
+
+def _logged(fn: Callable[P, RestoreResult]) -> Callable[P, RestoreResult]:
+    """For -v: the restore as a phase with its timing, and what it restored."""
+    signature = inspect.signature(fn)
+
+    @functools.wraps(fn)
+    def run(*args: P.args, **kwargs: P.kwargs) -> RestoreResult:
+        given = signature.bind(*args, **kwargs).arguments
+        req: RestoreRequest = given["req"]
+        how = "full, " if req.full else ""
+        how += f"part {req.part[0]}/{req.part[1]}, " if req.part else ""
+        with logs.phase(log, f"restoring {given['archive']} ({how}{req.jobs} connection(s))"):
+            result = fn(*args, **kwargs)
+        log.info("restored %d LOs, %d bytes; %d skipped", result.los, result.bytes, result.skipped)
+        return result
+
+    return run
+
+
+@_logged
 def restore_archive(
     conninfo: str,
     archive: str,
@@ -35,7 +65,9 @@ def restore_archive(
             def los() -> RestoreResult:
                 return _restore_jobs(conninfo, archive, req, reporter, again)
 
-        return restore_full(conninfo, source.directory(archive), req, req.jobs, reporter, los)
+        directory = source.directory(archive)
+        announce(reporter, directory)
+        return restore_full(conninfo, directory, req, req.jobs, reporter, los)
     if req.jobs > 1:
         return _restore_jobs(conninfo, archive, req, reporter, again)
     if req.part is not None:
@@ -43,11 +75,14 @@ def restore_archive(
         directory = source.directory(archive)
         first, last = share(directory, k, n)
         reporter.note(f"part {k}/{n}: OIDs {first}..{last}")
+        announce(reporter, directory, (first, last))
         items = share_items(directory, first, last)
         metas = directory.index.metas.values
         return restore(conninfo, items, req, reporter, directory.index, metas, (first, last),
                        again)  # fmt: skip
     with source.open_source(archive, req.skip_damaged) as src:
+        if src.directory is not None:
+            announce(reporter, src.directory)
         return restore(conninfo, src.items, req, reporter, src.index, src.metas, again=again)
 
 
@@ -65,8 +100,26 @@ def _restore_jobs(
     part = share(directory, k, n) if req.part is not None else None
     if part is not None:
         reporter.note(f"part {k}/{n}: OIDs {part[0]}..{part[1]}")
+    announce(reporter, directory, part)
     ranges = [share(directory, (k - 1) * j + i, n * j) for i in range(1, j + 1)]
     # a directory each: reading the index and volumes is not shared between threads
     shares = [share_items(source.directory(archive), lo, hi, req.skip_damaged) for lo, hi in ranges]
     return restore_jobs(conninfo, shares, req, reporter, directory.index,
                         directory.index.metas.values, part, again)  # fmt: skip
+
+
+def announce(reporter: Reporter, directory: PackedDirectory,
+             part: tuple[int, int] | None = None) -> None:  # fmt: skip
+    """Tell the reporter how many LOs and bytes the restore will take, before it begins:
+    the manifest's totals, or the index's over a ``part``'s OID range."""
+    if part is None and directory.manifest is not None:
+        reporter.totals(int(directory.manifest["los"]), int(directory.manifest["bytes"]))
+        return
+    if not reporter.shown:
+        return  # a pass over the index only for the display
+    first, last = part or (0, 2**32 - 1)
+    los = nbytes = 0
+    for r in directory.index.range(first, last):
+        los += 1
+        nbytes += r.size
+    reporter.totals(los, nbytes)

@@ -4,6 +4,7 @@ frame, every LO's checksum, the index against the volumes), and against a live d
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -15,6 +16,12 @@ from pgblobdump.packed.index import IndexRecord, Meta, SortingIndexBuilder
 from pgblobdump.packed.reader import PackedDirectory
 from pgblobdump.pg.connect import connect
 from pgblobdump.pg.lostream import EmptyRun, Selection, iter_los
+from pgblobdump.report.reporter import QUIET, Reporter
+
+log = logging.getLogger(__name__)
+
+STEP = 2000
+"""LOs between two progress reports."""
 
 
 @dataclass
@@ -31,15 +38,24 @@ class ArchiveCheck:
         return not self.problems
 
 
-def check_archive(archive: PackedDirectory) -> ArchiveCheck:
+def check_archive(archive: PackedDirectory, reporter: Reporter = QUIET) -> ArchiveCheck:
     """Every check that needs no server; damage becomes a problem line, not an exception
-    (so one damaged volume does not hide another)."""
+    (so one damaged volume does not hide another). Progress: the files' bytes read, then
+    the LOs checked against the index."""
     result = ArchiveCheck()
     if archive.manifest is None:
         result.problems.append(f"{archive.where}: no manifest.json: an interrupted dump")
         return result
     storage = archive.storage
-    for f in archive.manifest["files"]:
+    result.files = 1  # the manifest itself, read above
+    listed = archive.manifest["files"]
+    log.info("checking %d files against the manifest, then the LOs against the index",
+             len(listed) + 1)  # fmt: skip
+    reporter.task("checking files", len(listed))
+    reporter.totals(len(listed), sum(int(f["size"]) for f in listed))
+    hashed = 0
+    for k, f in enumerate(listed):
+        reporter.progress(k, hashed)
         name = f["name"]
         result.files += 1
         if not storage.exists(name):
@@ -53,10 +69,15 @@ def check_archive(archive: PackedDirectory) -> ArchiveCheck:
         with storage.open(name) as fh:
             while chunk := fh.read(1 << 20):
                 h.update(chunk)
+                hashed += len(chunk)
+                reporter.progress(k, hashed)
         if h.hexdigest() != f["xxh3_128"]:
             result.problems.append(f"{name}: damaged (its checksum differs from the manifest's)")
+    reporter.progress(len(listed), hashed)
+    reporter.task("checking LOs", int(archive.manifest["los"]))
+    reporter.totals(int(archive.manifest["los"]), int(archive.manifest["bytes"]))
     try:
-        result.los, result.bytes = _volumes_match_index(archive)
+        result.los, result.bytes = _volumes_match_index(archive, reporter)
     except PgBlobDumpError as e:
         result.problems.append(str(e))
     return result
@@ -67,14 +88,14 @@ def _volume_records(archive: PackedDirectory) -> Iterator[tuple[int, int, int, M
     come for a dump; sorted through a SortingIndexBuilder (runs spilled to a temporary
     file) for a pack, whose volumes keep the pg_dump archive's order."""
     if archive.ordered:
-        for p in archive.pieces():
+        for p in archive.pieces(zeros=False):
             if p.last:
                 yield p.oid, p.size, p.checksum, p.meta
         return
     ids = {m: k for k, m in enumerate(archive.index.metas.values)}
     sorter = SortingIndexBuilder()
     try:
-        for p in archive.pieces():
+        for p in archive.pieces(zeros=False):
             if p.last:
                 sorter.add(p.oid, ids.get(p.meta, -1) & 0xFFFFFFFF, p.size, 0, 0, p.checksum)
         for r in sorter.merged():
@@ -83,7 +104,7 @@ def _volume_records(archive: PackedDirectory) -> Iterator[tuple[int, int, int, M
         sorter.close()
 
 
-def _volumes_match_index(archive: PackedDirectory) -> tuple[int, int]:
+def _volumes_match_index(archive: PackedDirectory, reporter: Reporter) -> tuple[int, int]:
     index = iter(archive.index)
     los = nbytes = 0
     for oid, size, checksum, meta in _volume_records(archive):
@@ -96,6 +117,9 @@ def _volumes_match_index(archive: PackedDirectory) -> tuple[int, int]:
             raise CorruptArchive(f"{archive.where}: the index and the volumes disagree at LO {oid}")
         los += 1
         nbytes += size
+        if los % STEP == 0:
+            reporter.progress(los, nbytes)
+    reporter.progress(los, nbytes)
     extra = next(index, None)
     if extra is not None:
         raise CorruptArchive(f"{archive.where}: the index lists LO {extra.oid}, no volume holds it")
@@ -124,10 +148,17 @@ def _db_los(conn: psycopg.Connection, sel: Selection) -> Iterator[tuple[int, int
         yield row.oid, row.size, h.intdigest(), Meta(row.owner, row.acl, row.comment)
 
 
-def compare_database(archive: PackedDirectory, conninfo: str) -> Iterator[Difference]:
+def compare_database(
+    archive: PackedDirectory, conninfo: str, reporter: Reporter = QUIET
+) -> Iterator[Difference]:
     """Differences between the archive's LOs and the database's, by OID, in OID order
-    (a merge of two sorted streams: memory stays flat)."""
+    (a merge of two sorted streams: memory stays flat). Progress: the archive's LOs
+    compared."""
     index = archive.index
+    reporter.task("comparing with the database", index.count)
+    if archive.manifest is not None:
+        reporter.totals(index.count, int(archive.manifest["bytes"]))
+    done = nbytes = 0
     with connect(conninfo, autocommit=True, doing="verify") as conn:
         conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
         db = _db_los(conn, Selection())
@@ -137,6 +168,7 @@ def compare_database(archive: PackedDirectory, conninfo: str) -> Iterator[Differ
             if d is None or (a is not None and a.oid < d[0]):
                 assert a is not None
                 yield Difference(a.oid, "missing", "in the archive, not in the database")
+                done, nbytes = done + 1, nbytes + a.size
                 a = next(iter_index, None)
             elif a is None or d[0] < a.oid:
                 yield Difference(d[0], "extra", "in the database, not in the archive")
@@ -149,9 +181,13 @@ def compare_database(archive: PackedDirectory, conninfo: str) -> Iterator[Differ
                                      if size != a.size else "same size, other bytes")  # fmt: skip
                 elif meta != want:
                     yield Difference(oid, "differs", _meta_diff(meta, want))
+                done, nbytes = done + 1, nbytes + a.size
+                if done % STEP == 0:
+                    reporter.progress(done, nbytes)
                 a = next(iter_index, None)
                 d = next(db, None)
         conn.execute("COMMIT")
+    reporter.progress(done, nbytes)
 
 
 def _meta_diff(have: Meta, want: Meta) -> str:

@@ -25,6 +25,7 @@ from pgblobdump.packed.format import (
     FORMAT_VERSION,
     FRAME_TARGET,
     INDEX_NAME,
+    LOBLKSIZE,
     MANIFEST_NAME,
     PIECE_MAX,
     PIECE_RECORD,
@@ -32,6 +33,7 @@ from pgblobdump.packed.format import (
     FrameKind,
 )
 from pgblobdump.packed.frames import encode
+from pgblobdump.packed.holes import runs
 from pgblobdump.packed.index import IndexBuilder, Meta, MetaTable, SortingIndexBuilder, write_index
 from pgblobdump.packed.sink import FrameSink, StreamSink, VolumeSink, WorkerStream
 from pgblobdump.storage import FileInfo, Storage
@@ -41,6 +43,12 @@ MANIFEST_FORMAT = "pgblobdump-packed"
 EMPTY_CHECKSUM = xxhash.xxh3_64_intdigest(b"")
 FRAME_RECORDS_MAX = 16384
 """Pieces per frame at most (a frame of empty LOs is all directory: 576 KiB)."""
+SMALL_HOLE_PAGES = 64
+"""Pages a hole must save for an LO of up to PIECE_MAX bytes to be written with it: such
+an LO is then pieces, which restore writes in a transaction of its own (~5-10 ms
+measured) instead of in a batch (~0.1 ms a page), so a smaller hole is kept as zeros, as
+format 1 kept every hole (benchmarks/sparse.py; docs/format.md, "Holes"). A larger LO is
+written in a transaction of its own anyway: every hole is left out of it."""
 
 
 @dataclass
@@ -104,6 +112,12 @@ class LoPacker:
         self._last_oid = oid
         meta_id = self.metas.id(meta)
         checksum = xxhash.xxh3_64_intdigest(data)
+        # a zero page starts with a zero: most LOs are past this test in a few 100 ns
+        if size > SMALL_HOLE_PAGES * LOBLKSIZE and 0 in data[::LOBLKSIZE]:
+            keep = runs(data, 0, size, SMALL_HOLE_PAGES)
+            if keep != [(0, size)]:
+                self._add_sparse(oid, meta_id, data, checksum, keep)
+                return
         if self._records and (
             self._bytes + size > FRAME_TARGET or self._records >= FRAME_RECORDS_MAX
         ):
@@ -113,6 +127,34 @@ class LoPacker:
         if size:
             self._data.append(data)
             self._bytes += size
+        self._pending.append([oid, meta_id, size, checksum, self._seq])
+        self.totals.los += 1
+        self.totals.bytes += size
+
+    def _add_sparse(
+        self, oid: int, meta_id: int, data: bytes, checksum: int, keep: list[tuple[int, int]]
+    ) -> None:
+        """A small LO with holes, in the open frame (or the next): its ``keep`` ranges
+        as pieces, opened at offset 0 and closed at its size by pieces with no bytes
+        where it starts or ends in a hole (docs/format.md, "Holes")."""
+        size = len(data)
+        pack = PIECE_RECORD.pack
+        records = len(keep) + (not keep or keep[0][0] > 0) + (not keep or keep[-1][1] < size)
+        kept = sum(e - b for b, e in keep)
+        if self._records and (
+            self._bytes + kept > FRAME_TARGET or self._records + records > FRAME_RECORDS_MAX
+        ):
+            self._flush()
+        if not keep or keep[0][0] > 0:
+            self._dir += pack(oid, meta_id, size, 0, 0, 0)
+        view = memoryview(data)
+        for b, e in keep:
+            self._dir += pack(oid, meta_id, size, b, e - b, checksum if e == size else 0)
+            self._data.append(view[b:e])
+        if not keep or keep[-1][1] < size:
+            self._dir += pack(oid, meta_id, size, size, 0, checksum)
+        self._records += records
+        self._bytes += kept
         self._pending.append([oid, meta_id, size, checksum, self._seq])
         self.totals.los += 1
         self.totals.bytes += size
@@ -162,19 +204,38 @@ class LoPacker:
         entry: list[Any] = [oid, meta_id, size, None, self._seq]
         self._pending.append(entry)
         h = xxhash.xxh3_64()
+        pack = PIECE_RECORD.pack
         offset = 0
         for part in _pieces(chunks):
             h.update(part)
+            start = offset
             offset += len(part)
             if offset > size:
                 raise ValueError(f"LO {oid}: more than the {size:,} bytes announced")
-            last = h.intdigest() if offset == size else 0
-            start = offset - len(part)
-            self._dir += PIECE_RECORD.pack(oid, meta_id, size, start, len(part), last)
-            self._records += 1
-            self._data.append(part)
-            self._bytes += len(part)
-            self._flush()
+            final = offset == size
+            last = h.intdigest() if final else 0
+            # Holes (docs/format.md): the part's ranges of non-zero pages only; a frame
+            # holds at most FRAME_TARGET bytes of them (one whole part, if none).
+            keep = runs(part, start, size if final else None, 0)
+            if start == 0 and (not keep or keep[0][0] > 0):
+                self._dir += pack(oid, meta_id, size, 0, 0, 0)  # opens it: a hole follows
+                self._records += 1
+            kept = sum(e - b for b, e in keep)
+            if self._records and (
+                self._bytes + kept > FRAME_TARGET
+                or self._records + len(keep) + 1 > FRAME_RECORDS_MAX
+            ):
+                self._flush()
+            for b, e in keep:
+                piece = part if e - b == len(part) else memoryview(part)[b:e]
+                end = last if final and start + e == size else 0
+                self._dir += pack(oid, meta_id, size, start + b, e - b, end)
+                self._data.append(piece)
+            self._records += len(keep)
+            self._bytes += kept
+            if final and (not keep or start + keep[-1][1] < size):
+                self._dir += pack(oid, meta_id, size, size, 0, last)  # closes a tail hole
+                self._records += 1
         if offset != size:
             raise ValueError(f"LO {oid}: {offset:,} bytes given, {size:,} announced")
         if size == 0:
@@ -248,6 +309,8 @@ class ArchiveWriter:
         self.files: list[FileInfo] = []
         self._made: list[str] = []
         """The index and manifest, once their creation began (``abort`` removes them)."""
+        self.manifest_file: FileInfo | None = None
+        """The manifest once written to a storage: ``files`` and it are the whole archive."""
 
     def worker(self, ordered: bool = True) -> LoPacker:
         """A packer for the next OID range (workers' ranges ascend in creation order);
@@ -313,6 +376,7 @@ class ArchiveWriter:
             sync = getattr(self.storage, "sync", None)
             if sync is not None:
                 sync()
+            self.manifest_file = FileInfo(MANIFEST_NAME, len(body), xxhash.xxh3_128_hexdigest(body))
         return manifest
 
     def _put_index(self, tmp: BinaryIO, size: int) -> FileInfo:

@@ -8,16 +8,23 @@ uses it too, so no psycopg exception reaches a user as a traceback.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
+import threading
 from collections.abc import Iterator, Mapping
 
 import psycopg
 from psycopg import conninfo as pgconninfo
 
 from pgblobdump.errors import ConnectionFailed, DatabaseError, PgBlobDumpError, UsageError, scrub
-from pgblobdump.pg.target import first_line
+from pgblobdump.pg.sqllog import LoggingCursor
+from pgblobdump.pg.target import APPLICATION_NAME as APPLICATION_NAME  # re-exported
+from pgblobdump.pg.target import application_name, first_line, run_number
 
-APPLICATION_NAME = "pgblobdump"
+log = logging.getLogger(__name__)
+
+_described: set[tuple[int, str, str, str]] = set()
+_described_lock = threading.Lock()
 
 _CONNECTION_SQLSTATES = ("08", "57P01", "57P02", "57P03")
 """Connection exceptions and the server shutting down (admin_shutdown, crash_shutdown,
@@ -91,7 +98,11 @@ def connect(
     try:
         full = pgconninfo.make_conninfo(conninfo, **extra) if extra else conninfo
         conn = psycopg.connect(
-            full, autocommit=autocommit, application_name=APPLICATION_NAME, connect_timeout=timeout
+            full,
+            autocommit=autocommit,
+            fallback_application_name=application_name(),
+            connect_timeout=timeout,
+            cursor_factory=LoggingCursor,
         )
     except psycopg.ProgrammingError as e:
         raise UsageError(f"invalid connection string: {scrub(first_line(e))}") from e
@@ -101,4 +112,40 @@ def connect(
         ) from e
     where = describe(conninfo)
     with sql_errors(doing or f"on {where}", where if doing else ""), conn:
+        if log.isEnabledFor(logging.INFO):
+            _log_server(conn)
         yield conn
+
+
+def _log_server(conn: psycopg.Connection) -> None:
+    """For -v, once per server and role: what we connected to and the settings that size
+    our work (the lock table that batches are cut from)."""
+    info = conn.info
+    key = (run_number(), info.host, str(info.port), info.dbname)
+    with _described_lock:
+        if key in _described:
+            return
+        _described.add(key)
+    row = conn.execute(
+        "SELECT current_setting('server_version'), current_user,"
+        " (SELECT application_name FROM pg_catalog.pg_stat_activity"
+        "  WHERE pid = pg_catalog.pg_backend_pid()),"
+        " current_setting('max_locks_per_transaction'),"
+        " current_setting('max_connections'), current_setting('max_prepared_transactions'),"
+        " current_setting('transaction_isolation')"
+    ).fetchone()
+    if not conn.autocommit:
+        conn.rollback()  # leave the caller a connection with no transaction begun
+    assert row is not None
+    version, user, app, locks, conns, prepared, isolation = row
+    where = f"{info.host}:{info.port}" if not info.host.startswith("/") else info.host
+    log.info(
+        "server: PostgreSQL %s, database %s on %s as %s (pg_stat_activity shows"
+        " application_name %r)",
+        version, info.dbname, where, user, app,
+    )  # fmt: skip
+    log.info(
+        "server settings: max_locks_per_transaction %s, max_connections %s,"
+        " max_prepared_transactions %s, default isolation %s",
+        locks, conns, prepared, isolation,
+    )  # fmt: skip

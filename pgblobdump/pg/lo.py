@@ -11,7 +11,9 @@ Writing (generate today; restore, unpack, migrate ``--to lo`` next):
 - comments one ``COMMENT`` per LO (there is no other way) sent as one query string; each
   holds a lock until commit, so a batch's comments stay within the lock budget;
 - an LO over 1 GB (``lo_from_bytea``'s limit, a bytea's) is created empty and filled with
-  ``lo_put`` in chunks, in one transaction.
+  ``lo_put`` in chunks, in one transaction;
+- an LO given in runs (a large one, or one with holes: ``Batch.write_at``) gets only its
+  runs' pages, so a hole stays a hole.
 
 Reading: counts, contents by OID range through one binary ``COPY``, an LO of any size in
 ranges, and digests of LOs by OID range.
@@ -108,12 +110,42 @@ class Batch:
             for offset, data in pieces:
                 self.conn.execute("SELECT lo_put(%s::int8::oid, %s, %b)", (oid, offset, data))
 
-    def put(self, oid: int, offset: int, data: bytes | memoryview) -> None:
-        """Write ``data`` into LO ``oid`` at ``offset`` (a piece of a large LO)."""
+    def write_at(
+        self,
+        oid: int,
+        offset: int,
+        data: bytes | memoryview,
+        size: int | None = None,
+        create: bool = False,
+        owner: str | None = None,
+    ) -> None:
+        """One run of LO ``oid``'s bytes, ``data`` at ``offset``, the LO written run by run
+        (a large LO, or one with holes): pages no run touches stay missing in
+        pg_largeobject, and read back as zeros, as at the source.
+
+        ``create``: the run is the LO's first; the LO is made, as ``owner``, with
+        ``lo_from_bytea`` when the run starts it, else with ``lo_create``. ``size``: given
+        with the LO's last run; when that run has no bytes (the LO ends in a hole), the
+        LO's length is set with ``lo_truncate64``. An LO's length is where its last page
+        ends, and the server's inv_truncate writes that page (zeros up to the length), as
+        the source's lo_truncate or lo_put past the end did."""
         view = memoryview(data)
-        for start in range(0, len(view), PUT_CHUNK):
+        first = 0
+        if create:
+            with self._as(owner):
+                if offset == 0 and 0 < len(view) <= PUT_CHUNK:
+                    self.conn.execute("SELECT lo_from_bytea(%s::int8::oid, %b)", (oid, bytes(view)))
+                    first = len(view)
+                else:
+                    self.conn.execute("SELECT lo_create(%s::int8::oid)", (oid,))
+        for start in range(first, len(view), PUT_CHUNK):
             piece = bytes(view[start : start + PUT_CHUNK])
             self.conn.execute("SELECT lo_put(%s::int8::oid, %s, %b)", (oid, offset + start, piece))
+        if size and not len(view):
+            # INV_WRITE; the descriptor closes with the transaction
+            self.conn.execute(
+                "SELECT lo_truncate64(lo_open(%s::int8::oid, 131072), %s)", (oid, size)
+            )
 
     def set_acls(self, oids: Sequence[int], acls: Sequence[str]) -> None:
         """Set LOs' ACLs exactly (``aclitem[]`` text, grantors included) in one statement:

@@ -9,9 +9,17 @@ the server's own settings rather than a constant.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 import psycopg
+
+from pgblobdump.pg.target import run_number
+
+log = logging.getLogger(__name__)
+
+_said: set[tuple[int, LockBudget]] = set()
+"""Budgets already logged in this run (each connection reads its server's)."""
 
 LOCK_SHARE = 4
 """A batch takes at most this fraction (1/4) of the server's lock table: other sessions
@@ -35,7 +43,18 @@ class LockBudget:
             " current_setting('max_prepared_transactions')::int"
         ).fetchone()
         assert row is not None
-        return cls(int(row[0]), int(row[1]), int(row[2]))
+        budget = cls(int(row[0]), int(row[1]), int(row[2]))
+        if (run_number(), budget) in _said:
+            return budget
+        _said.add((run_number(), budget))
+        log.info(
+            "lock budget: %d x (%d + %d) = %s locks in the server's table; our transactions"
+            " take at most %s at once (a 1/%d share, split between our connections)",
+            budget.max_locks_per_transaction, budget.max_connections,
+            budget.max_prepared_transactions, f"{budget.total:,}",
+            f"{budget.per_transaction:,}", LOCK_SHARE,
+        )  # fmt: skip
+        return budget
 
     @property
     def total(self) -> int:

@@ -14,6 +14,29 @@ from dataclasses import dataclass
 
 from pgblobdump.errors import UsageError, register_secret, scrub
 
+APPLICATION_NAME = "pgblobdump"
+"""The application_name our sessions show in pg_stat_activity, unless PGAPPNAME or the
+connection string names one (pg.connect passes it as libpq's ``fallback_application_name``)."""
+
+_application = [APPLICATION_NAME]
+_run = [0]
+
+
+def set_application_name(name: str) -> None:
+    """Name this process's sessions (the CLI: ``pgblobdump <command>``); a new run begins
+    (what ``-v`` said once per run is said again: tests run many in one process)."""
+    _application[0] = name[:63]  # NAMEDATALEN - 1: the server would cut it anyway
+    _run[0] += 1
+
+
+def application_name() -> str:
+    return _application[0]
+
+
+def run_number() -> int:
+    """Which run this is, for things said once per run."""
+    return _run[0]
+
 
 def first_line(e: BaseException) -> str:
     """The first line of an exception's message (libpq's carry DETAIL and HINT lines)."""

@@ -138,6 +138,8 @@ def test_results_folder_round_trips(small_run: tuple[Result, Path, Path]) -> Non
     rows = same.stdout.splitlines()[1:]
     assert len(rows) == 5 and all(",1.00x,1.00x,1.00x," in r for r in rows)
     md = _run("--render", str(folder), "--markdown")
+    assert "| pg_dump 17 -Fd |" in md.stdout and "all back" not in md.stdout
+    md = _run("--render", str(folder), "--markdown", "--details")
     assert "| pg_dump 17 -Fd |" in md.stdout and "all back" in md.stdout
 
 
@@ -160,12 +162,50 @@ def test_kept_archives_entries_agree_with_pg_restore(small_run: tuple[Result, Pa
             assert set(native) - set(listed) == entries.NOT_LISTED
 
 
+@pytest.mark.pg  # starts its own source and restore clusters
+def test_the_main_job(tmp_path: Path) -> None:
+    """No options but a tiny count: pg_dump 16 and 17 in both formats and the packed
+    archive, each dumped and restored, in one table over pg_dump 17 -Fc with the seed's
+    ratios beside; the results folder gets both plots and report.html."""
+    folder = tmp_path / "results"
+    result = _run("--los", "30", "--results", str(folder), "--progress")
+    assert result.exit_code == 0, result.stderr
+    # Progress counts every run towards a total known up front (5 dumps, 11 restores),
+    # and the packed archive's restore is not called pg_restore.
+    assert "compare: 16/16 runs (100%)" in result.stderr, result.stderr
+    assert "pgblobdump packed of 30 LOs: restore 1 job\n" in result.stderr, result.stderr
+    assert "pgblobdump packed of 30 LOs: pg_restore" not in result.stderr
+    out = result.stdout
+    assert out.startswith("30 LOs: each dump and restore over pg_dump 17 -Fc")
+    for what in ("pg_dump 16 -Fc", "pg_dump 16 -Fd", "pg_dump 17 -Fd", "pgblobdump packed",
+                 "pg_restore 16 -Fd -j 2", "pg_restore 17 -Fc -j 2 --transaction-size 1000",
+                 "pgblobdump restore"):  # fmt: skip
+        assert f" {what} " in out, what
+    assert "(3.47x)" in out and "(7.28x)" in out  # the seed's, beside ours
+    assert "BLOB METADATA" not in out and "median (min-max)" not in out  # one table
+    saved = results.load(folder)
+    assert {d.contender.key for d in saved.dumps} == {
+        "pg_dump-16-custom", "pg_dump-17-custom", "pg_dump-16-directory",
+        "pg_dump-17-directory", "packed-17-packed",
+    }  # fmt: skip
+    assert len(saved.restores) == 2 + 3 + 2 + 3 + 1 and all(r.ok for r in saved.restores)
+    assert saved.meta["source"]["settings"]["fsync"] == "off"
+    assert saved.meta["restore_server"]["settings"]["server_version"].startswith("17.")
+    assert sorted(p.name for p in (folder / "plots").iterdir()) == [
+        "compare-restore.png", "compare-restore.svg", "compare.png", "compare.svg",
+    ]  # fmt: skip
+    page = (folder / "report.html").read_text()
+    assert page.count("<svg") == 2 and "pgblobdump restore" in page
+    assert "restore server settings" in page
+
+
 def test_table_output_by_default(pg16: EmbeddedCluster, new_db: Any) -> None:
     conninfo = new_db(pg16)
     result = _run("-d", conninfo, "--generate", "--los", "50", "--majors", "17",
-                  "--formats", "custom")  # fmt: skip
+                  "--formats", "custom", "--details")  # fmt: skip
     assert result.exit_code == 0, result.stderr
-    assert "pg_dump 17 -Fc" in result.stdout
+    assert "pg_dump 17 -Fc" in result.stdout and "pgblobdump packed" in result.stdout
+    assert "pg_restore 17" not in result.stdout  # with -d, no restores unless --restore
     assert "BLOB METADATA 1" in result.stdout
     assert "GNU time" in result.stdout or "wait4" in result.stdout
     # What is there and what will be added, then the count once it is there.

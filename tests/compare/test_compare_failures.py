@@ -54,7 +54,8 @@ def test_the_password_is_never_written(role_db: MakeRole, tmp_path: Path) -> Non
                    "--restore", "--jobs", "1", "--results", str(folder), "--json")  # fmt: skip
     assert done.returncode == 0, done.stderr
     doc = json.loads(done.stdout)
-    assert [r["all_ok"] for r in doc["restores"]] == [True]
+    # pg_restore's and the packed archive's restore (pgblobdump's own children get it too)
+    assert [r["all_ok"] for r in doc["restores"]] == [True, True]
     written = {
         "stdout": done.stdout,
         "stderr": done.stderr,

@@ -1,6 +1,7 @@
 """``restore`` cut on the wire after N bytes: one Error line, exit 3 or 4; then
 ``restore --resume`` through a healthy connection finishes, every LO equal to the source
-(bytes, owner, ACL with grantors, comment)."""
+(bytes, owner, ACL with grantors, comment). ``restore --jobs 2`` the same: the cut lands
+on whichever of its connections carries byte N."""
 
 from __future__ import annotations
 
@@ -24,16 +25,19 @@ from tests.faults.conftest import (
 from tests.faults.proxy import Kind
 
 
-def _cut_restore(source: Source, new_db: NewDb, n: int, k: int, kind: Kind, heal: bool) -> None:
+def _cut_restore(
+    source: Source, new_db: NewDb, n: int, k: int, kind: Kind, heal: bool, *more: str
+) -> None:
     cluster = source.cluster
-    args = ["restore", str(source.archive)]
+    args = ["restore", str(source.archive), *more]
     total = uncut_total(
-        "restore", lambda: through_proxy(cluster, new_db(cluster).rsplit("=", 1)[1], args, None)
+        " ".join(["restore", *more]),
+        lambda: through_proxy(cluster, new_db(cluster).rsplit("=", 1)[1], args, None),
     )
     at = cut_points(total, n)[k]
     dst = new_db(cluster)
     cut = through_proxy(cluster, dst.rsplit("=", 1)[1], args, at, kind, heal)
-    command = "restore" + (" (link back for clean-up)" if heal else "")
+    command = " ".join(["restore", *more]) + (" (link back for clean-up)" if heal else "")
     if cut.code == 0:
         ending = finished(cut)
     else:
@@ -57,3 +61,8 @@ def test_restore_cut_then_resume(source: Source, new_db: NewDb, k: int, kind: Ki
 @pytest.mark.parametrize(("k", "kind"), kinds(SLOW))
 def test_restore_cut_matrix(source: Source, new_db: NewDb, k: int, kind: Kind, heal: bool) -> None:
     _cut_restore(source, new_db, SLOW, k, kind, heal)
+
+
+@pytest.mark.parametrize(("k", "kind"), kinds(FAST))
+def test_restore_jobs_2_cut_then_resume(source: Source, new_db: NewDb, k: int, kind: Kind) -> None:
+    _cut_restore(source, new_db, FAST, k, kind, False, "--jobs", "2")

@@ -126,11 +126,11 @@ def _los(db: str) -> int:
 
 
 def _tool_sessions(db: str) -> int:
-    """The tool's sessions on ``db``'s database (it connects as application pgblobdump)."""
+    """The tool's sessions on ``db``'s database (application_name ``pgblobdump <command>``)."""
     return _scalar(
         db,
         "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-        " AND application_name = 'pgblobdump'",
+        " AND application_name LIKE 'pgblobdump%%'",
     )
 
 
@@ -432,7 +432,7 @@ def _waiting_on_a_lock(db: str) -> bool:
         _scalar(
             db,
             "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-            " AND application_name = 'pgblobdump' AND wait_event_type = 'Lock'",
+            " AND application_name LIKE 'pgblobdump%%' AND wait_event_type = 'Lock'",
         )
     )
 
@@ -599,7 +599,7 @@ def test_ctrl_c_of_a_dump_whose_server_does_not_answer(source: str, tmp_path: Pa
             with psycopg.connect(source, autocommit=True) as conn:
                 frozen = [int(r[0]) for r in conn.execute(
                     "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
-                    " AND application_name = 'pgblobdump'"
+                    " AND application_name LIKE 'pgblobdump%%'"
                 ).fetchall()]  # fmt: skip
             for pid in frozen:
                 os.kill(pid, signal.SIGSTOP)

@@ -174,7 +174,7 @@ def _sessions(db: str) -> int:
     with psycopg.connect(db) as conn:
         row = conn.execute(
             "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-            " AND application_name = 'pgblobdump'"
+            " AND application_name LIKE 'pgblobdump%%'"
         ).fetchone()
     return int(row[0]) if row else 0
 
@@ -234,7 +234,7 @@ def test_backend_terminated_names_remainder_then_resume(
         with psycopg.connect(dst, autocommit=True) as conn:
             row = conn.execute(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname ="
-                " current_database() AND application_name = 'pgblobdump' LIMIT 1"
+                " current_database() AND application_name LIKE 'pgblobdump%%' LIMIT 1"
             ).fetchone()
             assert row is not None
         _out, err = proc.communicate(timeout=120)
@@ -283,3 +283,54 @@ def test_server_stopped_mid_restore_names_remainder_then_resume(archive: Archive
         code, err = _run("restore", str(archive.path), "-d", dst, "--jobs", "2", "--resume")
         assert code == 0, err
         assert state(dst) == archive.expected
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_empty_los_with_owners_acls_and_comments(
+    pg17: EmbeddedCluster, new_db: NewDb, tmp_path: Path, jobs: str
+) -> None:
+    """Empty LOs take the column path (a frame of them is read with no object per LO):
+    owners, ACLs and comments still come back to each LO as in the source, on one
+    connection and on two."""
+    _roles(pg17)
+    src = new_db(pg17)
+    code, err = _run("generate", "-d", src, "-n", "6000", "--owners", "2", "--grants", "0.3",
+                     "--comments", "0.2", "--start-oid", "500000")  # fmt: skip
+    assert code == 0, err
+    dump(src, DumpRequest(), storage=LocalDirectory(tmp_path / "a", create=True))
+    dst = new_db(pg17)
+    code, err = _run("restore", str(tmp_path / "a"), "-d", dst, "--jobs", jobs)
+    assert code == 0, err
+    want = state(src)
+    assert len(want) == 6000 and {d for d, _, _, _ in want.values()} == {b""}
+    assert len({(o, str(a), c) for _, o, a, c in want.values()}) > 3
+    assert state(dst) == want
+
+
+def test_jobs_2_together_take_one_batch_of_the_lock_table(
+    pg17: EmbeddedCluster, new_db: NewDb, tmp_path: Path
+) -> None:
+    """``restore --jobs 2`` while the lock table has room for one restore's batch of
+    comment locks and a little more (as when other sessions hold the rest): each
+    connection's batches take half of that share, so the two at once fit, where two
+    batches sized for a restore alone would run out of shared memory."""
+    from pgblobdump.pg.locks import LockBudget
+    from tests.faults.test_load import _free_locks
+
+    src, dst = new_db(pg17), new_db(pg17)
+    code, err = _run("generate", "-d", src, "-n", "8000", "--comments", "1")
+    assert code == 0, err
+    dump(src, DumpRequest(), storage=LocalDirectory(tmp_path / "a", create=True))
+    with psycopg.connect(dst) as conn:
+        share = LockBudget.read(conn).per_transaction
+    free = _free_locks(dst)
+    assert free > 2 * share
+    with psycopg.connect(dst) as others:
+        others.execute(
+            "SELECT count(pg_advisory_xact_lock(g)) FROM generate_series(1, %s::int8) g",
+            (free - share - share // 4,),
+        )
+        code, err = _run("restore", str(tmp_path / "a"), "-d", dst, "--jobs", "2")
+        others.rollback()
+    assert code == 0, err
+    assert state(dst) == state(src)

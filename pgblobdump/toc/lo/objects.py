@@ -5,7 +5,7 @@ the LO data, checked by coverage. The public API of toc.lo.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import NamedTuple
 
 from pgblobdump.aclitem import AclItem
@@ -65,7 +65,7 @@ def iter_rows(archive: Archive, with_sizes: bool = True) -> Iterator[LoRow]:
 
 
 def iter_data(
-    archive: Archive, blocks: BlockIndex | None = None
+    archive: Archive, blocks: BlockIndex | None = None, counted: Callable[[int], None] | None = None
 ) -> Iterator[tuple[LargeObject, Iterator[bytes]]]:
     """Every LO in the archive with its bytes, in one pass over the TOC and one over the
     data, in constant memory: ``(lo, pieces)`` in data order (then LOs without data, with
@@ -73,8 +73,11 @@ def iter_data(
     the server; iterate it before taking the next LO, or leave it and the bytes are
     skipped unread. The walk is checked against the entries as ``toc los`` checks it.
     ``blocks``: where a custom archive's LO data blocks are, recorded as they are walked
-    (so toc.blocks.block_index need not walk them again)."""
+    (so toc.blocks.block_index need not walk them again). ``counted(n)``: told the LO
+    count once the TOC is read, before the first LO (a progress total)."""
     cat = catalog(archive)
+    if counted is not None:
+        counted(cat.count)
     if blocks is not None:
         blocks.expected = cat.with_data
     describe = _Describer(archive, cat)

@@ -1,0 +1,151 @@
+"""Plots of dumps and restores, and report.html: self-contained, parsed as HTML."""
+
+from __future__ import annotations
+
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from pgblobdump.compare import html as compare_html
+from pgblobdump.compare import plots, results
+from pgblobdump.compare.matrix import Plan, pg_dump_contenders, restore_modes
+from pgblobdump.harness import html
+from pgblobdump.harness.plots import log_worthwhile
+from pgblobdump.report.table import jsonable
+from tests.compare.conftest import save_results
+
+
+class _Page(HTMLParser):
+    """What a browser would see: tables and their cells, svg elements, every attribute
+    that could fetch something, scripts, and the text."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tables: list[list[list[str]]] = []
+        self.captions: list[str] = []
+        self.svgs = 0
+        self.fetching: list[tuple[str, str]] = []
+        self.tags: list[str] = []
+        self.text: list[str] = []
+        self._cell: list[str] | None = None
+        self._caption = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append(tag)
+        for name, value in attrs:
+            fetches = name in ("src", "href", "xlink:href", "data", "srcset", "action") or (
+                name == "style" and value is not None and "url(" in value and "url(#" not in value
+            )
+            if fetches and not (value or "").startswith("#"):
+                self.fetching.append((name, value or ""))
+        if tag == "table":
+            self.tables.append([])
+        elif tag == "tr":
+            self.tables[-1].append([])
+        elif tag in ("td", "th"):
+            self._cell = []
+        elif tag == "svg":
+            self.svgs += 1
+        elif tag == "caption":
+            self._caption = True
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("td", "th") and self._cell is not None:
+            self.tables[-1][-1].append("".join(self._cell).strip())
+            self._cell = None
+        elif tag == "caption":
+            self._caption = False
+
+    def handle_data(self, data: str) -> None:
+        self.text.append(data)
+        if self._cell is not None:
+            self._cell.append(data)
+        if self._caption:
+            self.captions.append(data.strip())
+
+
+def _parse(path: Path) -> _Page:
+    page = _Page()
+    page.feed(path.read_text(encoding="utf-8"))
+    page.close()
+    return page
+
+
+def test_report_html_is_self_contained(tmp_path: Path) -> None:
+    save_results(tmp_path / "run")
+    res = results.load(tmp_path / "run")
+    res.meta["source"]["settings"] = {"fsync": "off", "max_locks_per_transaction": "64"}
+    res.commands.append("pg_dump -Fc -f 'a<b>.dump' -d 'dbname=src'")
+    plan = Plan(pg_dump_contenders((16, 17), ("custom",)), (100, 200), 1, restore_modes(2, 1000))
+    res.meta["plan"] = jsonable(plan)
+    res.meta["restore_server"] = {"settings": {"server_version": "17.10"}}
+    written = plots.write_plots(res, tmp_path / "run" / "plots")
+    assert [p.name for p in written] == [
+        "compare.png", "compare.svg", "compare-restore.png", "compare-restore.svg",
+    ]  # fmt: skip
+    path = compare_html.write_report(res, tmp_path / "run")
+    assert path == tmp_path / "run" / "report.html"
+    page = _parse(path)
+    assert page.fetching == []  # nothing to fetch: readable offline
+    assert "script" not in page.tags and "link" not in page.tags and "img" not in page.tags
+    assert page.svgs == 2  # dumps and restores, inline
+    # The main table, then the per-part tables, each a header and a row per measurement.
+    assert page.captions[0].startswith("each dump and restore over pg_dump 17 -Fc")
+    main = page.tables[0]
+    assert main[0] == ["LOs", "dump / restore", "wall s", "peak RSS", "archive", "files",
+                       "wall x", "RSS x", "bytes x", "files x"]  # fmt: skip
+    assert main[1][:2] == ["100", "pg_dump 16 -Fc"]
+    assert len(main) == 1 + 8 + 1  # header, 4 dumps at 2 counts, one restore
+    assert any(t[0][:2] == ["LOs", "contender"] and len(t) == 1 + 8 for t in page.tables)
+    text = "".join(page.text)
+    assert "pg_dump -Fc -f 'a<b>.dump' -d 'dbname=src'" in text  # escaped, then read back
+    assert "max_locks_per_transaction" in text and "hostname" in text
+    assert "Commands run, in order" in text
+    assert "pg_dump 16 -Fc, pg_dump 17 -Fc" in text  # the plan as people read it
+    assert "1 job, -j 2, -j 2 --transaction-size 1000" in text
+    assert "restore server settings" in text and "17.10" in text
+
+
+def test_report_without_plots_still_reads(tmp_path: Path) -> None:
+    save_results(tmp_path / "run", counts=1)
+    page = _parse(compare_html.write_report(results.load(tmp_path / "run"), tmp_path / "run"))
+    assert page.svgs == 0 and page.tables and page.fetching == []
+
+
+def test_inline_svg_drops_the_prologue_and_metadata() -> None:
+    svg = (
+        '<?xml version="1.0" encoding="utf-8" standalone="no"?>\n'
+        '<!DOCTYPE svg PUBLIC "-//W3C//DTD SVG 1.1//EN"\n'
+        '  "http://www.w3.org/Graphics/SVG/1.1/DTD/svg11.dtd">\n'
+        '<svg xmlns="http://www.w3.org/2000/svg"><metadata>\n<rdf:RDF><cc:Work>'
+        '<dc:type rdf:resource="http://purl.org/dc/dcmitype/StillImage"/></cc:Work>'
+        "</rdf:RDF>\n</metadata>\n<g/></svg>\n"
+    )
+    assert html.inline_svg(svg) == '<svg xmlns="http://www.w3.org/2000/svg"><g/></svg>'
+    with pytest.raises(ValueError, match="no <svg> element"):
+        html.inline_svg("<html></html>")
+
+
+def test_log_axes_only_over_a_span() -> None:
+    assert not log_worthwhile([5.0])  # one value: linear
+    assert not log_worthwhile([2.0, 3.0, 19.9])
+    assert log_worthwhile([1.0, 10.0])
+    assert not log_worthwhile([0.0, 100.0])  # a zero cannot sit on a log axis
+
+
+def test_restores_are_plotted_per_contender_and_mode(tmp_path: Path) -> None:
+    save_results(tmp_path / "run", counts=1)
+    res = results.load(tmp_path / "run")
+    dumps = {p.title: p for p in plots.dump_panels(res)}
+    # At one count the four pg_dump runs differ little in time: a linear axis.
+    assert not plots.log_y(dumps["dump: wall time"])
+    assert plots.log_y(dumps["archive size (apparent; dotted: allocated)"])  # allocated 13x
+    restores = plots.restore_panels(res)
+    assert [p.title for p in restores] == ["restore: wall time", "restore: peak RSS"]
+    assert [(s.label, s.points) for s in restores[0].series] == [
+        ("pg_dump 17 -Fc, 1 job", {100: 2.0})
+    ]
+    assert not plots.log_y(restores[0])
+    plots.write_plots(res, tmp_path / "plots")
+    assert (tmp_path / "plots" / "compare-restore.svg").read_text().rstrip().endswith("</svg>")
