@@ -20,7 +20,12 @@ table size after (``pg_total_relation_size``), the longest lock that blocks writ
 the ratio to ``UPDATE``. The embedded cluster runs with fsync and full_page_writes off,
 which lowers the WAL figures of every contender alike.
 
+The last line of each scale compares ``migrate`` with the target (issue 27: within 1.5x
+of ``UPDATE``). ``--profile`` adds one more run of ``migrate`` in-process on a fresh copy,
+each statement timed (wall, summed per statement text): the top of the server-side profile.
+
 Usage: .venv/bin/python benchmarks/migrate_vs_naive.py [--major 17] [--scales 100k:4KiB,1M:256B]
+       [--profile] [--profile-without-pages] [--dsn DSN (a running server instead)]
 """
 
 from __future__ import annotations
@@ -28,18 +33,27 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import psycopg
 
+from pgblobdump.migrate import RunOptions
+from pgblobdump.migrate import run as migrate_run
+from pgblobdump.pg import catalog
 from pgblobdump.servers.cluster import EmbeddedCluster
 from pgblobdump.units import format_bytes, parse_count, parse_size
 
 PGBLOBDUMP = os.path.join(os.path.dirname(sys.executable), "pgblobdump")
+TARGET = 1.5
+"""migrate run within this many times the naive UPDATE (issue 27, item 5)."""
 
 
 @dataclass
@@ -125,8 +139,65 @@ def migrate(db: str, *extra: str) -> Callable[[psycopg.Connection], tuple[str, i
     return work
 
 
-def scale(c: EmbeddedCluster, count: int, size: int) -> list[Row]:
-    db = fresh_db(c, "pgbd_migrate_bench")
+@contextmanager
+def statement_times() -> Iterator[dict[str, list[float]]]:
+    """Every ``Connection.execute`` meanwhile, timed: statement text -> [calls, seconds]."""
+    stats: dict[str, list[float]] = defaultdict(lambda: [0, 0.0])
+    plain = psycopg.Connection.execute
+
+    def timed(self: psycopg.Connection, query: Any, params: Any = None, **kw: Any) -> Any:
+        text = query.as_string(self) if hasattr(query, "as_string") else str(query)
+        key = re.sub(r"\s+", " ", text)[:100]
+        t0 = time.perf_counter()
+        try:
+            return plain(self, query, params, **kw)
+        finally:
+            stats[key][0] += 1
+            stats[key][1] += time.perf_counter() - t0
+
+    psycopg.Connection.execute = timed  # type: ignore[method-assign,assignment]
+    try:
+        yield stats
+    finally:
+        psycopg.Connection.execute = plain  # type: ignore[method-assign]
+
+
+def profile(db: str, top: int = 8, pages: bool = True) -> None:
+    """One more ``migrate run`` in-process, on a fresh copy, each statement timed;
+    ``pages`` False: as a role that may not read pg_largeobject (a non-superuser) runs,
+    the question answered no (the naive UPDATE is timed again beside it)."""
+    naive = ""
+    if not pages:
+        copy_table(db)
+        with psycopg.connect(db, autocommit=True) as conn:
+            t0 = time.perf_counter()
+            naive_update(external=False)(conn)
+            naive = f"; the naive UPDATE just before: {time.perf_counter() - t0:.2f} s"
+    copy_table(db)
+    readable = catalog.pages_readable
+    try:
+        if not pages:
+            catalog.pages_readable = lambda conn: False
+        with statement_times() as stats, psycopg.connect(db, autocommit=True) as conn:
+            t0 = time.perf_counter()
+            migrate_run(conn, "t.lo", RunOptions())
+            total = time.perf_counter() - t0
+    finally:
+        catalog.pages_readable = readable
+    who = "" if pages else " as a role that may not read pg_largeobject"
+    print(f"\nProfile of one in-process `migrate run`{who} ({total:.2f} s{naive}),"
+          " statements by time:\n")  # fmt: skip
+    print("| seconds | calls | statement |")
+    print("|---:|---:|---|")
+    for text, (calls, secs) in sorted(stats.items(), key=lambda kv: -kv[1][1])[:top]:
+        print(f"| {secs:.2f} | {calls:.0f} | `{text.replace('|', '/')}` |")
+
+
+def generated_db(conninfo: Callable[[str], str], admin: str, count: int, size: int) -> str:
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute("DROP DATABASE IF EXISTS pgbd_migrate_bench WITH (FORCE)")
+        conn.execute("CREATE DATABASE pgbd_migrate_bench")
+    db = conninfo("pgbd_migrate_bench")
     t0 = time.perf_counter()
     subprocess.run(
         [PGBLOBDUMP, "generate", "-d", db, "-n", str(count), "--size", str(size), "--table",
@@ -135,6 +206,10 @@ def scale(c: EmbeddedCluster, count: int, size: int) -> list[Row]:
     )  # fmt: skip
     print(f"  generated {count:,} x {format_bytes(size)} in {time.perf_counter() - t0:.1f} s",
           file=sys.stderr)  # fmt: skip
+    return db
+
+
+def scale(db: str) -> list[Row]:
     rows = [
         measure(db, "UPDATE", naive_update(external=False)),
         measure(db, "UPDATE EXTERNAL", naive_update(external=True)),
@@ -142,8 +217,6 @@ def scale(c: EmbeddedCluster, count: int, size: int) -> list[Row]:
         measure(db, "migrate", migrate(db)),
         measure(db, "migrate --in-place", migrate(db, "--in-place")),
     ]
-    with psycopg.connect(c.conninfo(), autocommit=True) as conn:
-        conn.execute("DROP DATABASE pgbd_migrate_bench WITH (FORCE)")
     return rows
 
 
@@ -158,20 +231,43 @@ def show(title: str, rows: list[Row]) -> None:
         rss = f"{r.rss_kib / 1024:.0f} MB" if r.rss_kib else ""
         print(f"| {r.contender} | {r.seconds:.2f} | {r.seconds / base:.2f} | {format_bytes(r.wal)}"
               f" | {format_bytes(r.size)} | {r.lock} | {rss} |")  # fmt: skip
+    ours = next(r for r in rows if r.contender == "migrate")
+    ratio = ours.seconds / base
+    print(f"\nmigrate / UPDATE = **{ratio:.2f}x** (target {TARGET}x:"
+          f" {'met' if ratio <= TARGET else 'missed'})")  # fmt: skip
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--major", type=int, default=17)
     ap.add_argument("--scales", default="100k:4KiB,1M:256B", help="COUNT:SIZE,...")
+    ap.add_argument("--profile", action="store_true", help="also time migrate's statements")
+    ap.add_argument("--profile-without-pages", action="store_true",
+                    help="the same as a role that may not read pg_largeobject")  # fmt: skip
+    ap.add_argument("--dsn", help="an existing server (its database is the admin one)")
     args = ap.parse_args()
+    if args.dsn:
+        dsn = args.dsn
+        run_scales(args, dsn, lambda name: psycopg.conninfo.make_conninfo(dsn, dbname=name))
+        return
     with EmbeddedCluster(args.major) as c:
         print(f"PostgreSQL {c.tc.version}, {os.cpu_count()} CPUs", file=sys.stderr)
-        for spec in args.scales.split(","):
-            count_text, size_text = spec.split(":")
-            count, size = parse_count(count_text), parse_size(size_text)
-            rows = scale(c, count, size)
-            show(f"{count:,} LOs x {format_bytes(size)}", rows)
+        run_scales(args, c.conninfo(), c.conninfo)
+
+
+def run_scales(args: argparse.Namespace, admin: str, conninfo: Callable[[str], str]) -> None:
+    for spec in args.scales.split(","):
+        count_text, size_text = spec.split(":")
+        count, size = parse_count(count_text), parse_size(size_text)
+        db = generated_db(conninfo, admin, count, size)
+        rows = scale(db)
+        show(f"{count:,} LOs x {format_bytes(size)}", rows)
+        if args.profile:
+            profile(db)
+        if args.profile_without_pages:
+            profile(db, pages=False)
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute("DROP DATABASE pgbd_migrate_bench WITH (FORCE)")
 
 
 if __name__ == "__main__":

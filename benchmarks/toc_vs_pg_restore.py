@@ -3,7 +3,8 @@
 Builds (or reuses, with ``--archive 16=PATH --archive 17=PATH``) archives of 1,000,000
 empty large objects dumped by pg_dump 16 and 17 (custom format), then times each reader
 once under ``/usr/bin/time -f '%e %M'`` and prints wall time, peak RSS and ratios. The
-rows: ``toc summary``, ``toc los --json``, ``toc extract`` of the last LO in the data,
+rows: ``toc show`` (the whole listing; the target: no slower than pg_restore -l on the
+16 archive), ``toc summary``, ``toc los --json``, ``toc extract`` of the last LO in the data,
 and the one-pass walk ``pack`` reads archives with (``los.iter_data``: every LO with its
 owner, ACL and comment, and every byte of it, decompressed), run as ``--walk PATH``.
 
@@ -26,6 +27,8 @@ from pgblobdump.servers import toolchain
 from pgblobdump.servers.cluster import EmbeddedCluster
 
 MAJORS = (16, 17)
+SHOW_TARGET = 1.0
+"""toc show of the 1M-entry pg_dump 16 archive no slower than pg_restore -l (issue 27)."""
 
 
 def build(out: Path, count: int) -> dict[int, Path]:
@@ -104,10 +107,12 @@ def main() -> None:
     print(f"machine: {os.cpu_count()} cores; python {sys.version.split()[0]}")
     print("| archive | command | wall s | peak RSS MB | wall ratio | RSS ratio |")
     print("|---|---|---:|---:|---:|---:|")
+    shown: list[float] = []
     for major, path in sorted(paths.items()):
         pg_restore = toolchain.find(major).tool("pg_restore")
         runs = [
             ("pg_restore -l (to wc -l)", f"{pg_restore} -l {path} | wc -l"),
+            ("toc show (to wc -l)", f"{exe} toc show {path} | wc -l"),
             ("toc summary", f"{exe} toc summary {path}"),
             ("toc los --json", f"{exe} toc los {path} --json > /dev/null"),
             ("toc extract (last LO)", f"{exe} toc extract {path} {args.count} > /dev/null"),
@@ -122,6 +127,12 @@ def main() -> None:
                 f" | {rss:.0f} | {wall / base[0]:.2f} | {rss / base[1]:.2f} |",
                 flush=True,
             )
+            if label.startswith("toc show") and major == 16:
+                shown.append(wall / base[0])
+    for ratio in shown:
+        verdict = "met" if ratio <= SHOW_TARGET else "missed"
+        print(f"\ntoc show / pg_restore -l of the pg_dump 16 archive = **{ratio:.2f}x**"
+              f" (target {SHOW_TARGET}x: {verdict})")  # fmt: skip
 
 
 if __name__ == "__main__":

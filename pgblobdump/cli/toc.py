@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import itertools
 import json
 import sys
 from collections.abc import Iterable
@@ -57,12 +56,12 @@ def show(archive: Path, show_all: bool, no_header: bool, fmt: Format) -> None:
     """
     with open_archive(archive) as a:
         if fmt is Format.TABLE:
-            lines = stream.started(toc_show.lines(a, show_all)) or iter(())
+            blocks = stream.started(toc_show.chunks(a, show_all)) or iter(())
             out = sys.stdout
             if not no_header:
                 out.write("\n".join(listing.format_header(a.header, a.kind)) + "\n")
-            while batch := list(itertools.islice(lines, 10_000)):
-                out.write("\n".join(batch) + "\n")
+            for block in blocks:
+                out.write(block)
             return
         entries = a.iter_entries()
         flags = listing.listed((e.desc, e.tag, e.defn, e.had_dumper, e.section) for e in entries)

@@ -159,13 +159,15 @@ def written_after_verify(
     with conn.transaction():
         row = conn.execute("SELECT txid_current() - %s", (mig.verify_xmin,)).fetchone()
         assert row is not None
-        # age() counts from this transaction's xid: pages written since verify_xmin.
+        # age() counts from this transaction's xid: pages written since verify_xmin. The
+        # rows of those LOs are found first (MATERIALIZED): left to itself, the planner
+        # pushes the comparison down to the scan of the table and reads every LO again.
         found = conn.execute(
             sql.SQL(
-                "SELECT x.{o} FROM {t} x WHERE x.{o} IN (SELECT DISTINCT p.loid FROM"
-                " pg_catalog.pg_largeobject p WHERE age(p.xmin) <= %s) AND CASE WHEN "
-                + lo_exists("x.{o}") + " THEN x.{n} IS DISTINCT FROM pg_catalog.lo_get(x.{o})"
-                " ELSE false END ORDER BY 1"
+                "WITH w AS MATERIALIZED (SELECT x.{o} AS o, x.{n} AS n FROM {t} x WHERE x.{o}"
+                " IN (SELECT p.loid FROM pg_catalog.pg_largeobject p WHERE age(p.xmin) <= %s))"
+                " SELECT w.o FROM w WHERE CASE WHEN " + lo_exists("w.o")
+                + " THEN w.n IS DISTINCT FROM pg_catalog.lo_get(w.o) ELSE false END ORDER BY 1"
             ).format(o=old, n=new, t=table),
             (min(int(row[0]), 2**31 - 1),),
         ).fetchall()  # fmt: skip

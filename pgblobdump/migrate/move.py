@@ -33,6 +33,11 @@ from pgblobdump.migrate.access import readers_not_of
 from pgblobdump.migrate.columns import Key
 from pgblobdump.pg.catalog import LO_EXISTS, lo_exists
 
+LOBLKSIZE = 2048
+"""The bytes of one pg_largeobject page at most (the server's LOBLKSIZE, BLCKSZ / 4)."""
+FILL_ROW = "pgbd_row"
+"""The table's alias in a fill that reads pages (``Move.copy_from_pages``)."""
+
 
 @dataclass(frozen=True)
 class Move:
@@ -83,8 +88,48 @@ class Move:
             + " THEN false ELSE pg_catalog.lo_get({d}) = {s} END)"
         ).format(s=s, d=d, o=d)  # fmt: skip
 
-    def fill(self, where: sql.Composable) -> sql.Composed:
-        """Copy the rows ``where`` selects that have no new value yet."""
+    def one_page(self) -> sql.Composed:
+        """The bytes of the row's LO when it is stored as page 0 alone, of at most
+        LOBLKSIZE bytes (every LO up to 2 KiB): exactly what ``lo_get`` returns for it,
+        read with one index probe, without lo_get's per-call open, existence and
+        permission lookups (most of the cost of a small LO); NULL for any other LO
+        (several pages, a hole, no page: empty, or no LO at all). The row is FILL_ROW;
+        only for a role that may read pg_largeobject."""
+        # The column is qualified inside the subquery: a column named like one of
+        # pg_largeobject's ("data") would name the page's there.
+        return sql.SQL(
+            "(SELECT CASE WHEN count(*) = 1 AND min(pg.pageno) = 0"
+            " AND max(pg_catalog.octet_length(pg.data)) <= {blk}"
+            " THEN pg_catalog.string_agg(pg.data, ''::bytea) END"
+            " FROM pg_catalog.pg_largeobject pg WHERE pg.loid = {s})"
+        ).format(blk=sql.Literal(LOBLKSIZE), s=self._s(FILL_ROW))
+
+    def copy_from_pages(self) -> sql.Composed:
+        """Forward, for a role that may read pg_largeobject: a row's new value read as
+        ``one_page`` where its LO is one page, else through ``copy``."""
+        return sql.SQL("COALESCE({p}, {c})").format(p=self.one_page(), c=self.copy())
+
+    def equal_if_found(self, pages: bool = False) -> sql.Composed:
+        """``equal`` without asking whether the LO exists (one index probe a row less):
+        for a dangling OID ``lo_get`` raises undefined_object, and the caller compares
+        with ``equal`` instead. ``pages``: a one-page LO's bytes read as ``one_page``
+        (the row is FILL_ROW). Forward only."""
+        assert self.to == "bytea"
+        value = sql.SQL("CASE WHEN {s} IS NULL THEN NULL ELSE pg_catalog.lo_get({s}) END").format(
+            s=self._s()
+        )
+        if pages:
+            value = sql.SQL("COALESCE({p}, {v})").format(p=self.one_page(), v=value)
+        return sql.SQL("({d} IS NOT DISTINCT FROM {v})").format(d=self._d(), v=value)
+
+    def fill(self, where: sql.Composable, pages: bool = False) -> sql.Composed:
+        """Copy the rows ``where`` selects that have no new value yet; ``pages``: read
+        one-page LOs from pg_largeobject (``copy_from_pages``), for a role that may."""
+        if pages and self.to == "bytea":
+            return sql.SQL(
+                "UPDATE {t} AS {r} SET {d} = {c} WHERE {w} AND {d} IS NULL AND {s} IS NOT NULL"
+            ).format(t=self.table, r=sql.Identifier(FILL_ROW), d=self._d(),
+                     c=self.copy_from_pages(), w=where, s=self._s())  # fmt: skip
         return sql.SQL(
             "UPDATE {t} SET {d} = {c} WHERE {w} AND {d} IS NULL AND {s} IS NOT NULL"
         ).format(t=self.table, d=self._d(), c=self.copy(), w=where, s=self._s())

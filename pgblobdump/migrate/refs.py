@@ -230,14 +230,17 @@ class Blockers:
 def blockers(conn: psycopg.Connection, col: LoColumn) -> Blockers:
     """One pass over the column joined with the LO catalog (no temporary table): what
     ``run`` must refuse before it changes anything. Only LOs with a page past the bytea
-    limit are sized, one index probe each; a role that may not read pg_largeobject sizes
-    every LO with ``lo_lseek64`` (``collect``) instead."""
-    if not catalog.pages_readable(conn):
-        collect(conn, col, "pgbd_run_refs")
-        st = stats(conn, col, "pgbd_run_refs")
-        return Blockers(st.dangling, st.dangling_sample, st.unreadable, st.unreadable_sample,
-                        st.over_1gb_count, st.over_1gb)  # fmt: skip
+    limit are sized, one index probe each; for a role that may not read pg_largeobject,
+    each readable LO is asked for one byte past the limit (``lo_get(o, MAX_BYTEA, 1)``:
+    a byte there, even of a hole, means the LO is too big; one call a row, which opens
+    and closes the LO itself, where sizing every LO with ``lo_lseek64`` took three)."""
     c, t = sql.Identifier(col.name), sql.Identifier(col.schema, col.table)
+    if not catalog.pages_readable(conn):
+        # CASE, not AND: lo_get must not run for a dangling or unreadable OID.
+        return _blockers(conn, c, t, sql.SQL(
+            "CASE WHEN m.oid IS NOT NULL AND {r} THEN pg_catalog.octet_length("
+            "pg_catalog.lo_get(x.{c}, {max}, 1)) > 0 ELSE false END"
+        ).format(r=READABLE, c=c, max=sql.Literal(MAX_BYTEA)))  # fmt: skip
     last_page = sql.SQL("p.pageno >= {max} / (current_setting('block_size')::int8 / 4)").format(
         max=sql.Literal(MAX_BYTEA)
     )
@@ -261,6 +264,14 @@ def blockers(conn: psycopg.Connection, col: LoColumn) -> Blockers:
                 ).format(last_page)
             )
         big = sql.SQL("x.{} IN (SELECT loid FROM pg_temp.pgbd_big_los) AND {}").format(c, big)
+    return _blockers(conn, c, t, big)
+
+
+def _blockers(
+    conn: psycopg.Connection, c: sql.Identifier, t: sql.Identifier, big: sql.Composable
+) -> Blockers:
+    """Blockers counted in one pass, ``big`` the condition of a row whose LO is too big
+    (over ``x``, the table, joined with ``m``, pg_largeobject_metadata)."""
     conds = {
         "dangling": sql.SQL("m.oid IS NULL"),
         "unreadable": sql.SQL("m.oid IS NOT NULL AND NOT {}").format(READABLE),

@@ -123,10 +123,13 @@ class BlobRun:
         except OverflowError:  # ten digits can exceed 2^32 - 1; ReadToc's sscanf fails
             return array("I", (v if v <= 0xFFFFFFFF else 0 for v in values))
 
-    def dump_ids(self) -> array[int]:
-        """The dump id of each entry: the four bytes after each entry's start."""
+    def dump_ids(self, digits: list[bytes] | None = None) -> array[int]:
+        """The dump id of each entry: the four bytes after each entry's start.
+        ``digits``: the run's ``tags()`` when the caller has them already."""
         base = self.family.base
-        starts = accumulate((base + 4 * len(d) for d in self._digits()), initial=self.start)
+        if digits is None:
+            digits = self._digits()
+        starts = accumulate((base + 4 * len(d) for d in digits), initial=self.start)
         buf = self.buf
         raw = b"".join([buf[p + 1 : p + 5] for p in islice(starts, self.count)])
         out = array("I", raw)

@@ -2,7 +2,9 @@
 
 A pre-17 archive has one BLOB entry per LO; formatting each through a TocEntry costs
 more than pg_restore itself, so runs of same-shape BLOB entries (blobruns) are formatted
-from their template and their per-entry dump ids and OIDs.
+from their template and their per-entry dump ids and OIDs: a run's lines are one ``%``
+of the template repeated, its values interleaved by slice assignment (no Python-level
+loop per entry), and a listing is written in blocks of many lines (``chunks``).
 """
 
 from __future__ import annotations
@@ -23,6 +25,12 @@ from pgblobdump.toc.fields import (
 from pgblobdump.toc.listing import REQ_DATA, REQ_SCHEMA, format_line, required, sanitize
 from pgblobdump.toc.reader import Archive
 
+BLOCK_LINES = 10_000
+"""Lines of entries outside runs gathered into one block."""
+
+MAX_OID_TEXT = b"4294967295"
+"""The largest OID; ten digits beyond it print as 0 (ReadToc's sscanf fails)."""
+
 
 def _text(value: bytes | None) -> str | None:
     return None if value is None else value.decode("utf-8", "replace")
@@ -30,8 +38,17 @@ def _text(value: bytes | None) -> str | None:
 
 def lines(archive: Archive, show_all: bool = False) -> Iterator[str]:
     """Each entry line `pg_restore -l` prints (every entry with ``show_all``), in order."""
+    for block in chunks(archive, show_all):
+        # split("\n"), not splitlines(): a tag may hold \x0b, \x1c or \u2028
+        yield from block[:-1].split("\n")
+
+
+def chunks(archive: Archive, show_all: bool = False) -> Iterator[str]:
+    """The entry lines of ``lines`` in blocks of whole lines, each line ending with a
+    newline (what `toc show` writes)."""
     current = SECTION_PRE_DATA
     from_raw = TocEntry.from_raw
+    pending: list[str] = []
     for item in archive.iter_items():
         if isinstance(item, BlobRun):
             t = item.family.template
@@ -42,12 +59,10 @@ def lines(archive: Archive, show_all: bool = False) -> Iterator[str]:
             )
             if not (show_all or shown & (REQ_SCHEMA | REQ_DATA)):
                 continue
-            # Everything but the dump id, the OID and the tag is the template's.
-            tableoid = catalog_id(t[F_TABLEOID])
-            namespace = sanitize(_text(t[F_NAMESPACE]), True)
-            owner = sanitize(_text(t[F_OWNER]))
-            for dump_id, oid, tag in zip(item.dump_ids(), item.oids(), item.tags(), strict=True):
-                yield f"{dump_id}; {tableoid} {oid} BLOB {namespace} {tag.decode()} {owner}"
+            if pending:
+                yield "\n".join(pending) + "\n"
+                pending = []
+            yield _run_block(item)
             continue
         e = from_raw(item)
         if e.section != SECTION_NONE:
@@ -55,4 +70,39 @@ def lines(archive: Archive, show_all: bool = False) -> Iterator[str]:
         if show_all or required(e.desc, e.tag, e.defn, e.had_dumper, current) & (
             REQ_SCHEMA | REQ_DATA
         ):
-            yield format_line(e.dump_id, e.tableoid, e.oid, e.desc, e.namespace, e.tag, e.owner)
+            pending.append(
+                format_line(e.dump_id, e.tableoid, e.oid, e.desc, e.namespace, e.tag, e.owner)
+            )
+            if len(pending) >= BLOCK_LINES:
+                yield "\n".join(pending) + "\n"
+                pending = []
+    if pending:
+        yield "\n".join(pending) + "\n"
+
+
+def _run_block(run: BlobRun) -> str:
+    """The listing lines of a run of BLOB entries: everything but the dump id, the OID and
+    the tag is the template's; the tag is the OID's digits as written, the OID their
+    value (0 past 32 bits)."""
+    t = run.family.template
+    digits = run.tags()
+    ids = run.dump_ids(digits)
+    tags = b"\n".join(digits).decode("ascii").split("\n")  # the pattern took ASCII digits
+    # The OID column prints the digits' value: the same text unless a tag has a leading
+    # zero or exceeds 2^32 - 1 (ten digits compare as text).
+    joined = "\n" + "\n".join(tags)
+    canonical = "\n0" not in joined.replace("\n0\n", "\n\n") and (
+        max(map(len, digits)) < 10 or all(d <= MAX_OID_TEXT for d in digits if len(d) == 10)
+    )
+    oids = tags if canonical else [str(o) for o in run.oids()]
+    fixed = (
+        f"; {catalog_id(t[F_TABLEOID])} ",
+        f" BLOB {sanitize(_text(t[F_NAMESPACE]), True)} ",
+        f" {sanitize(_text(t[F_OWNER]))}\n",
+    )
+    line = "%d" + "%s".join(x.replace("%", "%%") for x in fixed)
+    values: list[object] = [None] * (3 * run.count)
+    values[0::3] = ids
+    values[1::3] = oids
+    values[2::3] = tags
+    return (line * run.count) % tuple(values)
