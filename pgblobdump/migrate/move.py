@@ -88,39 +88,32 @@ class Move:
             + " THEN false ELSE pg_catalog.lo_get({d}) = {s} END)"
         ).format(s=s, d=d, o=d)  # fmt: skip
 
-    def one_page(self) -> sql.Composed:
-        """The bytes of the row's LO when it is stored as page 0 alone, of at most
-        LOBLKSIZE bytes (every LO up to 2 KiB): exactly what ``lo_get`` returns for it,
-        read with one index probe, without lo_get's per-call open, existence and
-        permission lookups (most of the cost of a small LO); NULL for any other LO
-        (several pages, a hole, no page: empty, or no LO at all). The row is FILL_ROW;
-        only for a role that may read pg_largeobject."""
+    def copy_from_pages(self) -> sql.Composed:
+        """Forward, for a role that may read pg_largeobject: the new value of a row whose
+        LO is stored as page 0 alone, of at most LOBLKSIZE bytes (every LO up to 2 KiB),
+        is that page's bytes, which is what ``lo_get`` returns for it, read with one index
+        probe and without lo_get's per-call open, existence and permission lookups (most
+        of the cost of a small LO). Any other LO (several pages, a hole, no page: empty,
+        or no LO at all) goes through ``copy``. The verify pass compares every row with
+        ``lo_get`` all the same."""
         # The column is qualified inside the subquery: a column named like one of
-        # pg_largeobject's ("data") would name the page's there.
+        # pg_largeobject's ("data") would name the page's there. The row is FILL_ROW.
         return sql.SQL(
-            "(SELECT CASE WHEN count(*) = 1 AND min(pg.pageno) = 0"
+            "COALESCE((SELECT CASE WHEN count(*) = 1 AND min(pg.pageno) = 0"
             " AND max(pg_catalog.octet_length(pg.data)) <= {blk}"
             " THEN pg_catalog.string_agg(pg.data, ''::bytea) END"
-            " FROM pg_catalog.pg_largeobject pg WHERE pg.loid = {s})"
-        ).format(blk=sql.Literal(LOBLKSIZE), s=self._s(FILL_ROW))
+            " FROM pg_catalog.pg_largeobject pg WHERE pg.loid = {s}), {c})"
+        ).format(blk=sql.Literal(LOBLKSIZE), s=self._s(FILL_ROW), c=self.copy())
 
-    def copy_from_pages(self) -> sql.Composed:
-        """Forward, for a role that may read pg_largeobject: a row's new value read as
-        ``one_page`` where its LO is one page, else through ``copy``."""
-        return sql.SQL("COALESCE({p}, {c})").format(p=self.one_page(), c=self.copy())
-
-    def equal_if_found(self, pages: bool = False) -> sql.Composed:
+    def equal_if_found(self) -> sql.Composed:
         """``equal`` without asking whether the LO exists (one index probe a row less):
         for a dangling OID ``lo_get`` raises undefined_object, and the caller compares
-        with ``equal`` instead. ``pages``: a one-page LO's bytes read as ``one_page``
-        (the row is FILL_ROW). Forward only."""
+        with ``equal`` instead. Forward only."""
         assert self.to == "bytea"
-        value = sql.SQL("CASE WHEN {s} IS NULL THEN NULL ELSE pg_catalog.lo_get({s}) END").format(
-            s=self._s()
-        )
-        if pages:
-            value = sql.SQL("COALESCE({p}, {v})").format(p=self.one_page(), v=value)
-        return sql.SQL("({d} IS NOT DISTINCT FROM {v})").format(d=self._d(), v=value)
+        return sql.SQL(
+            "({d} IS NOT DISTINCT FROM CASE WHEN {s} IS NULL THEN NULL"
+            " ELSE pg_catalog.lo_get({s}) END)"
+        ).format(d=self._d(), s=self._s())
 
     def fill(self, where: sql.Composable, pages: bool = False) -> sql.Composed:
         """Copy the rows ``where`` selects that have no new value yet; ``pages``: read

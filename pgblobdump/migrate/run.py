@@ -30,7 +30,7 @@ from pgblobdump.errors import DatabaseError, UsageError
 from pgblobdump.migrate import access, batches, columns, finish, refs, state
 from pgblobdump.migrate.columns import Column
 from pgblobdump.migrate.locking import LockClock, exclusively
-from pgblobdump.migrate.move import FILL_ROW, Move, check_name, drop_triggers_ddl
+from pgblobdump.migrate.move import Move, check_name, drop_triggers_ddl
 from pgblobdump.migrate.options import RunOptions, RunResult
 from pgblobdump.migrate.start import start
 from pgblobdump.migrate.state import Migration
@@ -142,7 +142,6 @@ class Runner:
                 self.conn, self.col.ident(), self.move.key, self.mig.last_key, rows
             )
         s, d = sql.Identifier(self.mig.column_name), sql.Identifier(self.mig.new_column)
-        pages = catalog.pages_readable(self.conn)
         for r in ranges:
             where, params = r.where(self.move.key), r.params()
             with self.conn.transaction():
@@ -152,24 +151,23 @@ class Runner:
                 compare = sql.SQL(
                     "SELECT count(*) FILTER (WHERE NOT {e}),"
                     " count(*) FILTER (WHERE {d} IS NULL AND {s} IS NOT NULL)"
-                    " FROM {t} AS {r} WHERE {w}"
+                    " FROM {t} WHERE {w}"
                 )
-                ident, alias = self.col.ident(), sql.Identifier(FILL_ROW)
+                ident = self.col.ident()
                 row = None
                 if self.mig.direction == "bytea":
                     # Most batches name no dangling OID: compared without asking, for each
                     # row, whether its LO exists; one that does is compared again in full.
-                    # A one-page LO is read from its page where the role may (one_page).
                     try:
                         with self.conn.transaction():
-                            e = self.move.equal_if_found(pages)
-                            stmt = compare.format(e=e, d=d, s=s, t=ident, r=alias, w=where)
+                            e = self.move.equal_if_found()
+                            stmt = compare.format(e=e, d=d, s=s, t=ident, w=where)
                             row = self.conn.execute(stmt, params).fetchone()
                     except psycopg.errors.UndefinedObject:
                         row = None
                 if row is None:
                     e = self.move.equal()
-                    stmt = compare.format(e=e, d=d, s=s, t=ident, r=alias, w=where)
+                    stmt = compare.format(e=e, d=d, s=s, t=ident, w=where)
                     row = self.conn.execute(stmt, params).fetchone()
                 assert row is not None
                 if row[0]:

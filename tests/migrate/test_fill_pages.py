@@ -1,7 +1,7 @@
-"""migrate's fill and verify pass read one-page LOs from pg_largeobject (a role that may
-read it), and the verify pass compares without asking whether each LO exists: every LO
-shape the page read must leave to lo_get (several pages, holes, no page, no LO) comes
-out equal to lo_get's bytes read apart, right the first time (nothing re-copied)."""
+"""migrate's fill reads one-page LOs from pg_largeobject (a role that may read it) and
+the verify pass compares without asking whether each LO exists: every LO shape the page
+read must leave to lo_get (several pages, holes, no page, no LO) comes out exact, and
+the fill copies every row right the first time (the verify pass re-copies none)."""
 
 from __future__ import annotations
 
