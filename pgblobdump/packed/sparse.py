@@ -59,8 +59,8 @@ class Gatherer:
     def take(self, p: LoPiece) -> bool:
         """Whether ``p`` is a piece of such an LO (else: of a larger one)."""
         self.done = None
-        if p.offset == 0 and p.size <= BATCHED_MAX:
-            self.lo = Gathering(p.oid, p.meta, p.size)
+        if p.offset == 0:
+            self.lo = Gathering(p.oid, p.meta, p.size) if p.size <= BATCHED_MAX else None
         lo = self.lo
         if lo is None or lo.oid != p.oid:
             return False
