@@ -59,8 +59,9 @@ ZEROS_WRITTEN = 61009
 """A hundred pages of zeros written on purpose, then a byte: they read the same, and come
 back as a hole (fewer pages than the source)."""
 SMALL_HOLE = 61010
-"""A hole of 16 pages in an LO under 1 MiB: kept as zeros (writer.SMALL_HOLE_PAGES), so
-more pages after restore than at the source, the same bytes."""
+"""A hole of 16 pages in an LO under 1 MiB: left out too (writer.SMALL_HOLE_PAGES 1; it
+was kept as zeros while such an LO was restored in a transaction of its own), so the
+source's 4 pages after restore, not 21."""
 
 
 def build(db: str) -> None:
@@ -224,8 +225,8 @@ def test_a_foreign_lo_is_kept_and_a_failed_restore_leaves_nothing(
     source: str, pg17: EmbeddedCluster, new_db: NewDb, tmp_path: Path
 ) -> None:
     """``--on-conflict skip`` keeps a foreign LO where the archive has a sparse one; damage
-    met after sparse LOs were written (each a transaction of its own) removes exactly
-    them, the foreign LO stays."""
+    met after sparse LOs were written (the small ones in batches, 61006 in a transaction
+    of its own) removes exactly them, the foreign LO stays."""
     archive = tmp_path / "a.pbd"
     assert run("dump", "-d", source, "-o", str(archive)).exit_code == 0
     dst = new_db(pg17)
