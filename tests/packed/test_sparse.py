@@ -270,6 +270,15 @@ def build_many(db: str, first: int, n: int, repeats: int) -> None:
         )
 
 
+def metadata(db: str) -> list[tuple[object, ...]]:
+    """Every LO's owner, ACL and comment."""
+    with psycopg.connect(db) as conn:
+        return conn.execute(
+            "SELECT oid::int8, lomowner::regrole::text, lomacl::text,"
+            " obj_description(oid, 'pg_largeobject') FROM pg_largeobject_metadata ORDER BY 1"
+        ).fetchall()
+
+
 def transactions(db: str) -> int:
     """How many transactions made the LOs there (their catalog rows' distinct xmin)."""
     with psycopg.connect(db) as conn:
@@ -287,6 +296,13 @@ def many(pg17: EmbeddedCluster, tmp_path_factory: pytest.TempPathFactory) -> tup
         conn.execute("CREATE DATABASE sparse_many")
     db = pg17.conninfo("sparse_many")
     build_many(db, 90_000, 1000, 128)
+    with psycopg.connect(db, autocommit=True) as conn:  # metadata on LOs with holes
+        if not conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (OWNER,)).fetchone():
+            conn.execute(f"CREATE ROLE {OWNER} LOGIN")
+        conn.execute("COMMENT ON LARGE OBJECT 90001 IS 'a hole in the middle'")
+        conn.execute(f"ALTER LARGE OBJECT 90002 OWNER TO {OWNER}")
+        conn.execute(f"ALTER LARGE OBJECT 90004 OWNER TO {OWNER}")
+        conn.execute("GRANT SELECT ON LARGE OBJECT 90003, 90004 TO PUBLIC")
     archive = tmp_path_factory.mktemp("many") / "a.pbd"
     result = run("dump", "-d", db, "-o", str(archive))
     assert result.exit_code == 0, result.output
@@ -308,6 +324,7 @@ def test_many_small_sparse_los_share_a_batch(
     assert pages(dst) == want
     assert contents(dst) == contents(src)
     assert transactions(dst) == jobs
+    assert metadata(dst) == metadata(src)
     assert run("verify", str(archive), "-d", dst).exit_code == 0
 
 
