@@ -33,6 +33,11 @@ class DatabaseError(PgBlobDumpError):
     exit_code = 4
 
 
+class SyncConflict(DatabaseError):
+    """copy or sync left LOs unequal because the target's are not theirs to change: made
+    by another session, or changed on the target since a copy made them."""
+
+
 class ToolchainError(PgBlobDumpError):
     """PostgreSQL binaries of a major version are missing or unusable."""
 

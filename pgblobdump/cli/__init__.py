@@ -59,6 +59,8 @@ SUBCOMMANDS = {
     "migrate": "pgblobdump.cli.migrate:migrate",
     "bench": "pgblobdump.cli.bench:bench",
     "completion": "pgblobdump.cli.completion:completion",
+    "copy": "pgblobdump.cli.sync:copy_cmd",
+    "sync": "pgblobdump.cli.sync:sync_cmd",
 }
 """Each command's module, imported only when that command runs (or help lists them all),
 so ``toc`` never loads libpq or matplotlib."""

@@ -30,7 +30,7 @@ from pgblobdump.packed.format import (
 from pgblobdump.packed.frames import Frame, FrameReader, Piece
 from pgblobdump.packed.holes import filled, hash_zeros
 from pgblobdump.packed.index import Index, IndexRecord, Meta, MetaTable
-from pgblobdump.packed.writer import MANIFEST_FORMAT
+from pgblobdump.packed.manifest import parse_manifest
 from pgblobdump.storage import Storage
 from pgblobdump.storage.base import CLAIM_NAME
 
@@ -89,21 +89,6 @@ def each_piece(items: Iterable[Item]) -> Iterator[LoPiece]:
             yield from item.pieces()
         elif isinstance(item, LoPiece):
             yield item
-
-
-def parse_manifest(body: bytes, where: str) -> dict[str, Any]:
-    try:
-        manifest = json.loads(body)
-    except ValueError as e:
-        raise CorruptArchive(f"{where}: the manifest is not JSON ({e})") from e
-    if not isinstance(manifest, dict) or manifest.get("format") != MANIFEST_FORMAT:
-        raise NotAnArchive(f"{where}: not a pgblobdump packed archive manifest")
-    if (why := version_problem(manifest.get("version"))) is not None:
-        raise UnsupportedArchive(f"{where}: {why}")
-    for key in ("los", "bytes", "files"):
-        if key not in manifest:
-            raise CorruptArchive(f"{where}: the manifest has no {key!r}")
-    return manifest
 
 
 _EMPTY = xxhash.xxh3_64_intdigest(b"")

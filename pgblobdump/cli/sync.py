@@ -1,0 +1,205 @@
+"""``pgblobdump copy`` and ``sync``: LOs from one live database into another, no archive
+between; sync again and again for the weeks before a cut-over."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from pgblobdump.cli.options import F, connection_options, output_options
+from pgblobdump.cli.output import Format, emit
+from pgblobdump.cli.progress import reporter
+from pgblobdump.cli.types import COLUMN, OIDS, PART
+from pgblobdump.errors import SyncConflict, UsageError
+from pgblobdump.pg.lostream import Selection
+from pgblobdump.pg.target import ConnectionTarget
+from pgblobdump.report import Column, Table, stream
+
+
+def target_of(src: ConnectionTarget, to: ConnectionTarget) -> ConnectionTarget:
+    """The target: ``--target-*`` as given, its host, port and user the source's where
+    left out (one server, two databases: ``--target-dbname`` alone)."""
+    if not to.given:
+        raise UsageError("name the target database: --target-dbname DBNAME|CONNSTR")
+    full = to.dbname is not None and ("=" in to.dbname or "://" in to.dbname)
+    if full:
+        return to
+    return ConnectionTarget(to.dbname, to.host or src.host, to.port or src.port,
+                            to.user or src.user)  # fmt: skip
+
+
+def result_table(title: str, record: dict[str, Any]) -> Table:
+    rows = [{"what": k.replace("_", " "), "value": v} for k, v in record.items()]
+    return Table([Column("what"), Column("value")], rows, title=title)
+
+
+TARGET: Callable[[F], F] = connection_options(prefix="target", dest="to")
+"""``--target-dbname --target-host --target-port --target-username``: the second server."""
+
+ONLY_OIDS = click.option(
+    "--oids", type=OIDS, default="", help="Only LOs with OIDs in this range (1000-5000)."
+)
+
+
+def jobs_option(text: str) -> Callable[[F], F]:
+    """``-j/--jobs N`` (default 1), as dump and restore have it."""
+    return click.option("-j", "--jobs", type=int, default=1, show_default=True, help=text)
+
+
+REFERENCED_BY = click.option(
+    "--referenced-by",
+    type=COLUMN,
+    multiple=True,
+    metavar="TABLE.COLUMN",
+    help="Only LOs this column of the source references (repeatable).",
+)
+
+
+@click.command("copy")
+@connection_options
+@TARGET
+@ONLY_OIDS
+@REFERENCED_BY
+@jobs_option("Connections per side, each a contiguous OID range of one source snapshot.")
+@click.option(
+    "--on-conflict",
+    type=click.Choice(["error", "skip"]),  # packed.request.OnConflict's values
+    default="error",
+    show_default=True,
+    help="An OID that exists on the target and that no copy made: refuse, or keep it.",
+)
+@click.option(
+    "--resume",
+    is_flag=True,
+    help="Finish an interrupted copy (running it again does the same: the LOs an earlier"
+    " copy made are kept).",
+)
+@click.option(
+    "--part",
+    type=PART,
+    metavar="K/N",
+    help="Copy share K of N of the LOs (OID ranges of equal counts): N copies at once.",
+)
+@output_options
+def copy_cmd(target: ConnectionTarget, to: ConnectionTarget, oids: tuple[int, int],
+             referenced_by: tuple[tuple[str, str], ...], jobs: int, on_conflict: str,
+             resume: bool, part: tuple[int, int] | None, fmt: Format) -> None:  # fmt: skip
+    """Copy large objects from the database -d into the one --target-dbname names:
+    same OIDs, owners, ACLs and comments, from one snapshot of the source, streamed
+    over --jobs connections per side, nothing written to disk.
+
+    The target's --target-host, --target-port and --target-username default to the
+    source's. An OID that exists on the target is refused before anything is written
+    (--on-conflict skip keeps it). On failure or interrupt the LOs this run made are
+    removed; after a kill -9, running the copy again finishes it: which LOs a copy made
+    is kept in the target, in schema pgblobdump_sync (sync --forget drops it).
+
+    Example: pgblobdump copy -d olddb --target-dbname newdb --target-port 5433 --jobs 2
+    """
+    from pgblobdump.packed.request import OnConflict
+    from pgblobdump.sync.copy import CopyRequest
+    from pgblobdump.sync.copy import copy as run_copy
+
+    req = CopyRequest(Selection(*oids, referenced_by), jobs, OnConflict(on_conflict), resume,
+                      part)  # fmt: skip
+    dst = target_of(target, to)
+    with reporter("copying LOs", 0) as rep:
+        result = run_copy(target.conninfo(), dst.conninfo(), req, rep)
+    record: dict[str, Any] = dataclasses.asdict(result)
+    record["seconds"] = round(result.seconds, 3)
+    emit(result_table("copied", record), fmt, record)
+
+
+@click.command("sync")
+@connection_options
+@TARGET
+@ONLY_OIDS
+@REFERENCED_BY
+@jobs_option("Connections per side copying what changed.")
+@click.option(
+    "--delete",
+    is_flag=True,
+    help="Remove LOs gone from the source (only those a copy or sync made).",
+)
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Overwrite LOs changed on the target since a copy or sync made them.",
+)
+@click.option("--dry-run", is_flag=True, help="List what would be done; change nothing.")
+@click.option(
+    "--watch",
+    type=click.IntRange(min=1),
+    metavar="SECONDS",
+    help="Sync again every SECONDS until interrupted.",
+)
+@click.option(
+    "--forget", is_flag=True, help="Drop the target's sync state (schema pgblobdump_sync) and stop."
+)
+@output_options
+def sync_cmd(target: ConnectionTarget, to: ConnectionTarget, oids: tuple[int, int],
+             referenced_by: tuple[tuple[str, str], ...], jobs: int, delete: bool, force: bool,
+             dry_run: bool, watch: int | None, forget: bool,
+             fmt: Format) -> None:  # fmt: skip
+    """Bring the LOs of --target-dbname to equal those of -d as of one source snapshot,
+    with work in proportion to what changed: new LOs copied; LOs written, appended,
+    truncated, unlinked and made again, or given another owner, ACL or comment since
+    the last copy or sync, copied again; LOs gone from the source listed (--delete
+    removes those a copy or sync made). An LO changed on the target since it was
+    copied is a conflict: kept, unless --force (exit 4 when any is left).
+
+    Changes are found from the source's transaction ids since the snapshot the last
+    copy or sync read (kept in the target, schema pgblobdump_sync); when that cannot be
+    exact (no state, another source, a role that may not read pg_largeobject), per-LO
+    digests are computed on each server instead, and the run says so.
+
+    Example: pgblobdump sync -d olddb --target-dbname newdb --target-port 5433 --watch 60
+    """
+    from pgblobdump.sync.run import SyncRequest, sync
+    from pgblobdump.sync.state import forget as drop_state
+
+    dst = target_of(target, to)
+    if forget:
+        from pgblobdump.pg.connect import connect
+
+        with connect(dst.conninfo(), doing="sync --forget") as conn:
+            dropped = drop_state(conn)
+        click.echo("dropped schema pgblobdump_sync" if dropped else "no sync state to drop",
+                   err=True)  # fmt: skip
+        return
+    if watch is not None and dry_run:
+        raise UsageError("--watch and --dry-run do not go together")
+    req = SyncRequest(Selection(*oids, referenced_by), jobs, delete, force, dry_run)
+    runs = 0
+    while True:
+        with reporter("syncing LOs", 0) as rep:
+            result = sync(target.conninfo(), dst.conninfo(), req, rep)
+        runs += 1
+        conflicts = len(result.plan.conflicts)
+        if dry_run:
+            rows = result.plan.rows(delete)
+            stream.write_rows(sys.stdout, fmt, ["oid", "action", "detail"], rows)
+            click.echo(f"would: {_summary(result.record())} ({result.method})", err=True)
+            return
+        if watch is None:
+            record = result.record()
+            emit(result_table("synced", record), fmt, record)
+            if conflicts:
+                raise SyncConflict(
+                    f"{conflicts:,} LOs in conflict left as they are (the first: LO"
+                    f" {result.plan.conflicts[0].oid}, {result.plan.conflicts[0].why});"
+                    " sync --dry-run lists them, --force overwrites those a copy made"
+                )
+            return
+        click.echo(f"sync {runs}: {_summary(result.record())}", err=True)
+        time.sleep(watch)
+
+
+def _summary(record: dict[str, Any]) -> str:
+    keys = ("new", "rewrite", "gone", "conflicts", "equal", "deleted", "seconds")
+    return ", ".join(f"{k} {record[k]}" for k in keys)

@@ -1,0 +1,262 @@
+"""Which LOs changed since a snapshot, exactly, from the tuples' transaction ids: what
+``sync`` (and incremental dumps) read instead of every byte.
+
+A ``Mark`` is a snapshot of the source (``pg_current_snapshot()``: xmin, xmax and the
+transactions in progress, as 64-bit xid8) with the cluster and database it belongs to. A
+tuple was written after the mark when its inserting transaction is one the mark could
+not see: its full xid is at or past the mark's xmax, or among its in-progress ones.
+
+What the LO API does, and the trace it leaves:
+- ``lo_create``/``lo_from_bytea``/``lo_import``, owner, GRANT/REVOKE: a new
+  ``pg_largeobject_metadata`` tuple (unlink and create again under the same OID too);
+- ``lo_write``/``lo_put`` (in place or appending): new ``pg_largeobject`` page tuples;
+- ``lo_truncate``: always rewrites the page at the new end (a zero-length page at a page
+  boundary, see inv_truncate), so a truncation leaves a new tuple as well;
+- ``COMMENT``: a new ``pg_description`` tuple; removing one leaves none, so comments are
+  also compared by value (``Scan.comment``);
+- ``lo_unlink``: the OID is gone, which a comparison of OID lists finds.
+
+A tuple's ``xmin`` is a 32-bit xid. Read in a transaction whose next xid is N, a
+visible tuple's xid lies in (N - 2^31, N] unless it was frozen long ago; so the 32-bit
+value is widened into that window (the server's ``age()`` does it). A tuple written
+after the mark has a full xid in [mark.xmin, N], widened right whenever N - mark.xmin <
+2^31: past that, the mark is unusable
+(``unusable``) and the caller compares digests. An old frozen tuple widened wrongly can
+only look newer (an LO copied again), never older.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import psycopg
+from psycopg import sql
+
+from pgblobdump.pg import catalog
+from pgblobdump.pg.lostream import Selection
+
+HORIZON = 2**31
+"""Transactions after which a 32-bit xmin can no longer be placed exactly."""
+
+
+@dataclass(frozen=True)
+class Mark:
+    """A snapshot of one database: ``cluster`` (system identifier, or when the postmaster
+    started when the role may not read it) and ``database`` (its OID) say whose;
+    ``xmin``, ``xmax`` and ``xip`` are the snapshot's (xid8 values)."""
+
+    cluster: str
+    database: int
+    xmin: int
+    xmax: int
+    xip: tuple[int, ...]
+
+    def to_json(self) -> str:
+        return json.dumps([self.cluster, self.database, self.xmin, self.xmax, list(self.xip)])
+
+    @classmethod
+    def from_json(cls, text: str) -> Mark:
+        c, d, lo, hi, xip = json.loads(text)
+        return cls(str(c), int(d), int(lo), int(hi), tuple(int(x) for x in xip))
+
+    def union(self, other: Mark) -> Mark:
+        """A mark before which nothing is counted that either one counts as after: what
+        changed since any of them (copy --part, a resumed copy: several snapshots)."""
+        return Mark(self.cluster, self.database, min(self.xmin, other.xmin),
+                    min(self.xmax, other.xmax),
+                    tuple(sorted(set(self.xip) | set(other.xip))))  # fmt: skip
+
+
+def cluster_of(conn: psycopg.Connection) -> tuple[str, int]:
+    """(cluster, database OID) of ``conn``: the cluster by system identifier where the
+    role may read it, else by when its postmaster started."""
+    row = conn.execute(
+        "SELECT pg_postmaster_start_time()::text, d.oid::int8,"
+        " has_function_privilege('pg_control_system()', 'EXECUTE')"
+        " FROM pg_database d WHERE d.datname = current_database()"
+    ).fetchone()
+    assert row is not None
+    cluster = f"started {row[0]}"
+    if row[2]:
+        r = conn.execute("SELECT system_identifier::text FROM pg_control_system()").fetchone()
+        if r is not None:
+            cluster = f"system {r[0]}"
+    return cluster, int(row[1])
+
+
+def mark(conn: psycopg.Connection) -> Mark:
+    """The mark of the snapshot ``conn``'s transaction reads under (REPEATABLE READ)."""
+    row = conn.execute(
+        "SELECT pg_snapshot_xmin(s)::text::int8, pg_snapshot_xmax(s)::text::int8,"
+        " array(SELECT x::text::int8 FROM pg_snapshot_xip(s) x)"
+        " FROM pg_current_snapshot() s"
+    ).fetchone()
+    assert row is not None
+    cluster, database = cluster_of(conn)
+    return Mark(cluster, database, int(row[0]), int(row[1]), tuple(int(x) for x in row[2]))
+
+
+def unusable(conn: psycopg.Connection, since: Mark | None, now: Mark) -> str | None:
+    """Why changes since ``since`` cannot be found exactly on ``conn`` (read under
+    ``now``), or None when they can."""
+    if since is None:
+        return "no earlier copy or sync of this selection is recorded in the target"
+    if (since.cluster, since.database) != (now.cluster, now.database):
+        return f"the last sync read another source ({since.cluster}, database {since.database})"
+    if now.xmax - since.xmin >= HORIZON:
+        return "the last sync is older than the transaction-id horizon (2^31 transactions)"
+    if since.xmax > now.xmax:
+        return "the source's transaction ids went back (a restored or different cluster)"
+    if not catalog.pages_readable(conn):
+        return "this role may not read pg_largeobject (the pages' transaction ids)"
+    return None
+
+
+def after(xmin: str, since: Mark, distance: int) -> sql.Composable:
+    """SQL: whether a tuple whose ``xmin`` column is given was written after ``since``.
+    ``distance`` is ``age()`` of the mark's xmax in this transaction (``distance_to``):
+    ``age(x)`` counts back from this transaction's next xid, so a tuple at or past the
+    mark's xmax is one no older than that (``age`` widens the 32-bit xid in the window
+    described above, in C; a frozen or bootstrap xid is INT_MAX old)."""
+    xip = sql.Literal([x % 2**32 for x in since.xip]) if since.xip else sql.SQL("'{}'")
+    return sql.SQL("(age({x}) <= {d} OR {x} = ANY({xip}::text[]::xid[]))").format(
+        x=sql.SQL(xmin), d=sql.Literal(distance), xip=xip
+    )
+
+
+def distance_to(conn: psycopg.Connection, since: Mark) -> int:
+    """``age()`` of ``since``'s xmax, in this transaction (see ``after``)."""
+    row = conn.execute("SELECT age(%s::text::xid)", (str(since.xmax % 2**32),)).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+@dataclass(frozen=True, slots=True)
+class Scan:
+    """One LO of the source: ``changed`` since the mark (bytes, owner, ACL or a comment
+    written), ``comment`` its comment's md5 (None: no comment), ``digest`` the md5 of its
+    bytes with owner and ACL (digest scans only; None for an LO over 1 GB)."""
+
+    oid: int
+    changed: bool
+    comment: str | None
+    digest: str | None = None
+
+
+_SCAN = """
+COPY (
+  WITH pages AS (
+    SELECT DISTINCT p.loid FROM pg_catalog.pg_largeobject p
+    WHERE {page_range} {page_after})
+  SELECT * FROM (
+  SELECT m.oid::int8,
+         {meta_after} OR coalesce({comment_after}, false) OR m.oid IN (SELECT loid FROM pages),
+         md5(d.description)
+  FROM pg_catalog.pg_largeobject_metadata m
+  {comment_join}
+  WHERE {cond}
+) s (oid, changed, comment) {sparse}
+  ORDER BY oid
+) TO STDOUT (FORMAT binary)
+"""
+
+
+def scan(
+    conn: psycopg.Connection, sel: Selection, since: Mark, sparse: bool = False
+) -> Iterator[Scan]:
+    """Every selected LO in OID order and whether it changed since ``since``: two passes
+    over tuple headers (pages filtered by their xmin, metadata with comments), one COPY.
+    ``sparse``: only the LOs that changed or have a comment (the others are unchanged
+    and have none). Only when ``unusable`` said None."""
+    d = distance_to(conn, since)
+    query = sql.SQL(_SCAN).format(
+        page_range=page_range("p.loid", sel.first, sel.last),
+        page_after=after("p.xmin", since, d), meta_after=after("m.xmin", since, d),
+        comment_after=after("d.xmin", since, d),
+        comment_join=sql.SQL(catalog.COMMENT_JOIN), cond=sel.where(sql.SQL("m.oid")),
+        sparse=sql.SQL("WHERE changed OR comment IS NOT NULL" if sparse else ""),
+    )  # fmt: skip
+    with conn.cursor().copy(query) as cp:
+        cp.set_types(["int8", "bool", "text"])
+        for oid, changed, comment in cp.rows():
+            yield Scan(int(oid), bool(changed), comment)
+
+
+def page_range(loid: str, first: int, last: int) -> sql.Composable:
+    """SQL: ``loid BETWEEN first AND last AND``, or nothing for every OID: over the whole
+    range the planner would walk the index into a lossy bitmap instead of scanning."""
+    if first <= 0 and last >= 2**32 - 1:
+        return sql.SQL("")
+    return sql.SQL("{} BETWEEN {}::int8::oid AND {}::int8::oid AND").format(
+        sql.SQL(loid), sql.Literal(first), sql.Literal(last)
+    )
+
+
+BUCKET_BITS = 12
+"""LOs are summed up per bucket of 4,096 OIDs (``buckets``)."""
+
+BUCKETS = """
+SELECT m.oid::int8 >> {bits}, count(*), md5(string_agg(m.oid::text, ',' ORDER BY m.oid))
+FROM pg_catalog.pg_largeobject_metadata m WHERE {cond} GROUP BY 1
+"""
+
+
+def buckets(conn: psycopg.Connection, cond: sql.Composable) -> dict[int, tuple[int, str]]:
+    """The LOs ``cond`` (on ``m.oid``) selects, per bucket of OIDs: how many, and the md5
+    of their OID list. Two servers with equal buckets hold the same OIDs there (one pass
+    over the metadata, a row per bucket)."""
+    rows = conn.execute(
+        sql.SQL(BUCKETS).format(bits=sql.Literal(BUCKET_BITS), cond=cond)
+    ).fetchall()
+    return {int(b): (int(n), str(h)) for b, n, h in rows}
+
+
+DIGEST = "md5(concat_ws('|', md5(lo_get(m.oid)), pg_get_userbyid(m.lomowner), m.lomacl::text))"
+"""SQL: an LO's digest, computed on its server (bytes, owner, ACL); lo_get's limit is
+1 GB ("too large"): such an LO is read in windows of one (``digests``)."""
+
+DIGEST_WINDOW = 5_000
+
+
+def digests(conn: psycopg.Connection, sel: Selection) -> Iterator[Scan]:
+    """Every selected LO in OID order with its digest (``DIGEST``) and comment md5: no
+    bytes cross the network. ``changed`` is left False (the caller compares)."""
+    start = sel.first
+    while start <= sel.last:
+        window = Selection(start, sel.last, sel.referenced_by)
+        rows = _digest_rows(conn, window, DIGEST_WINDOW)
+        if rows is None:  # an LO over 1 GB in this window: one LO at a time
+            rows = _digest_rows(conn, window, 1)
+            if rows is None:
+                row = conn.execute(
+                    sql.SQL(
+                        "SELECT m.oid::int8, md5(d.description) FROM"
+                        " pg_catalog.pg_largeobject_metadata m {} WHERE {} ORDER BY m.oid LIMIT 1"
+                    ).format(sql.SQL(catalog.COMMENT_JOIN), window.where(sql.SQL("m.oid")))
+                ).fetchone()
+                assert row is not None
+                rows = [Scan(int(row[0]), False, row[1], None)]
+        if not rows:
+            return
+        yield from rows
+        start = rows[-1].oid + 1
+
+
+def _digest_rows(conn: psycopg.Connection, sel: Selection, limit: int) -> list[Scan] | None:
+    query = sql.SQL(
+        "SELECT m.oid::int8, md5(d.description), {digest} FROM"
+        " pg_catalog.pg_largeobject_metadata m {join} WHERE {cond} ORDER BY m.oid LIMIT {n}"
+    ).format(digest=sql.SQL(DIGEST), join=sql.SQL(catalog.COMMENT_JOIN),
+             cond=sel.where(sql.SQL("m.oid")), n=sql.Literal(limit))  # fmt: skip
+    try:
+        with conn.transaction():  # a savepoint: "too large" must not end the snapshot
+            rows = conn.execute(query).fetchall()
+    except psycopg.errors.ProgramLimitExceeded:
+        return None
+    except psycopg.Error as e:
+        if "too large" not in str(e):
+            raise
+        return None
+    return [Scan(int(o), False, c, d) for o, c, d in rows]

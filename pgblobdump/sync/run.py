@@ -1,0 +1,282 @@
+"""``sync``: bring the target's LOs to equal the source's as of one source snapshot, doing
+work in proportion to what changed.
+
+1. The source's snapshot is exported and its mark taken; the target's state gives the
+   mark of the last copy or sync of this selection (sync/state.py).
+2. What changed on the source: from tuple xids since that mark (pg/changes.py), or, when
+   that cannot be exact (no state, another source, past the xid horizon, a role that may
+   not read pg_largeobject), from per-LO digests computed on each server (said so).
+3. The target's LOs as ours, changed there, or foreign (sync/state.py), merged with the
+   source's into a plan (sync/plan.py); ``dry_run`` stops here.
+4. LOs to rewrite are removed (only if still ours, checked in the removing statement),
+   then they and the new ones are copied by copy's jobs (restore's writer, the ledger's
+   clean-up); ``delete``: LOs gone from the source that a copy or sync made are removed.
+5. The new mark replaces the old one, only once all of it succeeded: a sync cut short
+   leaves the old mark, and the next one does again whatever was not done (an LO being
+   rewritten is absent on the target until then).
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import functools
+import queue
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, TypeVar
+
+import psycopg
+from psycopg import sql
+
+from pgblobdump.errors import PgBlobDumpError, UsageError
+from pgblobdump.pg import catalog, changes
+from pgblobdump.pg.connect import connect, describe, sql_errors
+from pgblobdump.pg.failure import as_error, with_more
+from pgblobdump.pg.ledger import to_ranges
+from pgblobdump.pg.lostream import Selection, check_references
+from pgblobdump.report.reporter import QUIET, Reporter
+from pgblobdump.sync import source, state
+from pgblobdump.sync.plan import Plan, decide
+
+if TYPE_CHECKING:
+    from pgblobdump.packed.reader import Item
+    from pgblobdump.sync.jobs import Feed
+
+RANGE_READ = 1_000
+"""A run of at least this many LOs to copy, with no other source LO between them, is read
+by OID range (the dump's reader, pages in one COPY); shorter runs by OID list."""
+
+
+@dataclass(frozen=True)
+class SyncRequest:
+    """``delete``: remove LOs gone from the source (only those a copy or sync made);
+    ``force``: rewrite LOs changed on the target since a copy made them; ``dry_run``:
+    plan only."""
+
+    selection: Selection = field(default_factory=Selection)
+    jobs: int = 1
+    delete: bool = False
+    force: bool = False
+    dry_run: bool = False
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.jobs <= 64:
+            raise UsageError(f"--jobs must be between 1 and 64 (got {self.jobs})")
+
+
+@dataclass(frozen=True)
+class SyncResult:
+    """What was done (or, with dry_run, would be): ``method`` says how changes were found
+    (``transaction ids since <mark>`` or ``digests: <why>``)."""
+
+    plan: Plan
+    copied: int
+    bytes: int
+    deleted: int
+    seconds: float
+    method: str
+    snapshot: str
+
+    def record(self) -> dict[str, object]:
+        return {**self.plan.counts(), "copied": self.copied, "bytes": self.bytes,
+                "deleted": self.deleted, "seconds": round(self.seconds, 3),
+                "method": self.method, "snapshot": self.snapshot}  # fmt: skip
+
+
+def sync(src: str, dst: str, req: SyncRequest, reporter: Reporter = QUIET) -> SyncResult:
+    """Sync the LOs ``req`` selects from the database at ``src`` into the one at ``dst``."""
+    t0 = time.perf_counter()
+    sel = req.selection
+    with contextlib.ExitStack() as stack:
+        leader = stack.enter_context(connect(src, doing="sync: on the source"))
+        main = stack.enter_context(connect(dst, doing="sync: on the target"))
+        if source.identity(leader).same(source.identity(main)):
+            raise UsageError(
+                f"the source and the target are the same database ({describe(src)}):"
+                " sync into another one"
+            )
+        source.begin(leader)
+        check_references(leader, sel)
+        row = leader.execute("SELECT pg_export_snapshot()").fetchone()
+        assert row is not None
+        snapshot = str(row[0])
+        now = changes.mark(leader)
+        key = state.key_of(sel)
+        since = state.load_mark(main, key)
+        why = changes.unusable(leader, since, now)
+        if not catalog.pages_readable(main):
+            reporter.note(
+                "this role may not read the target's pg_largeobject: bytes written on the"
+                " target since they were copied are not seen as conflicts (owner, ACL and"
+                " comment changes are)"
+            )
+        if why is not None:
+            method = f"digests computed on each server: {why}"
+            reporter.note(f"comparing per-LO digests on both servers ({why})")
+            # the target's pass runs beside the source's: both servers read at once
+            with _ahead(state.held(main, sel.first, sel.last, True)) as held:
+                plan = decide(changes.digests(leader, sel), held, req.force, True)
+        else:
+            assert since is not None
+            method = f"transaction ids since {since.xmin}:{since.xmax}"
+            plan = _by_xids(leader, main, sel, since, req.force)
+        if req.dry_run:
+            leader.execute("COMMIT")
+            return SyncResult(plan, 0, 0, 0, time.perf_counter() - t0, method, snapshot)
+        if plan.new or plan.rewrite or plan.forced:
+            source.check_roles(leader, main, [sel])
+        state.ensure(main)
+        deleted = copied = nbytes = 0
+        progress: list[int] = []  # LOs to copy again removed so far, batch by batch
+        try:
+            with sql_errors("sync: on the target", describe(dst)):
+                if plan.rewrite or plan.forced:
+                    state.unlink(main, plan.rewrite, plan.forced, progress)
+                if req.delete and plan.gone:
+                    deleted = state.unlink(main, plan.gone)
+            if plan.segments:
+                total = len(plan.new) + len(plan.rewrite) + len(plan.forced)
+                reporter.task("syncing LOs", total)
+                # restore's writer, imported only when there is something to write
+                from pgblobdump.packed.request import OnConflict, RestoreRequest
+                from pgblobdump.sync.jobs import run_jobs
+
+                rreq = RestoreRequest(on_conflict=OnConflict.SKIP, jobs=req.jobs)
+                feeds = _feeds(plan, sel, req.jobs)
+                workers = run_jobs(src, dst, snapshot, feeds, rreq, reporter, stack, "sync")
+                copied = sum(w.los for w in workers)
+                nbytes = sum(w.bytes for w in workers)
+        except (PgBlobDumpError, KeyboardInterrupt) as e:
+            removed = sum(progress)
+            if not removed:
+                raise
+            base = as_error(e, "sync", str, describe(dst))  # Ctrl-C, SIGTERM: Interrupted
+            raise with_more(base, f"the {removed:,} LOs it was copying again are absent from"
+                            " the target until the next sync") from e  # fmt: skip
+        with sql_errors("sync: on the target", describe(dst)):
+            state.add_mark(main, key, now, replace=True)
+            state.compact(main)
+        with sql_errors("sync: on the source", describe(src)):
+            leader.execute("COMMIT")
+    return SyncResult(plan, copied, nbytes, deleted, time.perf_counter() - t0, method, snapshot)
+
+
+def _by_xids(leader: psycopg.Connection, main: psycopg.Connection, sel: Selection,
+             since: changes.Mark, force: bool) -> Plan:  # fmt: skip
+    """The plan from transaction ids. Buckets of OIDs whose OID lists differ between the
+    two sides (new or gone LOs, the target's own) are merged LO by LO; everywhere else
+    only the LOs that changed, are not ours, or have a comment come from either server
+    (``sparse``): nothing changed costs the two passes over tuple headers, not a row
+    per LO."""
+    src = changes.buckets(leader, sel.where(sql.SQL("m.oid")))
+    tgt = changes.buckets(main, sql.SQL("m.oid BETWEEN {}::int8::oid AND {}::int8::oid").format(
+        sql.Literal(sel.first), sql.Literal(sel.last)))  # fmt: skip
+    differ = sorted(b for b in src.keys() | tgt.keys() if src.get(b) != tgt.get(b))
+    plan = Plan()
+    for lo, hi in to_ranges(differ):
+        first = max(sel.first, lo << changes.BUCKET_BITS)
+        last = min(sel.last, ((hi + 1) << changes.BUCKET_BITS) - 1)
+        with _ahead(state.held(main, first, last, False)) as held:
+            decide(changes.scan(leader, Selection(first, last, sel.referenced_by), since), held,
+                   force, False, plan)  # fmt: skip
+    bad = set(differ)
+
+    def equal_buckets(rows: Iterator[T]) -> Iterator[T]:
+        return (r for r in rows if (r.oid >> changes.BUCKET_BITS) not in bad)  # type: ignore[attr-defined]
+
+    with _ahead(state.held(main, sel.first, sel.last, False, sparse=True)) as held:
+        decide(equal_buckets(changes.scan(leader, sel, since, sparse=True)),
+               equal_buckets(held), force, False, plan, sparse=True)  # fmt: skip
+    plan.equal += sum(n for b, (n, _h) in src.items() if b not in bad) - plan.seen
+    plan.sort()
+    return plan
+
+
+T = TypeVar("T")
+
+
+@contextlib.contextmanager
+def _ahead(items: Iterator[T], chunk: int = 2_000, chunks: int = 8) -> Iterator[Iterator[T]]:
+    """``items`` produced in a thread of their own, at most ``chunks`` x ``chunk`` ahead
+    of the consumer (memory stays bounded); the producer's error is raised to the
+    consumer. Leaving the block early stops the producer."""
+    q: queue.Queue[list[T] | BaseException | None] = queue.Queue(maxsize=chunks)
+    stop = threading.Event()
+
+    def put(x: list[T] | BaseException | None) -> bool:
+        while not stop.is_set():
+            try:
+                q.put(x, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def produce() -> None:
+        try:
+            buf: list[T] = []
+            for x in items:
+                buf.append(x)
+                if len(buf) >= chunk:
+                    if not put(buf):
+                        return
+                    buf = []
+            if buf and not put(buf):
+                return
+            put(None)
+        except BaseException as e:
+            put(e)
+
+    def consume() -> Iterator[T]:
+        while True:
+            got = q.get()
+            if got is None:
+                return
+            if isinstance(got, BaseException):
+                raise got
+            yield from got
+
+    t = threading.Thread(target=produce, name="pgblobdump-sync-scan", daemon=True)
+    t.start()
+    try:
+        yield consume()
+    finally:
+        stop.set()
+        t.join(5)
+
+
+def _feeds(plan: Plan, sel: Selection, jobs: int) -> list[Feed]:
+    """The plan's segments cut into at most ``jobs`` contiguous shares of similar counts,
+    each read in OID order: long segments by range, the rest by OID list."""
+    actions = sorted(plan.new + plan.rewrite + plan.forced)
+    total = len(actions)
+    shares: list[list[list[int]]] = [[]]
+    done = 0
+    for seg in plan.segments:
+        if len(shares) < jobs and done >= total * len(shares) / jobs:
+            shares.append([])
+        shares[-1].append(seg)
+        done += seg[2]
+    return [functools.partial(_items, segments=share, actions=actions, sel=sel)
+            for share in shares if share]  # fmt: skip
+
+
+def _items(conn: psycopg.Connection, segments: list[list[int]], actions: list[int],
+           sel: Selection) -> Iterator[Item]:  # fmt: skip
+    from pgblobdump.sync import feed  # restore's items: only when there is something to copy
+
+    listed: list[int] = []
+    for first, last, count in segments:
+        if count < RANGE_READ:
+            lo = bisect.bisect_left(actions, first)
+            listed += actions[lo : lo + count]
+            continue
+        if listed:
+            yield from feed.listed_items(conn, listed)
+            listed = []
+        yield from feed.items(conn, Selection(first, last, sel.referenced_by))
+    if listed:
+        yield from feed.listed_items(conn, listed)

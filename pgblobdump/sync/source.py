@@ -1,0 +1,147 @@
+"""The source side of copy and sync: one exported snapshot, which database it is, the
+selection cut into OID ranges (``--part K/N``, ``--jobs N``), its roles and OIDs. What
+is read from it for restore's writer is sync/feed.py's."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import psycopg
+from psycopg import sql
+
+from pgblobdump.errors import DatabaseError
+from pgblobdump.pg.lostream import Selection
+
+OID_MAX = 2**32 - 1
+
+WINDOW = 50_000
+"""OIDs asked about at once (conflicts on the target)."""
+
+
+def begin(conn: psycopg.Connection, snapshot: str | None = None) -> None:
+    """A REPEATABLE READ, READ ONLY transaction (with ``snapshot``: that exported one)."""
+    conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+    if snapshot is not None:
+        conn.execute(sql.SQL("SET TRANSACTION SNAPSHOT {}").format(sql.Literal(snapshot)))
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Which database a connection reaches: its cluster (by system identifier where the
+    role may read it, and by when its postmaster started) and the database's OID."""
+
+    system: str | None
+    started: str
+    database: int
+    name: str
+
+    def same(self, other: Identity) -> bool:
+        if self.system is not None and other.system is not None:
+            return (self.system, self.database) == (other.system, other.database)
+        return (self.started, self.database) == (other.started, other.database)
+
+
+def identity(conn: psycopg.Connection) -> Identity:
+    row = conn.execute(
+        "SELECT pg_postmaster_start_time()::text, d.oid::int8, d.datname,"
+        " has_function_privilege('pg_control_system()', 'EXECUTE')"
+        " FROM pg_database d WHERE d.datname = current_database()"
+    ).fetchone()
+    assert row is not None
+    system = None
+    if row[3]:
+        r = conn.execute("SELECT system_identifier::text FROM pg_control_system()").fetchone()
+        system = str(r[0]) if r else None
+    return Identity(system, str(row[0]), int(row[1]), str(row[2]))
+
+
+def shares(
+    conn: psycopg.Connection, sel: Selection, part: tuple[int, int] | None, jobs: int
+) -> list[Selection]:
+    """The selection's OID ranges for this run: share K of N (``part``) of the LOs as
+    this snapshot counts them, cut again into ``jobs`` ranges of similar counts. The
+    ranges of all N shares tile the selection's OID range with no gap and no overlap."""
+    k, n = part or (1, 1)
+    tiles = n * jobs
+    if tiles == 1:
+        return [sel]
+    rows = conn.execute(
+        sql.SQL(
+            "SELECT t, max(oid)::int8 FROM (SELECT m.oid, ntile({}) OVER (ORDER BY m.oid) AS t"
+            " FROM pg_catalog.pg_largeobject_metadata m WHERE {}) s GROUP BY t ORDER BY t"
+        ).format(sql.Literal(tiles), sel.where(sql.SQL("m.oid")))
+    ).fetchall()
+    last = {int(t): int(hi) for t, hi in rows}
+    bounds = [sel.first - 1]  # bounds[i]: the last OID of tile i (tiles with no LO: empty)
+    for t in range(1, tiles):
+        bounds.append(max(bounds[-1], last.get(t, bounds[-1])))
+    bounds.append(sel.last)
+    mine = range((k - 1) * jobs + 1, k * jobs + 1)
+    out = [Selection(bounds[t - 1] + 1, bounds[t], sel.referenced_by) for t in mine]
+    return [s for s in out if s.first <= s.last] or [out[-1]]
+
+
+def count(conn: psycopg.Connection, sels: list[Selection]) -> int:
+    total = 0
+    for s in sels:
+        row = conn.execute(
+            sql.SQL("SELECT count(*) FROM pg_catalog.pg_largeobject_metadata m WHERE {}").format(
+                s.where(sql.SQL("m.oid"))
+            )
+        ).fetchone()
+        total += int(row[0]) if row else 0
+    return total
+
+
+def roles(conn: psycopg.Connection, sels: list[Selection]) -> set[str]:
+    """Every role the selected LOs name: owners, grantees and grantors."""
+    names: set[str] = set()
+    for s in sels:
+        rows = conn.execute(
+            sql.SQL(
+                "SELECT DISTINCT pg_get_userbyid(r) FROM (SELECT m.lomowner AS r"
+                " FROM pg_catalog.pg_largeobject_metadata m WHERE {c} UNION"
+                " SELECT unnest(ARRAY[a.grantee, a.grantor]) FROM"
+                " pg_catalog.pg_largeobject_metadata m, aclexplode(m.lomacl) a WHERE {c}) s"
+                " WHERE r <> 0"
+            ).format(c=s.where(sql.SQL("m.oid")))
+        ).fetchall()
+        names.update(str(r[0]) for r in rows)
+    return names
+
+
+def oid_windows(conn: psycopg.Connection, sels: list[Selection]) -> Iterator[list[int]]:
+    """The selected OIDs, WINDOW at a time, in order, through one COPY per range."""
+    for s in sels:
+        query = sql.SQL(
+            "COPY (SELECT m.oid::int8 FROM pg_catalog.pg_largeobject_metadata m WHERE {}"
+            " ORDER BY m.oid) TO STDOUT"
+        ).format(s.where(sql.SQL("m.oid")))
+        window: list[int] = []
+        with conn.cursor().copy(query) as cp:
+            for row in cp.rows():
+                window.append(int(row[0]))
+                if len(window) >= WINDOW:
+                    yield window
+                    window = []
+        if window:
+            yield window
+
+
+def check_roles(
+    leader: psycopg.Connection, main: psycopg.Connection, ranges: list[Selection]
+) -> None:
+    """Every owner, grantee and grantor of the selection must exist on the target."""
+    wanted = roles(leader, ranges)
+    if not wanted:
+        return
+    rows = main.execute(
+        "SELECT rolname FROM pg_roles WHERE rolname = ANY(%s)", (sorted(wanted),)
+    ).fetchall()
+    missing = sorted(wanted - {r[0] for r in rows})
+    if missing:
+        raise DatabaseError(
+            f"roles missing on the target: {', '.join(missing)}; create them (the source's"
+            " owners, grantees and grantors of LOs) and copy again"
+        )

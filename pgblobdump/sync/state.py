@@ -1,0 +1,276 @@
+"""What copy and sync keep in the target database, in schema ``pgblobdump_sync`` (``sync
+--forget`` drops it): which LOs they made, so that a rerun resumes and ``--delete`` and
+conflicts never touch an LO they did not make.
+
+``made`` holds, for each transaction that created or rewrote LOs, their OID ranges and the
+transaction's id, entered in that very transaction (so it commits with the LOs or not at
+all). An LO is *ours* when a row covers its OID and its ``pg_largeobject_metadata`` tuple
+still carries that transaction's id as ``xmin``: an LO made by another session at an OID
+we once used (after a clean-up removed ours), or one whose owner or ACL was changed on the
+target since, is not ours any more, whatever the rows say.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import psycopg
+from psycopg import sql
+
+from pgblobdump.errors import DatabaseError
+from pgblobdump.pg import catalog
+from pgblobdump.pg.changes import DIGEST, Mark, page_range
+from pgblobdump.pg.locks import LockBudget
+from pgblobdump.pg.lostream import Selection
+
+ALL = "all"
+"""The selection key of every LO (no --oids, no --referenced-by)."""
+
+
+def key_of(sel: Selection) -> str:
+    """The key a selection's marks are kept under (ALL for every LO)."""
+    if sel == Selection():
+        return ALL
+    return json.dumps([sel.first, sel.last, sorted(sel.referenced_by)])
+
+
+SCHEMA = "pgblobdump_sync"
+"""The target's schema of copy/sync state."""
+
+_CREATE = f"""
+CREATE SCHEMA IF NOT EXISTS {SCHEMA};
+COMMENT ON SCHEMA {SCHEMA} IS 'pgblobdump copy/sync state: which LOs they made (sync --forget drops it)';
+CREATE TABLE IF NOT EXISTS {SCHEMA}.made (
+    first int8 NOT NULL, last int8 NOT NULL, xid xid8 NOT NULL);
+CREATE INDEX IF NOT EXISTS made_first ON {SCHEMA}.made (first, last);
+CREATE TABLE IF NOT EXISTS {SCHEMA}.marks (selection text NOT NULL, mark text NOT NULL);
+"""  # noqa: E501
+
+LOCK_KEY = 0x70676264
+"""The advisory lock under which the schema is created (parts of one copy race for it)."""
+
+
+def xid_matches(meta: str) -> str:
+    """SQL: whether the metadata row ``meta`` still carries the xid of a ``made`` row
+    ``d`` (xid8 folded to the 32-bit xid that ``xmin`` shows)."""
+    return f"{meta}.xmin = mod(d.xid::text::int8, 4294967296)::text::xid"
+
+
+def ours(meta: str = "m") -> str:
+    """SQL: whether the LO of metadata row ``meta`` is one copy/sync made (see above)."""
+    return (
+        f"EXISTS (SELECT 1 FROM {SCHEMA}.made d WHERE d.first <= {meta}.oid::int8"
+        f" AND d.last >= {meta}.oid::int8 AND {xid_matches(meta)})"
+    )
+
+
+def exists(conn: psycopg.Connection) -> bool:
+    row = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (f"{SCHEMA}.made",)).fetchone()
+    return bool(row and row[0])
+
+
+def ensure(conn: psycopg.Connection) -> None:
+    """Create the schema and its tables unless they exist (``conn`` in autocommit)."""
+    if exists(conn):
+        return
+    try:
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
+            conn.execute(_CREATE)
+    except psycopg.errors.InsufficientPrivilege as e:
+        raise DatabaseError(
+            f"copy keeps what it made in schema {SCHEMA} of the target, and this role may"
+            f" not create it ({e.diag.message_primary}); create it and grant this role"
+            " CREATE and USAGE on it, or connect as its owner"
+        ) from e
+
+
+def record(conn: psycopg.Connection, ranges: Sequence[tuple[int, int]], xid: str) -> None:
+    """Enter LO ranges made by transaction ``xid`` (run inside that transaction)."""
+    if not ranges:
+        return
+    conn.execute(
+        f"INSERT INTO {SCHEMA}.made SELECT f, l, %s::xid8"
+        " FROM unnest(%s::int8[], %s::int8[]) AS u(f, l)",
+        (xid, [lo for lo, _ in ranges], [hi for _, hi in ranges]),
+    )
+
+
+def existing(conn: psycopg.Connection, oids: Sequence[int]) -> tuple[list[int], list[int]]:
+    """Which of ``oids`` exist on the target: (ours, others), each ascending."""
+    if not exists(conn):
+        rows = conn.execute(
+            "SELECT oid::int8, false FROM pg_catalog.pg_largeobject_metadata m"
+            " WHERE oid = ANY(%s::int8[]::oid[]) ORDER BY 1",
+            (list(oids),),
+        ).fetchall()
+    else:
+        rows = conn.execute(
+            sql.SQL(
+                "SELECT m.oid::int8, {} FROM pg_catalog.pg_largeobject_metadata m"
+                " WHERE m.oid = ANY(%s::int8[]::oid[]) ORDER BY 1"
+            ).format(sql.SQL(ours("m"))),
+            (list(oids),),
+        ).fetchall()
+    mine = [int(o) for o, is_ours in rows if is_ours]
+    others = [int(o) for o, is_ours in rows if not is_ours]
+    return mine, others
+
+
+def forget(conn: psycopg.Connection) -> bool:
+    """Drop the schema (``sync --forget``); False when there was none."""
+    if not exists(conn):
+        return False
+    conn.execute(f"DROP SCHEMA {SCHEMA} CASCADE")
+    return True
+
+
+# -- marks: the source snapshots the target's LOs were read under ------------------------
+def load_mark(conn: psycopg.Connection, key: str) -> Mark | None:
+    """The mark of selection ``key`` (else of every LO, which covers any selection):
+    several rows (copy --part, a resumed copy) combine into one that counts as changed
+    whatever any of them would."""
+    if not exists(conn):
+        return None
+    for k in (key, ALL):
+        rows = conn.execute(f"SELECT mark FROM {SCHEMA}.marks WHERE selection = %s", (k,))
+        marks = [Mark.from_json(r[0]) for r in rows.fetchall()]
+        if marks:
+            out = marks[0]
+            for m in marks[1:]:
+                out = out.union(m) if (m.cluster, m.database) == (out.cluster, out.database) else m
+            return out
+    return None
+
+
+def add_mark(conn: psycopg.Connection, key: str, mark: Mark, replace: bool = False) -> None:
+    """Record that selection ``key`` was read under ``mark`` (``replace``: a sync that
+    finished: the earlier ones of the key are no longer needed)."""
+    with conn.transaction():
+        if replace:
+            conn.execute(f"DELETE FROM {SCHEMA}.marks WHERE selection = %s", (key,))
+        conn.execute(f"INSERT INTO {SCHEMA}.marks VALUES (%s, %s)", (key, mark.to_json()))
+
+
+# -- the target's LOs as a sync sees them -------------------------------------------------
+OURS, CHANGED, FOREIGN = "ours", "changed", "foreign"
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    """One LO of the target: ``kind`` OURS (made by copy/sync, unchanged since), CHANGED
+    (made by copy/sync, changed on the target since: owner, ACL, comment or pages), or
+    FOREIGN (no copy or sync made it); ``comment``: md5 of its comment; ``digest`` as
+    changes.DIGEST (digest scans only)."""
+
+    oid: int
+    kind: str
+    comment: str | None
+    digest: str | None = None
+
+
+_HELD = """
+COPY (
+  WITH bad AS ({bad}),
+  made AS MATERIALIZED ({made})
+  SELECT * FROM (
+  SELECT m.oid::int8,
+         CASE WHEN EXISTS (SELECT 1 FROM made c WHERE c.first <= m.oid::int8
+                           AND c.last >= m.oid::int8 AND c.x = m.xmin)
+                   AND m.oid NOT IN (SELECT loid FROM bad)
+                   AND coalesce(d.xmin = m.xmin, true) THEN 'ours'
+              WHEN {covered} THEN 'changed'
+              ELSE 'foreign' END,
+         md5(d.description), {digest}
+  FROM pg_catalog.pg_largeobject_metadata m
+  {comment_join}
+  WHERE m.oid BETWEEN {first}::int8::oid AND {last}::int8::oid
+) s (oid, kind, comment, digest) {sparse}
+  ORDER BY oid
+) TO STDOUT (FORMAT binary)
+"""
+
+_BAD_PAGES = """SELECT DISTINCT p.loid FROM pg_catalog.pg_largeobject p
+    JOIN pg_catalog.pg_largeobject_metadata m ON m.oid = p.loid
+    WHERE {page_range} p.xmin <> m.xmin"""
+
+
+def held(
+    conn: psycopg.Connection, first: int, last: int, digest: bool, sparse: bool = False
+) -> Iterator[Held]:
+    """The target's LOs with OIDs in ``first..last``, in OID order (one COPY); ``sparse``:
+    only those not ours or with a comment (the others are ours, unchanged, with none). An LO
+    whose pages were written since a copy made it has a page ``xmin`` other than its
+    metadata's (a copy writes both in one transaction): only a role that may read
+    pg_largeobject sees that (``pages_checked``)."""
+    bad = _BAD_PAGES if catalog.pages_readable(conn) else "SELECT 0::oid AS loid WHERE false"
+    covered = "EXISTS (SELECT 1 FROM made c WHERE c.first <= m.oid::int8 AND c.last >= m.oid::int8)"
+    made = (  # the xids as ``xmin`` shows them, worked out once per row, not per LO
+        f"SELECT first, last, mod(xid::text::int8, 4294967296)::text::xid AS x FROM {SCHEMA}.made"
+        if exists(conn)
+        else "SELECT 0::int8 AS first, -1::int8 AS last, '0'::xid AS x WHERE false"
+    )
+    query = sql.SQL(_HELD).format(
+        bad=sql.SQL(bad).format(page_range=page_range("p.loid", first, last)),
+        made=sql.SQL(made), covered=sql.SQL(covered),
+        sparse=sql.SQL("WHERE kind <> 'ours' OR comment IS NOT NULL" if sparse else ""),
+        digest=sql.SQL(DIGEST if digest else "NULL::text"),
+        comment_join=sql.SQL(catalog.COMMENT_JOIN),
+        first=sql.Literal(first), last=sql.Literal(last),
+    )  # fmt: skip
+    with conn.cursor().copy(query) as cp:
+        cp.set_types(["int8", "text", "text", "text"])
+        for oid, kind, comment, dig in cp.rows():
+            yield Held(int(oid), kind, comment, dig)
+
+
+def unlink(
+    conn: psycopg.Connection,
+    oids: Sequence[int],
+    forced: Sequence[int] = (),
+    done: list[int] | None = None,
+) -> int:
+    """Remove the LOs ``oids`` that are still ours and unchanged here (checked again in the
+    same statement: a writer on the target meanwhile keeps its LO), and ``forced`` ones
+    whatever they are now (sync --force of LOs a copy made). Batches sized from the lock
+    table (lo_unlink holds a lock per LO), each committed: ``done`` gets each batch's
+    count as it commits (what an interrupt leaves removed). Returns how many were."""
+    per = LockBudget.read(conn).per_transaction
+    removed = 0
+    for group, check in ((list(oids), True), (list(forced), False)):
+        for i in range(0, len(group), per):
+            cond = f" AND {ours('m')}" if check else ""
+            row = conn.execute(
+                "SELECT count(lo_unlink(m.oid)) FROM pg_catalog.pg_largeobject_metadata m"
+                f" WHERE m.oid = ANY(%s::int8[]::oid[]){cond}",
+                (group[i : i + per],),
+            ).fetchone()
+            n = int(row[0]) if row else 0
+            removed += n
+            if done is not None:
+                done.append(n)
+    return removed
+
+
+def compact(conn: psycopg.Connection, at_least: int = 10_000) -> None:
+    """Rewrite ``made`` as the ranges of LOs that are ours now (consecutive OIDs of one
+    transaction): rows of LOs since rewritten or removed go. Only past ``at_least`` rows."""
+    row = conn.execute(f"SELECT count(*) FROM {SCHEMA}.made").fetchone()
+    if not row or int(row[0]) < at_least:
+        return
+    with conn.transaction():
+        conn.execute(f"LOCK TABLE {SCHEMA}.made")
+        conn.execute(
+            f"""CREATE TEMP TABLE pgbd_made ON COMMIT DROP AS
+            SELECT min(o) AS first, max(o) AS last, x AS xid FROM (
+              SELECT o, x, o - row_number() OVER (PARTITION BY x ORDER BY o) AS g FROM (
+                SELECT DISTINCT ON (m.oid) m.oid::int8 AS o, d.xid AS x
+                FROM pg_catalog.pg_largeobject_metadata m JOIN {SCHEMA}.made d
+                  ON d.first <= m.oid::int8 AND d.last >= m.oid::int8 AND {xid_matches("m")}
+                ORDER BY m.oid) s) t
+            GROUP BY x, g"""
+        )
+        conn.execute(f"DELETE FROM {SCHEMA}.made")
+        conn.execute(f"INSERT INTO {SCHEMA}.made SELECT first, last, xid FROM pgbd_made")
