@@ -16,9 +16,18 @@ PostgreSQL 17 cluster (the 17 wheel), over TCP loopback.
    with every hole left out, with the default (holes of 64 pages or more, in LOs up to
    1 MiB), and with zeros (no hole test): restore time and pages.
 
+4. ``--batched``: small LOs with holes written in restore's batches (this branch) against
+   the code of ``--before REV`` (default ``main``: each such LO a transaction of its own,
+   holes under 64 pages kept as zeros), exported with ``git archive`` and run in the same
+   interpreter set-up: 2,000 x 16 KiB ``--sparse 1`` (before as it is, before with every
+   hole left out, after), the mixed corpus (``--preset realistic``, 1,000 LOs, sizes
+   clipped at 4 MiB), each dump and restore with the same code; and 100,000 random 4 KiB
+   LOs (no holes) dumped once, restored by before and after alternately. Every restore's
+   pages are counted and its bytes compared with the source's (md5 over all LOs).
+
 Child processes run under ``/usr/bin/time`` (wall, peak RSS); their wall includes start-up.
 
-Usage: .venv/bin/python benchmarks/sparse.py [--quick] [--repeats N]
+Usage: .venv/bin/python benchmarks/sparse.py [--quick] [--repeats N] [--batched [--before REV]]
 """
 
 from __future__ import annotations
@@ -54,6 +63,15 @@ NO_HOLE_TEST = (
     " from pgblobdump.cli import cli; sys.argv[0] = 'pgblobdump'; cli()"
 )
 """The same CLI with the writer's hole test replaced by 'no hole' (format 1's writing)."""
+
+
+def cli_of(tree: Path, *setup: str) -> str:
+    """The CLI as ``CLI`` does it, from the pgblobdump package under ``tree`` (not the
+    editable install's), after ``setup`` statements."""
+    return (
+        "import sys; sys.meta_path[:] = [f for f in sys.meta_path if 'editable' not in repr(f)];"
+        f" sys.path.insert(0, {str(tree)!r}); " + "".join(f"{x}; " for x in setup) + CLI
+    )
 
 
 def say(msg: str) -> None:
@@ -244,6 +262,92 @@ class Bench:
         return rows
 
 
+class Batched:
+    """Part 4: small LOs with holes in restore's batches, before and after."""
+
+    def __init__(self, bench: Bench, before: Path) -> None:
+        self.b = bench
+        self.before = cli_of(before)
+        self.before_every = cli_of(before, "import pgblobdump.packed.writer as w",
+                                   "w.SMALL_HOLE_PAGES = 1")  # fmt: skip
+        self.verdicts: list[str] = []
+
+    @staticmethod
+    def digest(dsn: str) -> tuple[object, ...]:
+        with psycopg.connect(dsn) as conn:
+            row = conn.execute(
+                "SELECT count(*), md5(string_agg(md5(lo_get(oid)), '' ORDER BY oid))"
+                " FROM pg_largeobject_metadata"
+            ).fetchone()
+        assert row is not None
+        return tuple(row)
+
+    def generate(self, name: str, *args: str) -> str:
+        src = self.b.fresh(name)
+        say(f"generate {name} {' '.join(args)} ...")
+        subprocess.run([sys.executable, "-c", CLI, "generate", "-d", src, *args, "--json"],
+                       check=True, stdout=subprocess.DEVNULL)  # fmt: skip
+        return src
+
+    def one(self, src: str, what: str, dump_code: str, code: str, check: bool = True,
+            archive: Path | None = None) -> tuple[list[str], float]:  # fmt: skip
+        """Dump with ``dump_code`` (unless ``archive`` is given), restore with ``code``."""
+        out = archive or self.b.work / "batched.pbd"
+        d = None
+        if archive is None:
+            d = measure([sys.executable, "-c", dump_code, "dump", "-d", src, "-o", out],
+                        f"dump, {what}")  # fmt: skip
+        dst = self.b.fresh("batched_dst")
+        r = measure([sys.executable, "-c", code, "restore", out, "-d", dst], f"restore, {what}")
+        same = "" if not check else "yes" if self.digest(dst) == self.digest(src) else "NO"
+        if archive is None:
+            shutil.rmtree(out)
+        row = [what, f"{d.wall_s:.2f}" if d else "", f"{r.wall_s:.2f}",
+               f"{r.max_rss_kb / 1024:.0f}", f"{self.b.pages(src):,}", f"{self.b.pages(dst):,}",
+               same]  # fmt: skip
+        return row, r.wall_s
+
+    def run(self, n: int, mixed: int, dense: int, repeats: int) -> list[list[str]]:
+        rows: list[list[str]] = []
+        src = self.generate("batched_small", "-n", str(n), "--size", "16KiB", "--sparse", "1")
+        label = f"{n:,} x 16 KiB --sparse 1"
+        row, t_before = self.one(src, f"{label}: before", self.before, self.before)
+        rows.append(row)
+        row, t_every = self.one(src, f"{label}: before, every hole (64 -> 1)",
+                                self.before_every, self.before)  # fmt: skip
+        rows.append(row)
+        row, t_after = self.one(src, f"{label}: after", CLI, CLI)
+        rows.append(row)
+        self.verdicts.append(
+            f"{label}, restore: after / before = {t_after / t_before:.2f}x,"
+            f" after / before-with-every-hole = {t_after / t_every:.2f}x"
+        )
+        src = self.generate("batched_mixed", "-n", str(mixed), "--preset", "realistic",
+                            "--size-dist", "lognormal:16KiB:2.5:4MiB")  # fmt: skip
+        label = f"mixed, {mixed:,} LOs (--preset realistic, clipped at 4 MiB)"
+        row, t_before = self.one(src, f"{label}: before", self.before, self.before)
+        rows.append(row)
+        row, t_after = self.one(src, f"{label}: after", CLI, CLI)
+        rows.append(row)
+        self.verdicts.append(f"{label}, restore: after / before = {t_after / t_before:.2f}x")
+        src = self.generate("batched_dense", "-n", str(dense), "--size", "4KiB")
+        archive = self.b.work / "dense.pbd"
+        measure([sys.executable, "-c", CLI, "dump", "-d", src, "-o", archive], "dump dense")
+        label = f"{dense:,} x 4 KiB random"
+        best = {"before": float("inf"), "after": float("inf")}
+        for i in range(repeats):
+            for who, code in (("before", self.before), ("after", CLI)):
+                row, t = self.one(src, f"{label}: {who} (run {i + 1})", code, code,
+                                  check=False, archive=archive)  # fmt: skip
+                rows.append(row)
+                best[who] = min(best[who], t)
+        self.verdicts.append(
+            f"{label}, restore, best of {repeats}: after / before ="
+            f" {best['after'] / best['before']:.2f}x"
+        )
+        return rows
+
+
 def table(head: list[str], rows: list[list[str]]) -> None:
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
@@ -256,11 +360,16 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="10,000 4 KiB LOs, not 100,000")
     ap.add_argument("--repeats", type=int, default=2, help="dumps with and without (2)")
+    ap.add_argument("--batched", action="store_true", help="part 4 only: before and after")
+    ap.add_argument("--before", default="main", help="the code before, a git revision (main)")
     a = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="pgbd-sparse-bench-", dir="/var/tmp"))
     try:
         with EmbeddedCluster(MAJOR) as c:
             b = Bench(c, work)
+            if a.batched:
+                batched(b, work, a.before, a.quick, a.repeats)
+                return
             head = (
                 f"PostgreSQL {c.tc.version} ({c.tc.source}), pg_dump/pg_restore"
                 f" {toolchain.find(MAJOR, ('pg_dump',)).version}, {os.cpu_count()} cores,"
@@ -280,6 +389,31 @@ def main() -> None:
     table(["step", "wall s (each run)", "peak RSS MB"], cost)
     table(["LOs", "dump s", "restore s", "pages at the source", "pages after"], small)
     for v in b.verdicts:
+        print(v)
+
+
+def batched(b: Bench, work: Path, rev: str, quick: bool, repeats: int) -> None:
+    root = Path(pgblobdump.__file__).resolve().parent.parent
+    before = work / "before"
+    before.mkdir()
+    sha = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", rev],
+                         check=True, capture_output=True, text=True).stdout.strip()  # fmt: skip
+    tar = subprocess.run(["git", "-C", str(root), "archive", rev, "pgblobdump"],
+                         check=True, capture_output=True).stdout  # fmt: skip
+    subprocess.run(["tar", "-x", "-C", str(before)], input=tar, check=True)
+    head = (
+        f"PostgreSQL {b.c.tc.version} ({b.c.tc.source}), {os.cpu_count()} cores,"
+        f" {datetime.date.today().isoformat()}; after: {code_version()}; before: {rev} ({sha})"
+    )
+    say(head)
+    p = Batched(b, before)
+    rows = p.run(500 if quick else 2_000, 200 if quick else 1_000,
+                 10_000 if quick else 100_000, repeats)  # fmt: skip
+    print(head)
+    print()
+    table(["case", "dump s", "restore s", "restore RSS MB", "pages at the source",
+           "pages after", "bytes equal"], rows)  # fmt: skip
+    for v in p.verdicts:
         print(v)
 
 

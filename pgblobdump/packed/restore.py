@@ -25,8 +25,10 @@ from pgblobdump import aclitem as aclmod
 from pgblobdump.errors import DatabaseError, PgBlobDumpError
 from pgblobdump.packed.index import Index, Meta
 from pgblobdump.packed.journal import Journal
+from pgblobdump.packed.precheck import precheck
 from pgblobdump.packed.reader import Damaged, Item, LoPiece, WholeLos
 from pgblobdump.packed.request import RestoreRequest, RestoreResult
+from pgblobdump.packed.sparse import Further, Gatherer, Gathering
 from pgblobdump.pg import catalog
 from pgblobdump.pg.connect import connect
 from pgblobdump.pg.failure import failed
@@ -61,6 +63,7 @@ class _Plan:
     acls: tuple[list[int], list[str]] | None = None
     grants: dict[GrantKey, list[int]] = field(default_factory=dict)
     comments: list[tuple[int, str]] = field(default_factory=list)
+    further: Further = field(default_factory=Further)  # runs after LOs' first, tail holes
     los: int = 0
     bytes: int = 0
 
@@ -84,6 +87,8 @@ class Restorer:
         self.metas: list[Meta] = []
         self.datas: list[bytes | memoryview] = []
         self.batch_bytes = 0
+        self.further = Further()  # the batch's LOs with holes: their runs after the first
+        self.gathering = Gatherer()  # the pieces of one, coming
         # Creating LOs and one GRANT (or ACL update) for many takes no lock per LO; a
         # comment does, until commit: a batch holds at most the lock budget of them.
         self.batch_comments = 0
@@ -157,7 +162,8 @@ class Restorer:
         else:
             self._take_piece(item)
 
-    def _take_whole(self, run: WholeLos) -> None:
+    def _take_whole(self, run: WholeLos, holes: Gathering | None = None) -> None:
+        """``holes``: the run's one LO has holes, its runs after the first and length."""
         self._check(run.metas)
         comments = 0
         if not self.req.no_comments and self.any_comment:
@@ -174,6 +180,8 @@ class Restorer:
         self.metas += run.metas
         self.datas += run.datas
         self.batch_bytes += sum(map(len, run.datas))
+        if holes is not None:
+            self.batch_bytes += self.further.add(holes)
         self.batch_comments += comments
         if (
             len(self.oids) >= BATCH_LOS
@@ -185,6 +193,7 @@ class Restorer:
     def _skip_damaged(self, d: Damaged) -> None:
         """LOs lost to damage (restore --skip-damaged): a large LO cut by it is rolled
         back; the others are counted and named in the report."""
+        self.gathering.drop()  # an LO with holes cut by it: never written
         if self._large is not None:
             stack, self._large, self._large_batch = self._large, None, None
             with contextlib.suppress(_Abandoned):
@@ -194,8 +203,13 @@ class Restorer:
         self.reporter.note(f"skipped {len(d.oids):,} LOs of a damaged part, {d.where}: {d.reason}")
 
     def _take_piece(self, p: LoPiece) -> None:
-        """A piece of a large LO, or of one with holes: the LO is a transaction of its
-        own, written piece by piece."""
+        """A piece of an LO with holes up to BATCHED_MAX bytes: gathered, and the LO
+        written in the batch (packed/sparse.py). A piece of a larger LO: the LO is a
+        transaction of its own, written piece by piece."""
+        if self.gathering.take(p):
+            if (lo := self.gathering.done) is not None:
+                self._take_whole(lo.whole(p.checksum), lo)
+            return
         if p.offset == 0:
             self.flush()
             self.wait()
@@ -233,13 +247,13 @@ class Restorer:
         does little but wait for the server, so the two hardly contend for the GIL)."""
         if not self.oids:
             return
-        oids, metas, datas = self.oids, self.metas, self.datas
+        oids, metas, datas, further = self.oids, self.metas, self.datas, self.further
         empty = not self.batch_bytes
-        self.oids, self.metas, self.datas = [], [], []
+        self.oids, self.metas, self.datas, self.further = [], [], [], Further()
         self.batch_bytes = self.batch_comments = 0
-        plan = None if self.req.skipping else self._plan(oids, metas, datas, empty)
+        plan = None if self.req.skipping else self._plan(oids, metas, datas, empty, further)
         self.wait()
-        self._job = _in_thread(self._write, oids, metas, datas, plan)
+        self._job = _in_thread(self._write, oids, metas, datas, further, plan)
 
     def wait(self) -> None:
         """Wait for the batch being written (its error is raised here): before the
@@ -270,10 +284,11 @@ class Restorer:
         return job is None or job.done()
 
     def _plan(
-        self, oids: list[int], metas: list[Meta], datas: list[bytes | memoryview], empty: bool
-    ) -> _Plan:
+        self, oids: list[int], metas: list[Meta], datas: list[bytes | memoryview], empty: bool,
+        further: Further | None = None,
+    ) -> _Plan:  # fmt: skip
         """What one batch's statements need, gathered from its parallel lists."""
-        plan = _Plan(to_ranges(oids))
+        plan = _Plan(to_ranges(oids), further=further or Further())
         if self.req.no_owner:
             owners: set[str | None] = {None}
         elif self.owners is not None and len(self.owners) == 1:
@@ -306,7 +321,7 @@ class Restorer:
                 (o, m.comment) for o, m in zip(oids, metas, strict=True) if m.comment is not None
             ]
         plan.los = len(oids)
-        plan.bytes = 0 if empty else sum(map(len, datas))
+        plan.bytes = (0 if empty else sum(map(len, datas))) + sum(plan.further.uncounted.values())
         return plan
 
     def _write(
@@ -314,6 +329,7 @@ class Restorer:
         oids: list[int],
         metas: list[Meta],
         datas: list[bytes | memoryview],
+        further: Further,
         plan: _Plan | None,
     ) -> None:
         """One batch: one transaction through the ledger (runs in the writer thread)."""
@@ -327,13 +343,15 @@ class Restorer:
                 oids = [oids[i] for i in keep]
                 metas = [metas[i] for i in keep]
                 datas = [datas[i] for i in keep]
-            plan = self._plan(oids, metas, datas, not any(map(len, datas)))
+                further = further.without(there)
+            plan = self._plan(oids, metas, datas, not any(map(len, datas)), further)
         with self.writer.batch_of_ranges(plan.ranges) as b:
             for owner, empty, full, contents in plan.creates:
                 if empty:
                     b.create_many_empty(empty, owner)
                 if full:
                     b.create(full, contents, owner)
+            plan.further.write(b)
             self._decorate(b, plan)
         self.los += plan.los
         self.bytes += plan.bytes
@@ -368,52 +386,6 @@ class Restorer:
     def finish(self) -> None:
         self.flush()
         self.wait()
-
-
-def precheck(
-    conn: psycopg.Connection,
-    index: Index,
-    part: tuple[int, int] | None = None,
-    journal: Journal | None = None,
-    again: str = "",
-) -> None:
-    """Refuse before writing anything when an archive's OID already exists on the target.
-    When the ``journal`` says an earlier, interrupted run of this restore made it, the
-    error says --resume (``again``: the command), which finishes that run.
-
-    One query asks which of the index's blocks (4,096 LOs each, by first and last OID)
-    overlap an existing LO; only those blocks are read and their OIDs looked up: a target
-    with no LOs in the archive's range costs one statement, whatever the LO count.
-    """
-    lo, hi = part or (0, 2**32 - 1)
-    blocks = [b for b in index.blocks if b.last >= lo and b.first <= hi]
-    firsts = [max(b.first, lo) for b in blocks]
-    lasts = [min(b.last, hi) for b in blocks]
-    if not firsts:
-        return
-    hits = conn.execute(
-        "SELECT r.f FROM unnest(%s::int8[], %s::int8[]) AS r(f, l) WHERE EXISTS (SELECT 1"
-        " FROM pg_catalog.pg_largeobject_metadata WHERE oid BETWEEN r.f::oid AND r.l::oid)"
-        " ORDER BY 1",
-        (firsts, lasts),
-    ).fetchall()
-    for (first,) in hits:
-        last = lasts[firsts.index(first)]
-        oids = [r.oid for r in index.range(first, last)]
-        rows = [(o,) for o in sorted(catalog.existing(conn, oids))[:5]]
-        if rows:
-            more = f" (and {', '.join(str(r[0]) for r in rows[1:])}...)" if len(rows) > 1 else ""
-            if journal is not None and journal.made_earlier(int(rows[0][0])):
-                raise DatabaseError(
-                    f"LO {rows[0][0]} already exists in the target{more}: an earlier restore"
-                    " of this archive into this database was interrupted and left"
-                    f" {journal.describe_earlier()}; run the restore again with --resume to"
-                    " finish it" + (f": {again}" if again else "")
-                )
-            raise DatabaseError(
-                f"LO {rows[0][0]} already exists in the target{more}; restore with"
-                " --on-conflict skip to keep what is there, or into another database"
-            )
 
 
 def restore(

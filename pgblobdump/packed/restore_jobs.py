@@ -15,9 +15,10 @@ import psycopg
 from pgblobdump.errors import PgBlobDumpError
 from pgblobdump.packed.index import Index, Meta
 from pgblobdump.packed.journal import Journal
+from pgblobdump.packed.precheck import precheck
 from pgblobdump.packed.reader import Item
 from pgblobdump.packed.request import RestoreRequest, RestoreResult
-from pgblobdump.packed.restore import STOP_WAIT, Restorer, precheck, taken
+from pgblobdump.packed.restore import STOP_WAIT, Restorer, taken
 from pgblobdump.pg.connect import connect
 from pgblobdump.pg.failure import failed_all
 from pgblobdump.pg.ledger import Ledger, to_ranges

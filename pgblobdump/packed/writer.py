@@ -53,12 +53,11 @@ MANIFEST_FORMAT = "pgblobdump-packed"
 EMPTY_CHECKSUM = xxhash.xxh3_64_intdigest(b"")
 FRAME_RECORDS_MAX = 16384
 """Pieces per frame at most (a frame of empty LOs is all directory: 576 KiB)."""
-SMALL_HOLE_PAGES = 64
-"""Pages a hole must save for an LO of up to PIECE_MAX bytes to be written with it: such
-an LO is then pieces, which restore writes in a transaction of its own (~5-10 ms
-measured) instead of in a batch (~0.1 ms a page), so a smaller hole is kept as zeros, as
-format 1 kept every hole (benchmarks/sparse.py; docs/format.md, "Holes"). A larger LO is
-written in a transaction of its own anyway: every hole is left out of it."""
+SMALL_HOLE_PAGES = 1
+"""Pages a hole must save for an LO of up to PIECE_MAX bytes to be written with it: 1,
+every whole zero page is a hole. Restore writes such an LO in its batches, set-based
+(packed/sparse.py), at the cost of a dense one (benchmarks/sparse.py); it was 64 while
+each was a transaction of its own (4-10 ms). A larger LO leaves out every hole anyway."""
 _EMPTY_PIECE = PIECE_RECORD.pack(0, 0, 0, 0, 0, EMPTY_CHECKSUM)
 _RUN = -1
 """The size field of a pending entry that stands for a run of empty LOs."""

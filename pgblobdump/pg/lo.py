@@ -13,7 +13,8 @@ Writing (generate today; restore, unpack, migrate ``--to lo`` next):
 - an LO over 1 GB (``lo_from_bytea``'s limit, a bytea's) is created empty and filled with
   ``lo_put`` in chunks, in one transaction;
 - an LO given in runs (a large one, or one with holes: ``Batch.write_at``) gets only its
-  runs' pages, so a hole stays a hole.
+  runs' pages, so a hole stays a hole; small LOs with holes are written set-based in a
+  batch: created as the others, then ``put_many`` and ``truncate_many`` over arrays.
 
 Reading: counts, contents by OID range through one binary ``COPY``, an LO of any size in
 ranges, and digests of LOs by OID range.
@@ -146,6 +147,33 @@ class Batch:
             self.conn.execute(
                 "SELECT lo_truncate64(lo_open(%s::int8::oid, 131072), %s)", (oid, size)
             )
+
+    def put_many(
+        self, oids: Sequence[int], offsets: Sequence[int], datas: Sequence[bytes | memoryview]
+    ) -> None:
+        """``lo_put`` of each (oid, offset, bytes) in one statement over three arrays: the
+        further runs of LOs this batch created with holes between them (each at most
+        BYTEA_MAX bytes; pages no run touches stay missing)."""
+        if not oids:
+            return
+        self.conn.execute(
+            "SELECT count(lo_put(o, f, d))"
+            " FROM unnest(%s::oid[], %s::int8[], %s::bytea[]) AS u(o, f, d)",
+            (oid_array(oids), list(offsets), bytea_array(datas)),
+        )
+
+    def truncate_many(self, oids: Sequence[int], sizes: Sequence[int]) -> None:
+        """Set the lengths of LOs this batch created that end in a hole, in one statement
+        (``lo_truncate64`` of ``lo_open`` over two arrays). The server's inv_truncate
+        writes the page the length ends in, as the source's lo_truncate or lo_put past
+        the end did; the descriptors (INV_WRITE) close with the transaction."""
+        if not oids:
+            return
+        self.conn.execute(
+            "SELECT count(lo_truncate64(lo_open(o, 131072), n))"
+            " FROM unnest(%s::oid[], %s::int8[]) AS u(o, n)",
+            (oid_array(oids), list(sizes)),
+        )
 
     def set_acls(self, oids: Sequence[int], acls: Sequence[str]) -> None:
         """Set LOs' ACLs exactly (``aclitem[]`` text, grantors included) in one statement:
