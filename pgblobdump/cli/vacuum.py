@@ -81,6 +81,10 @@ def inspection_table(r: Any) -> Table:
         extra += f", {p.toc_entries:,} TOC entries" if p.toc_entries is not None else ""
         rows.append({"what": f"predicted {p.tool}",
                      "value": f"{p.seconds:,.0f} s, {_size(p.peak_rss)} peak{extra}"})  # fmt: skip
+    if r.checksums is not None:
+        c = r.checksums
+        rows.append({"what": "checksum of every LO's bytes (sha256 of oid, md5)",
+                     "value": f"{c.digest} ({c.los:,} LOs)"})  # fmt: skip
     title = f"LOs of {r.database} (PostgreSQL {r.server_version})"
     return Table([Column("what"), Column("value")], rows, title=title, notes=r.notes)
 
@@ -88,14 +92,22 @@ def inspection_table(r: Any) -> Table:
 @click.command("inspect")
 @connection_options
 @REFERENCES
+@click.option(
+    "--checksums",
+    is_flag=True,
+    help="Also read every LO's bytes (on the server: an md5 each, 16 bytes an LO over the"
+    " network) and print one digest of them all: equal on two databases holding the same"
+    " LOs with the same bytes (after copy, sync or restore).",
+)
 @output_options
 def inspect_cmd(target: ConnectionTarget, references: tuple[tuple[str, str], ...],
-                fmt: Format) -> None:  # fmt: skip
+                checksums: bool, fmt: Format) -> None:  # fmt: skip
     """Report on a database's LOs from the catalogs: count and sizes (a histogram, over
     1 GiB, sparse), owners, ACLs and comments, every column referencing LOs with its
     dangling OIDs, orphans, the lock budget and the largest safe pg_restore
     --transaction-size, and pg_dump/pg_restore 16/17/18 time, memory and files predicted
-    from curves this project measured (docs/vacuum.md). Reads no LO bytes.
+    from curves this project measured (docs/vacuum.md). Reads no LO bytes unless
+    --checksums.
 
     Example: pgblobdump inspect -d mydb --markdown
     """
@@ -103,7 +115,7 @@ def inspect_cmd(target: ConnectionTarget, references: tuple[tuple[str, str], ...
 
     conninfo = target.conninfo()
     with connect(conninfo, autocommit=True, doing="inspect") as conn:
-        r = inspect(conn, describe(conninfo), references)
+        r = inspect(conn, describe(conninfo), references, checksums)
     emit(inspection_table(r), fmt, jsonable(r))
 
 

@@ -12,6 +12,7 @@ from psycopg import sql
 
 from pgblobdump.pg import catalog
 from pgblobdump.pg.locks import LockBudget
+from pgblobdump.vacuum.checksums import Checksums, checksums
 from pgblobdump.vacuum.predict import Prediction, predict
 from pgblobdump.vacuum.refs import RefColumn, References, discover
 
@@ -79,6 +80,8 @@ class Inspection:
     lock table, for one job (divide by the jobs for -j)."""
     predictions: tuple[Prediction, ...]
     notes: tuple[str, ...] = field(default_factory=tuple)
+    checksums: Checksums | None = None
+    """With ``--checksums`` only: a digest of every LO's bytes (vacuum/checksums.py)."""
 
 
 def _one(conn: psycopg.Connection, q: sql.Composed | str) -> tuple[object, ...]:
@@ -134,9 +137,13 @@ def _column_refs(conn: psycopg.Connection, c: RefColumn, hidden: str) -> ColumnR
 
 
 def inspect(
-    conn: psycopg.Connection, database: str, references: Sequence[tuple[str, str]] = ()
+    conn: psycopg.Connection,
+    database: str,
+    references: Sequence[tuple[str, str]] = (),
+    with_checksums: bool = False,
 ) -> Inspection:
-    """The report for the database ``conn`` is connected to (autocommit)."""
+    """The report for the database ``conn`` is connected to (autocommit); LO bytes are
+    read (on the server) only ``with_checksums``."""
     notes: list[str] = []
     rows = conn.execute(
         "SELECT pg_catalog.pg_get_userbyid(lomowner), count(*), count(lomacl)"
@@ -199,4 +206,5 @@ def inspect(
         safe_transaction_size=safe,
         predictions=tuple(predict(los, size or 0)),
         notes=tuple(notes),
+        checksums=checksums(conn) if with_checksums else None,
     )  # fmt: skip
