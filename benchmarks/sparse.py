@@ -47,7 +47,7 @@ import psycopg
 import pgblobdump
 from pgblobdump.packed.format import LOBLKSIZE
 from pgblobdump.packed.holes import runs
-from pgblobdump.packed.writer import SMALL_HOLE_PAGES
+from pgblobdump.packed.packer import SMALL_HOLE_PAGES
 from pgblobdump.proc import ProcessStats, run_measured
 from pgblobdump.servers import toolchain
 from pgblobdump.servers.cluster import EmbeddedCluster

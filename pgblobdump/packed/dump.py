@@ -24,7 +24,8 @@ from pgblobdump.errors import UsageError
 from pgblobdump.packed import full
 from pgblobdump.packed.format import DEFAULT_VOLUME_SIZE, ZSTD_LEVEL
 from pgblobdump.packed.index import Meta
-from pgblobdump.packed.writer import ArchiveWriter, LoPacker, check_settings
+from pgblobdump.packed.packer import LoPacker
+from pgblobdump.packed.writer import ArchiveWriter, check_settings
 from pgblobdump.pg.connect import connect, describe
 from pgblobdump.pg.lostream import LoRun, Selection, check_references, iter_los
 from pgblobdump.pg.target import split_password

@@ -35,7 +35,8 @@ from pgblobdump.aclitem import AclItem, format_item
 from pgblobdump.errors import NotFound
 from pgblobdump.packed.format import DEFAULT_VOLUME_SIZE, PIECE_MAX, ZSTD_LEVEL
 from pgblobdump.packed.index import Meta
-from pgblobdump.packed.writer import ArchiveWriter, LoPacker, check_settings
+from pgblobdump.packed.packer import LoPacker
+from pgblobdump.packed.writer import ArchiveWriter, check_settings
 from pgblobdump.report.reporter import QUIET, Reporter
 from pgblobdump.spool import Gather
 from pgblobdump.storage import FileInfo, Storage

@@ -16,8 +16,9 @@ from hypothesis import strategies as st
 from pgblobdump.errors import ArchiveError, CorruptArchive, NotFound
 from pgblobdump.packed.format import FRAME_TARGET, PIECE_MAX
 from pgblobdump.packed.index import Meta
+from pgblobdump.packed.packer import LoPacker
 from pgblobdump.packed.reader import PackedDirectory, stream_pieces
-from pgblobdump.packed.writer import ArchiveWriter, LoPacker
+from pgblobdump.packed.writer import ArchiveWriter
 from pgblobdump.storage import LocalDirectory
 
 LOs = dict[int, tuple[Meta, bytes]]

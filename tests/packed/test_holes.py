@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pgblobdump.errors import CorruptArchive, UnsupportedArchive
-from pgblobdump.packed import writer
+from pgblobdump.packed import packer as writer
 from pgblobdump.packed.format import LOBLKSIZE, PIECE_MAX, PIECE_RECORD
 from pgblobdump.packed.holes import ZERO_PAGE, runs
 from pgblobdump.packed.index import Meta

@@ -59,7 +59,7 @@ ZEROS_WRITTEN = 61009
 """A hundred pages of zeros written on purpose, then a byte: they read the same, and come
 back as a hole (fewer pages than the source)."""
 SMALL_HOLE = 61010
-"""A hole of 16 pages in an LO under 1 MiB: left out too (writer.SMALL_HOLE_PAGES 1; it
+"""A hole of 16 pages in an LO under 1 MiB: left out too (packer.SMALL_HOLE_PAGES 1; it
 was kept as zeros while such an LO was restored in a transaction of its own), so the
 source's 4 pages after restore, not 21."""
 
