@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import itertools
 import os
+import subprocess
 from collections.abc import Callable, Generator, Iterator
+from pathlib import Path
 from typing import NoReturn
 
 import psycopg
@@ -143,3 +145,18 @@ def s3_url(local_s3: LocalS3, monkeypatch: pytest.MonkeyPatch) -> str:
     for k, v in local_s3.env().items():
         monkeypatch.setenv(k, v)
     return f"s3://{BUCKET}/t{next(_counter)}-{os.getpid()}"
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 2 MiB tmpfs: a real full disk (root only; skipped where mounting is not allowed)."""
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mnt)],
+                          capture_output=True, text=True)  # fmt: skip
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here: {done.stderr.strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", str(mnt)], check=False)

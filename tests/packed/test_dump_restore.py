@@ -9,7 +9,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
@@ -210,21 +209,6 @@ def test_ctrl_c_during_restore_removes_what_it_made_and_kill_9_then_resume(
         _out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
     assert state(dst) == state(src)
-
-
-@pytest.fixture
-def small_disk(tmp_path: Path) -> Iterator[Path]:
-    """A 2 MiB tmpfs: a real full disk (root only; skipped where mounting is not allowed)."""
-    mnt = tmp_path / "small"
-    mnt.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mnt)],
-                          capture_output=True, text=True)  # fmt: skip
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a small tmpfs here: {done.stderr.strip()}")
-    try:
-        yield mnt
-    finally:
-        subprocess.run(["umount", str(mnt)], check=False)
 
 
 def test_a_full_disk_leaves_no_archive(

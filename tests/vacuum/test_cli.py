@@ -100,3 +100,21 @@ def test_archive_to_a_taken_place_or_a_bad_archive_removes_nothing(
     last = r.stderr.strip().splitlines()[-1]  # after the run's progress notes
     assert r.exit_code == 7 and last.startswith("Error: ") and "nothing removed" in last
     assert los(db) == {1, 2}
+
+
+def test_archive_to_a_full_disk_removes_nothing(
+    pg17: EmbeddedCluster, new_db: NewDb, small_disk: Path
+) -> None:
+    """--archive-to onto a real full disk (a 2 MiB tmpfs; the orphans hold 3.2 MB of
+    bytes zstd cannot shrink): one line, exit 10, every orphan still there, no archive left."""
+    db = new_db(pg17)
+    with psycopg.connect(db, autocommit=True) as c:
+        c.execute(
+            "SELECT lo_from_bytea(o, (SELECT decode(string_agg(md5(o || ':' || i), ''),"
+            " 'hex') FROM generate_series(1, 2000) i)) FROM generate_series(1, 100) o"
+        )
+    r = run("vacuum", "-d", db, "--min-age", "0", "--archive-to", str(small_disk / "orphans"))
+    last = r.stderr.strip().splitlines()[-1]
+    assert r.exit_code == 10 and last.startswith("Error: ") and "full" in last, r.stderr
+    assert los(db) == set(range(1, 101))
+    assert list(small_disk.iterdir()) == []
