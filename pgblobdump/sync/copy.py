@@ -22,9 +22,9 @@ import psycopg
 from pgblobdump.errors import DatabaseError, UsageError
 from pgblobdump.packed.request import PARTS_MAX, OnConflict, RestoreRequest
 from pgblobdump.pg import changes
-from pgblobdump.pg.connect import connect, describe, sql_errors
+from pgblobdump.pg.connect import describe, sql_errors
 from pgblobdump.pg.ledger import format_ranges, to_ranges
-from pgblobdump.pg.lostream import Selection, check_references
+from pgblobdump.pg.lostream import Selection
 from pgblobdump.report.reporter import QUIET, Reporter
 from pgblobdump.sync import feed, source, state
 from pgblobdump.sync.jobs import Feed, run_jobs
@@ -72,15 +72,7 @@ def copy(src: str, dst: str, req: CopyRequest, reporter: Reporter = QUIET) -> Co
     """Copy the LOs ``req`` selects from the database at ``src`` into the one at ``dst``."""
     t0 = time.perf_counter()
     with contextlib.ExitStack() as stack:
-        leader = stack.enter_context(connect(src, doing="copy: on the source"))
-        main = stack.enter_context(connect(dst, doing="copy: on the target"))
-        if source.identity(leader).same(source.identity(main)):
-            raise UsageError(
-                f"the source and the target are the same database ({describe(src)}):"
-                " copy into another one"
-            )
-        source.begin(leader)
-        check_references(leader, req.selection)
+        leader, main = source.open_pair(stack, src, dst, "copy", req.selection)
         row = leader.execute("SELECT pg_export_snapshot()").fetchone()
         assert row is not None
         snapshot = str(row[0])

@@ -33,10 +33,10 @@ from psycopg import sql
 
 from pgblobdump.errors import PgBlobDumpError, UsageError
 from pgblobdump.pg import catalog, changes
-from pgblobdump.pg.connect import connect, describe, sql_errors
+from pgblobdump.pg.connect import describe, sql_errors
 from pgblobdump.pg.failure import as_error, with_more
 from pgblobdump.pg.ledger import to_ranges
-from pgblobdump.pg.lostream import Selection, Side, check_references
+from pgblobdump.pg.lostream import Selection, Side
 from pgblobdump.report.reporter import QUIET, Reporter
 from pgblobdump.sync import source, state
 from pgblobdump.sync.plan import Plan, decide
@@ -91,15 +91,7 @@ def sync(src: str, dst: str, req: SyncRequest, reporter: Reporter = QUIET) -> Sy
     t0 = time.perf_counter()
     sel = req.selection
     with contextlib.ExitStack() as stack:
-        leader = stack.enter_context(connect(src, doing="sync: on the source"))
-        main = stack.enter_context(connect(dst, doing="sync: on the target"))
-        if source.identity(leader).same(source.identity(main)):
-            raise UsageError(
-                f"the source and the target are the same database ({describe(src)}):"
-                " sync into another one"
-            )
-        source.begin(leader)
-        check_references(leader, sel)
+        leader, main = source.open_pair(stack, src, dst, "sync", sel)
         row = leader.execute("SELECT pg_export_snapshot()").fetchone()
         assert row is not None
         snapshot = str(row[0])

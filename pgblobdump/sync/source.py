@@ -4,14 +4,16 @@ is read from it for restore's writer is sync/feed.py's."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import psycopg
 from psycopg import sql
 
-from pgblobdump.errors import DatabaseError
-from pgblobdump.pg.lostream import Selection
+from pgblobdump.errors import DatabaseError, UsageError
+from pgblobdump.pg.connect import connect, describe
+from pgblobdump.pg.lostream import Selection, check_references
 
 OID_MAX = 2**32 - 1
 
@@ -145,3 +147,21 @@ def check_roles(
             f"roles missing on the target: {', '.join(missing)}; create them (the source's"
             " owners, grantees and grantors of LOs) and copy again"
         )
+
+
+def open_pair(
+    stack: contextlib.ExitStack, src: str, dst: str, what: str, sel: Selection
+) -> tuple[psycopg.Connection, psycopg.Connection]:
+    """The source's leading connection (its transaction begun, ``sel``'s reference columns
+    checked) and the target's, entered in ``stack``; refused when both are one database.
+    ``what`` names the command in messages (``copy``, ``sync``)."""
+    leader = stack.enter_context(connect(src, doing=f"{what}: on the source"))
+    main = stack.enter_context(connect(dst, doing=f"{what}: on the target"))
+    if identity(leader).same(identity(main)):
+        raise UsageError(
+            f"the source and the target are the same database ({describe(src)}):"
+            f" {what} into another one"
+        )
+    begin(leader)
+    check_references(leader, sel)
+    return leader, main
