@@ -87,3 +87,54 @@ def test_readme_exit_codes_are_the_ones_errors_py_maps() -> None:
         assert code in table and "interrupted" in table[code]
         used.add(code)
     assert used == set(table), f"README lists codes no error has: {set(table) - used}"
+
+
+def _documented_calls(text: str) -> list[list[str]]:
+    """Each ``pgblobdump ...`` command line of the text's shell code blocks, as words (up
+    to a pipe, a redirection or a comment)."""
+    calls: list[list[str]] = []
+    inside = False
+    for line in text.splitlines():
+        if line.startswith("```"):
+            inside = not inside and line[3:].strip() in ("bash", "sh", "shell", "console")
+            continue
+        words = line.split()
+        if not inside or not words or words[0] != "pgblobdump":
+            continue
+        cut = next((i for i, w in enumerate(words) if w in ("|", "#", ">", "&&", "2>")), None)
+        calls.append(words[1:cut])
+    return calls
+
+
+def _command_of(words: list[str]) -> tuple[click.Command, str]:
+    """The (sub)command the words call, and its name as typed."""
+    cmd: click.Command = cli
+    names = []
+    for w in words:
+        if not isinstance(cmd, click.Group) or w.startswith("-"):
+            break
+        sub = cmd.get_command(click.Context(cmd), w)
+        if sub is None:
+            break
+        cmd, names = sub, [*names, w]
+    return cmd, " ".join(names)
+
+
+DOCS = ["README.md", *sorted(
+    str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md") if p.name != "commands.md"
+)]  # fmt: skip
+
+
+@pytest.mark.parametrize("doc", DOCS)
+def test_documented_commands_and_options_exist(doc: str) -> None:
+    """Every command line in the docs' code blocks names a command that exists and only
+    options it has: a renamed option fails here, not in a user's terminal."""
+    calls = _documented_calls((ROOT / doc).read_text())
+    for words in calls:
+        cmd, name = _command_of(words)
+        assert name or words[0].startswith("-"), f"{doc}: `pgblobdump {' '.join(words)}`"
+        known = {o for p in cmd.params for o in (*p.opts, *p.secondary_opts)} | {"--help"}
+        for w in words:
+            opt = w.split("=", 1)[0]
+            if opt.startswith("--") and opt != "--":
+                assert opt in known, f"{doc}: pgblobdump {name} has no {opt} ({' '.join(words)})"
