@@ -6,6 +6,7 @@ clean-up removes exactly what each made, or names it with ``--resume``."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 import time
 from collections.abc import Iterable, Iterator
@@ -13,12 +14,13 @@ from collections.abc import Iterable, Iterator
 import psycopg
 
 from pgblobdump.errors import PgBlobDumpError
+from pgblobdump.packed.crew import Crew
 from pgblobdump.packed.index import Index, Meta
 from pgblobdump.packed.journal import Journal
 from pgblobdump.packed.precheck import precheck
 from pgblobdump.packed.reader import Item
 from pgblobdump.packed.request import RestoreRequest, RestoreResult
-from pgblobdump.packed.restore import STOP_WAIT, Restorer, taken
+from pgblobdump.packed.restore import Restorer, taken
 from pgblobdump.pg.connect import connect
 from pgblobdump.pg.failure import failed_all
 from pgblobdump.pg.ledger import Ledger, to_ranges
@@ -43,8 +45,6 @@ def restore_jobs(
     what each made, or names what is left and --resume."""
     t0 = time.perf_counter()
     metas = list(metas)
-    stop = threading.Event()
-    errors: list[BaseException] = []
     lock = threading.Lock()
     with contextlib.ExitStack() as stack:
         main = stack.enter_context(connect(conninfo, autocommit=True, doing="restore"))
@@ -71,57 +71,31 @@ def restore_jobs(
             w.know(metas)
             w.writer.ledger.on_change = save
 
+        crew = Crew(workers, "pgblobdump-restore-job")
+
         def work(w: Restorer, items: Iterator[Item]) -> None:
             try:
                 for item in items:
-                    if stop.is_set():
+                    if crew.stop.is_set():
                         return
                     w.take(item)
-                if not stop.is_set():
+                if not crew.stop.is_set():
                     w.finish()
             except BaseException as e:  # the first one is the restore's error
-                with lock:
-                    errors.append(e)
-                stop.set()
-
-        threads = [
-            threading.Thread(target=work, args=(w, items), name="pgblobdump-restore-job",
-                             daemon=True)
-            for w, items in zip(workers, shares, strict=True)
-        ]  # fmt: skip
-
-        def stop_all() -> list[bool]:
-            """Every connection's batch cancelled and its thread ended (True), or still
-            running after STOP_WAIT (False: its connection is left alone)."""
-            stop.set()
-            for w in workers:
-                w.stop()
-            deadline = time.monotonic() + STOP_WAIT
-            for t in threads:
-                t.join(max(0.0, deadline - time.monotonic()))
-            return [w.stop() and not t.is_alive() for w, t in zip(workers, threads, strict=True)]
-
-        def done() -> tuple[int, int]:
-            return sum(w.los + w.skipped for w in workers), sum(w.bytes for w in workers)
+                crew.failed(e)
 
         try:
-            for t in threads:
-                t.start()
-            while any(t.is_alive() for t in threads) and not errors:
-                stop.wait(0.1)
-                reporter.progress(*done())
-            if errors:
-                raise errors[0]
+            crew.run([functools.partial(work, w, items)
+                      for w, items in zip(workers, shares, strict=True)], reporter)  # fmt: skip
         except (PgBlobDumpError, psycopg.Error, KeyboardInterrupt) as e:
             resume = "; run the restore again with --resume to finish it" + (
                 f": {again}" if again else ""
             )
             runs = [(w.writer.ledger, w.conn) for w in workers]
-            error = failed_all(e, "restore", runs, taken, if_left=resume, stop=stop_all)
+            error = failed_all(e, "restore", runs, taken, if_left=resume, stop=crew.stop_all)
             journal.save(*ledgers)  # what is left, if anything, for the next run's hint
             raise error from e
         journal.remove()
-    reporter.progress(*done())
     lost = to_ranges(sorted(o for w in workers for o in w.damaged_oids))
     return RestoreResult(
         sum(w.los for w in workers), sum(w.bytes for w in workers),

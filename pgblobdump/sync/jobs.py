@@ -7,17 +7,17 @@ what each made."""
 from __future__ import annotations
 
 import contextlib
-import threading
-import time
+import functools
 from collections.abc import Callable, Iterator
 
 import psycopg
 
 from pgblobdump.errors import PgBlobDumpError
+from pgblobdump.packed.crew import Crew
 from pgblobdump.packed.dump import SideConnection
 from pgblobdump.packed.reader import Item
 from pgblobdump.packed.request import RestoreRequest
-from pgblobdump.packed.restore import STOP_WAIT, Restorer
+from pgblobdump.packed.restore import Restorer
 from pgblobdump.pg.connect import connect
 from pgblobdump.pg.failure import failed_all
 from pgblobdump.pg.ledger import Ledger
@@ -78,9 +78,6 @@ def run_jobs(
     own Restorer on its own target connection. The first failure (or Ctrl-C, SIGTERM)
     stops them all and the clean-up removes exactly what each made. ``what`` names the
     run in messages (``copy``, ``sync``)."""
-    stop = threading.Event()
-    errors: list[BaseException] = []
-    lock = threading.Lock()
     workers: list[Restorer] = []
     for _ in feeds:
         conn = stack.enter_context(connect(dst, doing=f"{what}: on the target"))
@@ -88,7 +85,7 @@ def run_jobs(
         w.all_checked = True  # roles were checked for the whole selection
         w.writer.ledger.on_change = _recorder(conn)
         workers.append(w)
-    readers: list[psycopg.Connection] = []
+    crew = Crew(workers, f"pgblobdump-{what}")
 
     def work(w: Restorer, feed: Feed) -> None:
         try:
@@ -98,55 +95,27 @@ def run_jobs(
                 contextlib.ExitStack() as stack_side,
                 connect(src, doing=f"{what}: reading the source") as conn,
             ):
-                with lock:
-                    readers.append(conn)
+                with crew.lock:
+                    crew.readers.append(conn)
                 source.begin(conn, snapshot)
                 side = stack_side.enter_context(
-                    SideConnection(src, snapshot, f"{what}: reading the source", readers)
+                    SideConnection(src, snapshot, f"{what}: reading the source", crew.readers)
                 )
                 for item in feed(conn, side=side):
-                    if stop.is_set():
+                    if crew.stop.is_set():
                         return
                     _on_target(w.take, item)
-                if not stop.is_set():
+                if not crew.stop.is_set():
                     _on_target(w.finish)
                 conn.execute("COMMIT")
         except BaseException as e:  # the first one is the copy's error
-            with lock:
-                errors.append(e.error if isinstance(e, _TargetFailed) else e)
-            stop.set()
-
-    threads = [
-        threading.Thread(target=work, args=(w, f), name=f"pgblobdump-{what}", daemon=True)
-        for w, f in zip(workers, feeds, strict=True)
-    ]
-
-    def stop_all() -> list[bool]:
-        stop.set()
-        for c in list(readers):
-            with contextlib.suppress(Exception):
-                c.cancel_safe(timeout=5)
-        for w in workers:
-            w.stop()
-        deadline = time.monotonic() + STOP_WAIT
-        for t in threads:
-            t.join(max(0.0, deadline - time.monotonic()))
-        return [w.stop() and not t.is_alive() for w, t in zip(workers, threads, strict=True)]
-
-    def done() -> tuple[int, int]:
-        return sum(w.los + w.skipped for w in workers), sum(w.bytes for w in workers)
+            crew.failed(e.error if isinstance(e, _TargetFailed) else e)
 
     try:
-        for t in threads:
-            t.start()
-        while any(t.is_alive() for t in threads) and not errors:
-            stop.wait(0.1)
-            reporter.progress(*done())
-        if errors:
-            raise errors[0]
+        crew.run([functools.partial(work, w, f) for w, f in zip(workers, feeds, strict=True)],
+                 reporter)  # fmt: skip
     except (PgBlobDumpError, psycopg.Error, KeyboardInterrupt) as e:
         runs = [(w.writer.ledger, w.conn) for w in workers]
         raise failed_all(e, what, runs, taken, if_left=f"; run the {what} again to finish it",
-                         stop=stop_all) from e  # fmt: skip
-    reporter.progress(*done())
+                         stop=crew.stop_all) from e  # fmt: skip
     return workers
