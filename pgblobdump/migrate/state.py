@@ -22,6 +22,7 @@ from psycopg.rows import class_row
 
 from pgblobdump.errors import DatabaseError
 from pgblobdump.pg.connect import reason
+from pgblobdump.pg.trust import check_state_schema
 
 PHASES = ("filling", "verifying", "switched", "finishing", "done", "aborted")
 """In order. Before ``switched`` the old column is intact; from it on the new one is
@@ -117,7 +118,9 @@ def _upgrade(conn: psycopg.Connection, schema: str) -> None:
 
 
 def ensure(conn: psycopg.Connection, schema: str) -> None:
-    """Create the state schema and tables unless they exist (one transaction)."""
+    """Create the state schema and tables unless they exist (one transaction), in a
+    schema only this role and superusers can have put anything in (pg/trust.py)."""
+    check_state_schema(conn, schema, "migrate")
     try:
         with conn.transaction():
             # Two first runs at once would race on CREATE ... IF NOT EXISTS.
@@ -133,6 +136,8 @@ def ensure(conn: psycopg.Connection, schema: str) -> None:
 
 
 def exists(conn: psycopg.Connection, schema: str) -> bool:
+    """Whether the state tables exist (in a schema safe to read them from)."""
+    check_state_schema(conn, schema, "migrate")
     row = conn.execute(
         "SELECT to_regclass(quote_ident(%s) || '.migrations') IS NOT NULL", (schema,)
     ).fetchone()

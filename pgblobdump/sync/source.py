@@ -14,6 +14,8 @@ from psycopg import sql
 from pgblobdump.errors import DatabaseError, UsageError
 from pgblobdump.pg.connect import connect, describe
 from pgblobdump.pg.lostream import Selection, check_references
+from pgblobdump.pg.trust import check_state_schema
+from pgblobdump.sync.state import SCHEMA as STATE_SCHEMA
 
 OID_MAX = 2**32 - 1
 
@@ -153,7 +155,8 @@ def open_pair(
     stack: contextlib.ExitStack, src: str, dst: str, what: str, sel: Selection
 ) -> tuple[psycopg.Connection, psycopg.Connection]:
     """The source's leading connection (its transaction begun, ``sel``'s reference columns
-    checked) and the target's, entered in ``stack``; refused when both are one database.
+    checked) and the target's, entered in ``stack``; refused when both are one database,
+    or when the target's state schema is not safe (pg/trust.py).
     ``what`` names the command in messages (``copy``, ``sync``)."""
     leader = stack.enter_context(connect(src, doing=f"{what}: on the source"))
     main = stack.enter_context(connect(dst, doing=f"{what}: on the target"))
@@ -162,6 +165,8 @@ def open_pair(
             f"the source and the target are the same database ({describe(src)}):"
             f" {what} into another one"
         )
+    # what a copy made and the last sync's mark are read from it, and written to it
+    check_state_schema(main, STATE_SCHEMA, what)
     begin(leader)
     check_references(leader, sel)
     return leader, main

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pgblobdump.errors import UsageError
 from pgblobdump.pg.connect import connect, describe
 from pgblobdump.pg.locks import LockBudget
+from pgblobdump.pg.trust import check_state_schema
 from pgblobdump.report.reporter import QUIET, Reporter
 from pgblobdump.vacuum import age
 from pgblobdump.vacuum.batches import remove
@@ -91,6 +92,8 @@ def vacuum(
     with connect(conninfo, autocommit=True, doing="vacuum") as conn:
         refs = discover(conn, req.references)
         refs.refuse_unsafe(locking=not req.dry_run)
+        # horizon samples are read from it and --archive-to's OIDs written to it
+        check_state_schema(conn, req.state_schema, "vacuum")
         rule = age.read(conn, req.min_age, req.state_schema)
         if not req.dry_run and req.min_age > 0:
             why = age.record(conn, req.state_schema, req.min_age)
