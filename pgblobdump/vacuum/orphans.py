@@ -27,7 +27,8 @@ LIST_MAX = 20
 
 def collect_refs(conn: psycopg.Connection, refs: References) -> str:
     """(Re)build the temporary table of referenced OIDs; the snapshot it was read under
-    (``pg_snapshot`` text): a later re-check need only read rows written after it."""
+    (``pg_snapshot`` text): a later re-check need only read rows it may not have seen
+    (``RefColumn.oids``: xmin not below the snapshot's xmin)."""
     t = sql.Identifier(REFS)
     conn.execute(sql.SQL("DROP TABLE IF EXISTS pg_temp.{}").format(t))
     with conn.transaction():
@@ -112,7 +113,7 @@ def still_orphans(
 ) -> list[int]:  # fmt: skip
     """Which of ``oids`` no column names now: one anti-join against every reference column
     (run while the tables are locked, so no new reference can commit meanwhile); with
-    ``since``, the ``seen`` columns only in rows written after that snapshot."""
+    ``since``, the ``seen`` columns only in rows that snapshot may not have seen."""
     if not oids:
         return []
     rows = conn.execute(

@@ -186,7 +186,13 @@ class RefColumn:
     def oids(self, since: str | None = None) -> sql.Composed:
         """A query of column ``o`` (oid): every OID this column names, NULLs left out,
         duplicates kept; with ``since`` (a pg_snapshot's text), only in rows that
-        snapshot did not see (written by transactions that committed after it)."""
+        snapshot may not have seen: every row whose xmin is not below the snapshot's xmin.
+
+        Not ``pg_visible_in_snapshot``: a snapshot lists only top-level xids in progress,
+        never their subtransactions', so a row written in a savepoint (its xmin the
+        subtransaction's xid, above its top-level one and below the snapshot's xmax) of
+        a transaction open then would look seen, and a reference it holds be missed. An
+        xid below the snapshot's xmin is the only one certainly finished before it."""
         c, t = sql.Identifier(self.column), sql.Identifier(self.schema, self.table)
         if self.kind == SCALAR:
             q = "SELECT pgbd_t.{c}::pg_catalog.oid AS o FROM {t} pgbd_t WHERE {c} IS NOT NULL"
@@ -207,14 +213,14 @@ class RefColumn:
             )
         if since is not None:
             xmin = full_xid("pgbd_t.xmin").replace("{", "{{").replace("}", "}}")
-            # age() first: a cheap test that leaves out every row older than the
-            # snapshot's xmin, before the exact (and costlier) visibility test.
+            # age() first: a cheap 32-bit test that leaves out every row older than the
+            # snapshot's xmin, then the same test exact on the 64-bit xid.
             q += (
                 " AND pg_catalog.age(pgbd_t.xmin) <= (SELECT pg_catalog.age(((pg_catalog."
                 "pg_snapshot_xmin({since}::pg_catalog.pg_snapshot)::text::int8 & 4294967295)"
                 "::text)::pg_catalog.xid))"
-                f" AND NOT pg_catalog.pg_visible_in_snapshot({xmin}::text::pg_catalog.xid8,"
-                " {since}::pg_catalog.pg_snapshot)"
+                f" AND {xmin} >= (SELECT pg_catalog.pg_snapshot_xmin("
+                "{since}::pg_catalog.pg_snapshot)::text::int8)"
             )
             return sql.SQL(q).format(c=c, t=t, since=sql.Literal(since))
         return sql.SQL(q).format(c=c, t=t)
