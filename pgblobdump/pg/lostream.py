@@ -18,7 +18,6 @@ the window's LOs then stream past it in one binary COPY, read raw (``pg/copyout.
 from __future__ import annotations
 
 import itertools
-import json
 import operator
 import struct
 from collections.abc import Callable, Iterable, Iterator
@@ -29,7 +28,7 @@ import psycopg
 from psycopg import sql
 
 from pgblobdump.errors import NotFound
-from pgblobdump.pg import catalog, copyout
+from pgblobdump.pg import catalog, copyout, lometa
 
 LOBLKSIZE = 2048
 """Bytes per pg_largeobject page (BLCKSZ / 4 in a default build)."""
@@ -100,27 +99,11 @@ def check_references(conn: psycopg.Connection, sel: Selection) -> None:
             raise NotFound(f"no column {table}.{col} (from --referenced-by {table}.{col})")
 
 
-MetaTuple = tuple["str | None", "tuple[str, ...] | None", "str | None"]
-"""(owner, ACL items, comment) of an LO."""
+MetaTuple = lometa.MetaTuple
 
 WINDOW = 20_000
 """LOs whose metadata is read (and held) at once: bounds memory whatever the range. (50,000
 was tried: no faster here, and peak RSS grew by 10-20 MB.)"""
-
-_WINDOW_END = """
-SELECT m.oid::int8 FROM pg_catalog.pg_largeobject_metadata m
-WHERE {cond} AND m.oid >= {start}::int8::oid
-ORDER BY m.oid OFFSET {skip} LIMIT 1
-"""
-_WINDOW_GROUPS = """
-SELECT pg_get_userbyid(w.owner), w.acl, w.comment, array_agg(w.oid ORDER BY w.oid)
-FROM (SELECT m.oid::int8 AS oid, m.lomowner AS owner,
-             array_to_json(m.lomacl::text[])::text AS acl, d.description AS comment
-      FROM pg_catalog.pg_largeobject_metadata m
-      {comment_join}
-      WHERE {cond} AND m.oid BETWEEN {start}::int8::oid AND {end}::int8::oid) w
-GROUP BY w.owner, 2, 3
-"""
 
 
 class LoRun(NamedTuple):
@@ -140,42 +123,16 @@ RUN_BYTES = 4 << 20
 
 
 def _windows(conn: psycopg.Connection, sel: Selection) -> Iterator[list[tuple[int, MetaTuple]]]:
-    """The selection's (OID, metadata) pairs, WINDOW LOs at a time, in OID order.
-
-    The server groups each window by metadata and sends one array of OIDs per distinct
-    value: a few rows instead of one per LO (a row costs psycopg about 10 us to receive,
-    an OID in an int8[] a few dozen ns).
-    """
-    start = sel.first
+    """The selection's (OID, metadata) pairs, WINDOW LOs at a time, in OID order: one
+    statement per window, read in bulk (``pg/lometa.py``)."""
     cond = sel.where(sql.SQL("m.oid"))
-    while start <= sel.last:
-        # The window's last OID first (an index scan), then the window by range: with
-        # ORDER BY ... LIMIT over the join, a table without statistics (right after a bulk
-        # load) was read and sorted whole for every window.
-        # Without statistics the planner still picks a bitmap scan and a sort of every
-        # OID after ``start``; the index alone gives them in order.
-        # (The window's COPYs want the same plans: they stay set for them, one statement.)
+    # Without statistics the planner picks a bitmap scan and a sort of every OID after
+    # the window's start; the index alone gives them in order. (The window's COPYs want
+    # the same plans: they stay set for them, one statement.)
+    _in_index_order(conn)
+    for oids, metas in lometa.windows(conn, cond, sel.first, sel.last, WINDOW):
+        yield list(zip(oids, metas, strict=True))
         _in_index_order(conn)
-        row = conn.execute(
-            sql.SQL(_WINDOW_END).format(
-                cond=cond, start=sql.Literal(start), skip=sql.Literal(WINDOW - 1)
-            )
-        ).fetchone()
-        end = int(row[0]) if row else sel.last
-        query = sql.SQL(_WINDOW_GROUPS).format(
-            cond=cond, start=sql.Literal(start), end=sql.Literal(end),
-            comment_join=sql.SQL(catalog.COMMENT_JOIN),
-        )  # fmt: skip
-        pairs: list[tuple[int, MetaTuple]] = []
-        with conn.cursor(binary=True) as cur:
-            for owner, acl, comment, oids in cur.execute(query):
-                meta = (owner, tuple(json.loads(acl)) if acl is not None else None, comment)
-                pairs.extend(zip(oids, itertools.repeat(meta)))
-        if not pairs:
-            return
-        pairs.sort(key=operator.itemgetter(0))
-        yield pairs
-        start = end + 1
 
 
 Side = Callable[[], psycopg.Connection]

@@ -1,0 +1,116 @@
+"""The metadata of a dump's LOs, a window at a time, read in bulk: one statement and one
+row per window, its OIDs and owners as two binary ``oid[]`` parsed at C speed, and only
+the exceptions (LOs with an ACL, LOs with a comment, the distinct owners' names) as
+JSON.
+
+The former window (grouped server-side by owner, ACL and comment, with a comment probe
+per LO) cost the server 40-60 ms per 20,000 LOs and the client a sort of per-LO pairs;
+this one costs an index range scan of ``pg_largeobject_metadata``, an index range scan of
+``pg_description`` over the window's OIDs, and on the client one list per window.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import struct
+import sys
+from array import array
+from collections.abc import Iterator
+
+import psycopg
+from psycopg import sql
+
+from pgblobdump.pg import copyout
+
+MetaTuple = tuple["str | None", "tuple[str, ...] | None", "str | None"]
+"""(owner, ACL items, comment) of an LO."""
+
+_WINDOW = """
+WITH w AS MATERIALIZED (
+  SELECT m.oid, m.lomowner, m.lomacl FROM pg_catalog.pg_largeobject_metadata m
+  WHERE {cond} AND m.oid >= {start}::int8::oid AND m.oid <= {last}::int8::oid
+  ORDER BY m.oid LIMIT {n})
+SELECT (SELECT array_agg(w.oid ORDER BY w.oid) FROM w),
+       (SELECT array_agg(w.lomowner ORDER BY w.oid) FROM w),
+       (SELECT json_object_agg(o.lomowner, pg_catalog.pg_get_userbyid(o.lomowner))::text
+        FROM (SELECT DISTINCT w.lomowner FROM w) o),
+       (SELECT json_agg(json_build_array(w.oid::int8,
+                                         pg_catalog.array_to_json(w.lomacl::text[])))::text
+        FROM w WHERE w.lomacl IS NOT NULL),
+       (SELECT json_agg(json_build_array(d.objoid::int8, d.description))::text
+        FROM pg_catalog.pg_description d
+        WHERE d.classoid = 'pg_catalog.pg_largeobject'::regclass AND d.objsubid = 0
+          AND d.objoid >= {start}::int8::oid AND d.objoid <= (SELECT max(w.oid) FROM w)
+          AND d.objoid IN (SELECT w.oid FROM w))
+"""
+"""A window of at most ``n`` selected LOs from ``start``: OIDs and owner OIDs in OID order
+(NULL: no LO left), the owners' names, the ACLs that are set and the comments."""
+
+_LEN = struct.Struct(">i")
+_ARRAY_HEAD = 20
+"""A one-dimensional binary array's head: dimensions, has-nulls, element type, length,
+lower bound (int32 each); then per element its length (4 for an oid) and value."""
+
+
+def _fields(row: memoryview) -> list[memoryview | None]:
+    """A binary COPY row's fields (None: NULL)."""
+    out: list[memoryview | None] = []
+    at = 2
+    for _ in range(int.from_bytes(row[:2], "big")):
+        (n,) = _LEN.unpack_from(row, at)
+        at += 4
+        if n < 0:
+            out.append(None)
+        else:
+            out.append(row[at : at + n])
+            at += n
+    return out
+
+
+def _oids(data: memoryview) -> list[int]:
+    """A binary ``oid[]`` (no NULLs) as a list, at C speed."""
+    a = array("I")
+    a.frombytes(data[_ARRAY_HEAD:])
+    if sys.byteorder == "little":
+        a.byteswap()
+    return a[1::2].tolist()
+
+
+def windows(
+    conn: psycopg.Connection, cond: sql.Composable, first: int, last: int, size: int
+) -> Iterator[tuple[list[int], list[MetaTuple]]]:
+    """The (OIDs, metadata tuples) of the LOs from ``first`` to ``last`` selected by
+    ``cond`` (on ``m.oid``), ``size`` at a time, in OID order. LOs with the same metadata
+    in a window share one tuple (a packer keys them by identity)."""
+    start = first
+    while start <= last:
+        query = sql.SQL(_WINDOW).format(
+            cond=cond, start=sql.Literal(start), last=sql.Literal(last), n=sql.Literal(size)
+        )
+        (row,) = list(copyout.rows(conn, query))
+        f_oids, f_owners, f_names, f_acls, f_comments = _fields(row)
+        if f_oids is None or f_owners is None or f_names is None:
+            return
+        oids = _oids(f_oids)
+        owners = _oids(f_owners)
+        names = {int(k): v for k, v in json.loads(bytes(f_names)).items()}
+        plain = {o: (name, None, None) for o, name in names.items()}
+        if owners.count(owners[0]) == len(owners):
+            metas: list[MetaTuple] = [plain[owners[0]]] * len(oids)
+        else:
+            metas = list(map(plain.__getitem__, owners))
+        odd: dict[int, list[object]] = {}
+        for oid, acl in json.loads(bytes(f_acls)) if f_acls is not None else ():
+            odd[oid] = [tuple(acl), None]
+        for oid, comment in json.loads(bytes(f_comments)) if f_comments is not None else ():
+            odd.setdefault(oid, [None, None])[1] = comment
+        if odd:
+            shared: dict[MetaTuple, MetaTuple] = {}
+            for oid, (acl, comment) in odd.items():
+                i = bisect.bisect_left(oids, oid)
+                assert i < len(oids) and oids[i] == oid
+                t = (metas[i][0], acl, comment)
+                metas[i] = shared.setdefault(t, t)  # type: ignore[arg-type]
+        yield oids, metas
+        start = oids[-1] + 1
