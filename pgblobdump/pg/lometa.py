@@ -17,6 +17,7 @@ import struct
 import sys
 from array import array
 from collections.abc import Iterator
+from typing import NamedTuple
 
 import psycopg
 from psycopg import sql
@@ -42,10 +43,15 @@ SELECT (SELECT array_agg(w.oid ORDER BY w.oid) FROM w),
         FROM pg_catalog.pg_description d
         WHERE d.classoid = 'pg_catalog.pg_largeobject'::regclass AND d.objsubid = 0
           AND d.objoid >= {start}::int8::oid AND d.objoid <= (SELECT max(w.oid) FROM w)
-          AND d.objoid IN (SELECT w.oid FROM w))
+          AND d.objoid IN (SELECT w.oid FROM w)),
+       {paged}
 """
 """A window of at most ``n`` selected LOs from ``start``: OIDs and owner OIDs in OID order
-(NULL: no LO left), the owners' names, the ACLs that are set and the comments."""
+(NULL: no LO left), the owners' names, the ACLs that are set and the comments; and with
+``_PAGED``, whether any page of ``pg_largeobject`` lies in the window's OID range (one
+index probe)."""
+_PAGED = """EXISTS (SELECT 1 FROM pg_catalog.pg_largeobject p
+               WHERE p.loid >= {start}::int8::oid AND p.loid <= (SELECT max(w.oid) FROM w))"""
 
 _LEN = struct.Struct(">i")
 _ARRAY_HEAD = 20
@@ -77,23 +83,38 @@ def _oids(data: memoryview) -> list[int]:
     return a[1::2].tolist()
 
 
+class Window(NamedTuple):
+    """Consecutive selected LOs: their OIDs and metadata tuples (LOs with the same
+    metadata share one tuple: a packer keys them by identity), and whether a page of
+    ``pg_largeobject`` lies between the first and the last (None: not asked)."""
+
+    oids: list[int]
+    metas: list[MetaTuple]
+    paged: bool | None
+
+
 def windows(
-    conn: psycopg.Connection, cond: sql.Composable, first: int, last: int, size: int
-) -> Iterator[tuple[list[int], list[MetaTuple]]]:
-    """The (OIDs, metadata tuples) of the LOs from ``first`` to ``last`` selected by
-    ``cond`` (on ``m.oid``), ``size`` at a time, in OID order. LOs with the same metadata
-    in a window share one tuple (a packer keys them by identity)."""
+    conn: psycopg.Connection, cond: sql.Composable, first: int, last: int, size: int,
+    pages: bool = False,
+) -> Iterator[Window]:  # fmt: skip
+    """The LOs from ``first`` to ``last`` selected by ``cond`` (on ``m.oid``), ``size``
+    at a time, in OID order; ``pages``: ask whether each window has pages (for a role
+    that may read ``pg_largeobject``: a window without any is all empty LOs)."""
     start = first
     while start <= last:
+        lit = sql.Literal(start)
         query = sql.SQL(_WINDOW).format(
-            cond=cond, start=sql.Literal(start), last=sql.Literal(last), n=sql.Literal(size)
-        )
+            cond=cond, start=lit, last=sql.Literal(last), n=sql.Literal(size),
+            paged=sql.SQL(_PAGED).format(start=lit) if pages else sql.SQL("NULL::bool"),
+        )  # fmt: skip
         (row,) = list(copyout.rows(conn, query))
-        f_oids, f_owners, f_names, f_acls, f_comments = _fields(row)
+        f_oids, f_owners, f_names, f_acls, f_comments, f_paged = _fields(row)
         if f_oids is None or f_owners is None or f_names is None:
             return
         oids = _oids(f_oids)
         owners = _oids(f_owners)
+        if len(owners) != len(oids):
+            raise psycopg.DataError(f"{len(oids)} OIDs, {len(owners)} owners")
         names = {int(k): v for k, v in json.loads(bytes(f_names)).items()}
         plain = {o: (name, None, None) for o, name in names.items()}
         if owners.count(owners[0]) == len(owners):
@@ -112,5 +133,5 @@ def windows(
                 assert i < len(oids) and oids[i] == oid
                 t = (metas[i][0], acl, comment)
                 metas[i] = shared.setdefault(t, t)  # type: ignore[arg-type]
-        yield oids, metas
+        yield Window(oids, metas, None if f_paged is None else f_paged[0] != 0)
         start = oids[-1] + 1

@@ -1,8 +1,10 @@
 """Every LO of an OID range with its metadata and bytes, in OID order, set-based, under
 one snapshot: what a dump reads.
 
-The metadata comes a window of WINDOW LOs at a time (grouped server-side); the bytes of
-the window's LOs then stream past it in one binary COPY, read raw (``pg/copyout.py``):
+The metadata comes a window of WINDOW LOs at a time (one statement each, ``pg/lometa.py``);
+a window of empty LOs only (no page in its OID range) is handed on as it is; otherwise the
+bytes of the window's LOs then stream past it in one binary COPY, read raw
+(``pg/copyout.py``):
 - a role that may read ``pg_largeobject`` (superusers): its 2 KB pages in order, the
   fastest the server offers. LOs over BIG bytes (pages past BIG / LOBLKSIZE) are found
   first by an index walk; the window's COPY stops short of each and the big LO is read
@@ -122,19 +124,6 @@ RUN_BYTES = 4 << 20
 """A run is handed on once its bytes pass this (memory stays flat)."""
 
 
-def _windows(conn: psycopg.Connection, sel: Selection) -> Iterator[list[tuple[int, MetaTuple]]]:
-    """The selection's (OID, metadata) pairs, WINDOW LOs at a time, in OID order: one
-    statement per window, read in bulk (``pg/lometa.py``)."""
-    cond = sel.where(sql.SQL("m.oid"))
-    # Without statistics the planner picks a bitmap scan and a sort of every OID after
-    # the window's start; the index alone gives them in order. (The window's COPYs want
-    # the same plans: they stay set for them, one statement.)
-    _in_index_order(conn)
-    for oids, metas in lometa.windows(conn, cond, sel.first, sel.last, WINDOW):
-        yield list(zip(oids, metas, strict=True))
-        _in_index_order(conn)
-
-
 Side = Callable[[], psycopg.Connection]
 """Gives a second connection in a transaction with the same snapshot (opened when first
 needed: the lo_get path reads the rest of a big LO there while the window's COPY waits)."""
@@ -147,7 +136,17 @@ def iter_los(
     the transaction whose snapshot the dump uses; ``side`` (needed only by a role that may
     not read ``pg_largeobject``, and only if an LO is over BIG bytes) shares it."""
     by_pages = catalog.pages_readable(conn)
-    for window in _windows(conn, sel):
+    cond = sel.where(sql.SQL("m.oid"))
+    # Without statistics the planner picks a bitmap scan and a sort of every OID after
+    # the window's start; the index alone gives them in order. (The window's COPYs want
+    # the same plans: they stay set for them, one statement.)
+    _in_index_order(conn)
+    for oids, metas, paged in lometa.windows(conn, cond, sel.first, sel.last, WINDOW, by_pages):
+        if paged is False:  # no page from the window's first OID to its last: all empty
+            yield LoRun(oids, metas, [0] * len(oids), b"")
+            continue
+        _in_index_order(conn)
+        window = list(zip(oids, metas, strict=True))
         if by_pages:
             yield from _window_by_pages(conn, window)
         else:
