@@ -1,7 +1,7 @@
 """The metadata of a dump's LOs, a window at a time, read in bulk: one statement and one
 row per window, its OIDs and owners as two binary ``oid[]`` parsed at C speed, and only
-the exceptions (LOs with an ACL, LOs with a comment, the distinct owners' names) as
-JSON.
+the exceptions (LOs with an ACL, LOs with a comment) as JSON; owners' names are asked
+once per owner.
 
 The former window (grouped server-side by owner, ACL and comment, with a comment probe
 per LO) cost the server 40-60 ms per 20,000 LOs and the client a sort of per-LO pairs;
@@ -29,29 +29,31 @@ MetaTuple = tuple["str | None", "tuple[str, ...] | None", "str | None"]
 
 _WINDOW = """
 WITH w AS MATERIALIZED (
-  SELECT m.oid, m.lomowner, m.lomacl FROM pg_catalog.pg_largeobject_metadata m
-  WHERE {cond} AND m.oid >= {start}::int8::oid AND m.oid <= {last}::int8::oid
-  ORDER BY m.oid LIMIT {n})
-SELECT (SELECT array_agg(w.oid ORDER BY w.oid) FROM w),
-       (SELECT array_agg(w.lomowner ORDER BY w.oid) FROM w),
-       (SELECT json_object_agg(o.lomowner, pg_catalog.pg_get_userbyid(o.lomowner))::text
-        FROM (SELECT DISTINCT w.lomowner FROM w) o),
-       (SELECT json_agg(json_build_array(w.oid::int8,
-                                         pg_catalog.array_to_json(w.lomacl::text[])))::text
-        FROM w WHERE w.lomacl IS NOT NULL),
+  SELECT array_agg(m.oid ORDER BY m.oid) AS oids, array_agg(m.lomowner ORDER BY m.oid) AS owners,
+         json_agg(json_build_array(m.oid::int8, pg_catalog.array_to_json(m.lomacl::text[])))
+           FILTER (WHERE m.lomacl IS NOT NULL) AS acls,
+         max(m.oid) AS last
+  FROM (SELECT m.oid, m.lomowner, m.lomacl FROM pg_catalog.pg_largeobject_metadata m
+        WHERE {cond} AND m.oid >= {start}::int8::oid AND m.oid <= {last}::int8::oid
+        ORDER BY m.oid LIMIT {n}) m)
+SELECT w.oids, w.owners, w.acls::text,
        (SELECT json_agg(json_build_array(d.objoid::int8, d.description))::text
         FROM pg_catalog.pg_description d
         WHERE d.classoid = 'pg_catalog.pg_largeobject'::regclass AND d.objsubid = 0
-          AND d.objoid >= {start}::int8::oid AND d.objoid <= (SELECT max(w.oid) FROM w)
-          AND d.objoid IN (SELECT w.oid FROM w)),
+          AND d.objoid >= {start}::int8::oid AND d.objoid <= w.last),
        {paged}
+FROM w
 """
-"""A window of at most ``n`` selected LOs from ``start``: OIDs and owner OIDs in OID order
-(NULL: no LO left), the owners' names, the ACLs that are set and the comments; and with
-``_PAGED``, whether any page of ``pg_largeobject`` lies in the window's OID range (one
-index probe)."""
-_PAGED = """EXISTS (SELECT 1 FROM pg_catalog.pg_largeobject p
-               WHERE p.loid >= {start}::int8::oid AND p.loid <= (SELECT max(w.oid) FROM w))"""
+"""A window of at most ``n`` selected LOs from ``start``, in one pass of the metadata's
+index: OIDs and owner OIDs in OID order (NULL: no LO left), the ACLs that are set; the
+comments in the window's OID range (of LOs not selected too: the caller skips those);
+and with ``_PAGED``, whether any page of ``pg_largeobject`` lies in that range (one index
+probe: the first page at or after ``start``)."""
+_PAGED = """COALESCE((SELECT p.loid FROM pg_catalog.pg_largeobject p
+                     WHERE p.loid >= {start}::int8::oid ORDER BY p.loid LIMIT 1) <= w.last,
+                    false)"""
+_NAMES = "SELECT o, pg_catalog.pg_get_userbyid(o::oid) FROM unnest(%s::int8[]) o"
+"""The names of owner OIDs (``unknown (OID=n)`` for a dropped role, as everywhere)."""
 
 _LEN = struct.Struct(">i")
 _ARRAY_HEAD = 20
@@ -93,6 +95,11 @@ class Window(NamedTuple):
     paged: bool | None
 
 
+def _learn(conn: psycopg.Connection, owners: list[int], plain: dict[int, MetaTuple]) -> None:
+    for o, name in conn.execute(_NAMES, (owners,)).fetchall():
+        plain[int(o)] = (name, None, None)
+
+
 def windows(
     conn: psycopg.Connection, cond: sql.Composable, first: int, last: int, size: int,
     pages: bool = False,
@@ -101,6 +108,7 @@ def windows(
     at a time, in OID order; ``pages``: ask whether each window has pages (for a role
     that may read ``pg_largeobject``: a window without any is all empty LOs)."""
     start = first
+    plain: dict[int, MetaTuple] = {}  # owner OID -> (its name, None, None)
     while start <= last:
         lit = sql.Literal(start)
         query = sql.SQL(_WINDOW).format(
@@ -108,18 +116,21 @@ def windows(
             paged=sql.SQL(_PAGED).format(start=lit) if pages else sql.SQL("NULL::bool"),
         )  # fmt: skip
         (row,) = list(copyout.rows(conn, query))
-        f_oids, f_owners, f_names, f_acls, f_comments, f_paged = _fields(row)
-        if f_oids is None or f_owners is None or f_names is None:
+        f_oids, f_owners, f_acls, f_comments, f_paged = _fields(row)
+        if f_oids is None or f_owners is None:
             return
         oids = _oids(f_oids)
         owners = _oids(f_owners)
         if len(owners) != len(oids):
             raise psycopg.DataError(f"{len(oids)} OIDs, {len(owners)} owners")
-        names = {int(k): v for k, v in json.loads(bytes(f_names)).items()}
-        plain = {o: (name, None, None) for o, name in names.items()}
         if owners.count(owners[0]) == len(owners):
+            if owners[0] not in plain:
+                _learn(conn, [owners[0]], plain)
             metas: list[MetaTuple] = [plain[owners[0]]] * len(oids)
         else:
+            new = set(owners).difference(plain)
+            if new:
+                _learn(conn, sorted(new), plain)
             metas = list(map(plain.__getitem__, owners))
         odd: dict[int, list[object]] = {}
         for oid, acl in json.loads(bytes(f_acls)) if f_acls is not None else ():
@@ -130,7 +141,8 @@ def windows(
             shared: dict[MetaTuple, MetaTuple] = {}
             for oid, (acl, comment) in odd.items():
                 i = bisect.bisect_left(oids, oid)
-                assert i < len(oids) and oids[i] == oid
+                if i == len(oids) or oids[i] != oid:
+                    continue  # the comment of an LO in the range but not selected
                 t = (metas[i][0], acl, comment)
                 metas[i] = shared.setdefault(t, t)  # type: ignore[arg-type]
         yield Window(oids, metas, None if f_paged is None else f_paged[0] != 0)
