@@ -178,9 +178,12 @@ class LoPacker:
             raise ValueError(f"LOs out of order: {oids[bad]} after {oids[bad - 1]}")
         # a window's metas are a few shared tuples: one id each (in order of first
         # appearance), mapped at C speed
-        firsts = dict(zip(map(id, metas), metas, strict=True))
-        ids = {i: self.metas.id(m) for i, m in firsts.items()}
-        mids = list(map(ids.__getitem__, map(id, metas)))
+        if metas and metas.count(metas[0]) == len(metas):  # the seed's case: one value
+            mids = [self.metas.id(metas[0])] * len(metas)
+        else:
+            firsts = dict(zip(map(id, metas), metas, strict=True))
+            ids = {i: self.metas.id(m) for i, m in firsts.items()}
+            mids = list(map(ids.__getitem__, map(id, metas)))
         if len(mids) != len(oids):
             raise ValueError(f"{len(oids)} OIDs, {len(mids)} metadata values")
         i, n = 0, len(oids)
