@@ -12,7 +12,9 @@ this one costs an index range scan of ``pg_largeobject_metadata``, an index rang
 from __future__ import annotations
 
 import bisect
+import contextlib
 import json
+import select
 import struct
 import sys
 from array import array
@@ -20,9 +22,9 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 import psycopg
-from psycopg import sql
+from psycopg import pq, sql
 
-from pgblobdump.pg import copyout
+from pgblobdump.pg.copyout import WAIT
 
 MetaTuple = tuple["str | None", "tuple[str, ...] | None", "str | None"]
 """(owner, ACL items, comment) of an LO."""
@@ -95,6 +97,39 @@ class Window(NamedTuple):
     paged: bool | None
 
 
+def _send(conn: psycopg.Connection, query: sql.Composable) -> None:
+    """Send ``query`` (results in binary) without waiting for its result."""
+    pg = conn.pgconn
+    pg.send_query_params(query.as_bytes(conn), None, result_format=pq.Format.BINARY)
+    while pg.flush():  # a non-blocking connection: 1 while some is left to send
+        select.select([pg.socket], [pg.socket], [], WAIT)
+        pg.consume_input()
+
+
+def _receive(conn: psycopg.Connection) -> list[bytes | None]:
+    """The one row of the statement ``_send`` sent (the server's error raised as
+    psycopg raises it)."""
+    pg = conn.pgconn
+    results = []
+    while True:
+        pg.consume_input()
+        while pg.is_busy():
+            select.select([pg.socket], [], [], WAIT)
+            pg.consume_input()
+        res = pg.get_result()
+        if res is None:
+            break
+        results.append(res)
+    if not results:
+        raise psycopg.OperationalError("no result from the server")
+    res = results[0]
+    if res.status != pq.ExecStatus.TUPLES_OK:
+        raise psycopg.errors.error_from_result(res, encoding=conn.info.encoding)
+    if res.ntuples != 1:
+        raise psycopg.DataError(f"{res.ntuples} rows for a window of LOs")
+    return [res.get_value(0, i) for i in range(res.nfields)]
+
+
 def _learn(conn: psycopg.Connection, owners: list[int], plain: dict[int, MetaTuple]) -> None:
     for o, name in conn.execute(_NAMES, (owners,)).fetchall():
         plain[int(o)] = (name, None, None)
@@ -109,41 +144,67 @@ def windows(
     that may read ``pg_largeobject``: a window without any is all empty LOs)."""
     start = first
     plain: dict[int, MetaTuple] = {}  # owner OID -> (its name, None, None)
-    while start <= last:
+
+    def query(start: int) -> sql.Composable:
         lit = sql.Literal(start)
-        query = sql.SQL(_WINDOW).format(
+        return sql.SQL(_WINDOW).format(
             cond=cond, start=lit, last=sql.Literal(last), n=sql.Literal(size),
             paged=sql.SQL(_PAGED).format(start=lit) if pages else sql.SQL("NULL::bool"),
         )  # fmt: skip
-        (row,) = list(copyout.rows(conn, query))
-        f_oids, f_owners, f_acls, f_comments, f_paged = _fields(row)
-        if f_oids is None or f_owners is None:
-            return
-        oids = _oids(f_oids)
-        owners = _oids(f_owners)
-        if len(owners) != len(oids):
-            raise psycopg.DataError(f"{len(oids)} OIDs, {len(owners)} owners")
-        if owners.count(owners[0]) == len(owners):
-            if owners[0] not in plain:
-                _learn(conn, [owners[0]], plain)
-            metas: list[MetaTuple] = [plain[owners[0]]] * len(oids)
-        else:
-            new = set(owners).difference(plain)
-            if new:
-                _learn(conn, sorted(new), plain)
-            metas = list(map(plain.__getitem__, owners))
-        odd: dict[int, list[object]] = {}
-        for oid, acl in json.loads(bytes(f_acls)) if f_acls is not None else ():
-            odd[oid] = [tuple(acl), None]
-        for oid, comment in json.loads(bytes(f_comments)) if f_comments is not None else ():
-            odd.setdefault(oid, [None, None])[1] = comment
-        if odd:
-            shared: dict[MetaTuple, MetaTuple] = {}
-            for oid, (acl, comment) in odd.items():
-                i = bisect.bisect_left(oids, oid)
-                if i == len(oids) or oids[i] != oid:
-                    continue  # the comment of an LO in the range but not selected
-                t = (metas[i][0], acl, comment)
-                metas[i] = shared.setdefault(t, t)  # type: ignore[arg-type]
-        yield Window(oids, metas, None if f_paged is None else f_paged[0] != 0)
-        start = oids[-1] + 1
+
+    sent = False  # the next window's statement is on its way
+    try:
+        while start <= last:
+            if not sent:
+                _send(conn, query(start))
+            sent = False
+            f_oids, f_owners, f_acls, f_comments, f_paged = _receive(conn)
+            if f_oids is None or f_owners is None:
+                return
+            window = _window(conn, f_oids, f_owners, f_acls, f_comments, plain)
+            window = window._replace(paged=None if f_paged is None else f_paged != b"\x00")
+            start = window.oids[-1] + 1
+            if window.paged is False and start <= last:
+                # A window of empties needs the connection no more: the server reads
+                # the next window while this one is packed.
+                _send(conn, query(start))
+                sent = True
+            yield window
+    finally:
+        if sent:  # the consumer stopped early: the connection is left idle
+            with contextlib.suppress(psycopg.Error):
+                _receive(conn)
+
+
+def _window(
+    conn: psycopg.Connection, f_oids: bytes, f_owners: bytes, f_acls: bytes | None,
+    f_comments: bytes | None, plain: dict[int, MetaTuple],
+) -> Window:  # fmt: skip
+    """A window's fields parsed (``plain``: the owners' plain metadata, learnt as met)."""
+    oids = _oids(memoryview(f_oids))
+    owners = _oids(memoryview(f_owners))
+    if len(owners) != len(oids):
+        raise psycopg.DataError(f"{len(oids)} OIDs, {len(owners)} owners")
+    if owners.count(owners[0]) == len(owners):
+        if owners[0] not in plain:
+            _learn(conn, [owners[0]], plain)
+        metas: list[MetaTuple] = [plain[owners[0]]] * len(oids)
+    else:
+        new = set(owners).difference(plain)
+        if new:
+            _learn(conn, sorted(new), plain)
+        metas = list(map(plain.__getitem__, owners))
+    odd: dict[int, list[object]] = {}
+    for oid, acl in json.loads(bytes(f_acls)) if f_acls is not None else ():
+        odd[oid] = [tuple(acl), None]
+    for oid, comment in json.loads(bytes(f_comments)) if f_comments is not None else ():
+        odd.setdefault(oid, [None, None])[1] = comment
+    if odd:
+        shared: dict[MetaTuple, MetaTuple] = {}
+        for oid, (acl, comment) in odd.items():
+            i = bisect.bisect_left(oids, oid)
+            if i == len(oids) or oids[i] != oid:
+                continue  # the comment of an LO in the range but not selected
+            t = (metas[i][0], acl, comment)
+            metas[i] = shared.setdefault(t, t)  # type: ignore[arg-type]
+    return Window(oids, metas, None)
