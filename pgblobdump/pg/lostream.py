@@ -19,6 +19,7 @@ bytes of the window's LOs then stream past it in one binary COPY, read raw
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import operator
 import struct
@@ -146,11 +147,10 @@ def iter_los(
             yield LoRun(oids, metas, [0] * len(oids), b"")
             continue
         _in_index_order(conn)
-        window = list(zip(oids, metas, strict=True))
         if by_pages:
-            yield from _window_by_pages(conn, window)
+            yield from _window_by_pages(conn, list(zip(oids, metas, strict=True)))
         else:
-            yield from _window_by_lo_get(conn, sel, window, side)
+            yield from _window_by_lo_get(conn, sel, oids, metas, side)
 
 
 def _ranges(conn: psycopg.Connection, oid: int, start: int, size: int) -> Iterator[bytes]:
@@ -370,31 +370,40 @@ FROM (SELECT m.oid, pg_catalog.lo_get(m.oid, 0, {big}) AS d
       FROM pg_catalog.pg_largeobject_metadata m
       WHERE {cond} AND m.oid BETWEEN {first}::int8::oid AND {last}::int8::oid
       ORDER BY m.oid OFFSET 0) s
+WHERE octet_length(s.d) > 0
 """
 """Each LO's first BIG bytes, and the size of those that fill them (their descriptor
-closed in the same row: ``lo_close`` is evaluated after ``lo_lseek64``)."""
+closed in the same row: ``lo_close`` is evaluated after ``lo_lseek64``); no row for an
+empty LO (the window's LOs between two rows are empty, handed on in bulk)."""
 _LO_GET_HEAD = struct.Struct(">hiIi")
 """A lo_get row's head: field count, (length, oid) oid, and the bytes' length."""
 
 
 def _window_by_lo_get(
-    conn: psycopg.Connection, sel: Selection, window: list[tuple[int, MetaTuple]],
+    conn: psycopg.Connection, sel: Selection, oids: list[int], metas: list[MetaTuple],
     side: Side | None,
 ) -> Iterator[LoRow | LoRun]:  # fmt: skip
     query = sql.SQL(_LO_GET).format(
         big=sql.Literal(BIG), mode=sql.Literal(INV_READ), cond=sel.where(sql.SQL("m.oid")),
-        first=sql.Literal(window[0][0]), last=sql.Literal(window[-1][0]),
+        first=sql.Literal(oids[0]), last=sql.Literal(oids[-1]),
     )  # fmt: skip
     rows = copyout.rows(conn, query)
     unpack = _LO_GET_HEAD.unpack_from
     run = LoRun([], [], [], bytearray())
     buf = run.data
     assert isinstance(buf, bytearray)
+    at = 0  # the window's first LO not handed on yet
     try:
-        for (oid, meta), row in zip(window, rows, strict=True):
-            _, _, got, n = unpack(row)
-            if got != oid:
-                raise psycopg.DataError(f"LO {oid} expected, the server sent {got}")
+        for row in rows:
+            _, _, oid, n = unpack(row)
+            i = bisect.bisect_left(oids, oid, at)
+            if i == len(oids) or oids[i] != oid:
+                raise psycopg.DataError(f"LO {oid} from the server is not in the window")
+            if i > at:  # empty LOs before it
+                run.oids.extend(oids[at:i])
+                run.metas.extend(metas[at:i])
+                run.sizes.extend(itertools.repeat(0, i - at))
+            meta, at = metas[i], i + 1
             (flag,) = _LEN.unpack_from(row, 14 + n)
             size = n if flag < 0 else _SIZE.unpack_from(row, 18 + n)[0]  # NULL: under BIG
             if size == n:
@@ -419,6 +428,10 @@ def _window_by_lo_get(
             chunks = _Drained(itertools.chain([first], _ranges(side(), oid, n, size)))
             yield LoRow(oid, *meta, size, chunks)
             chunks.drain()
+        if at < len(oids):  # empty LOs after the last one with bytes
+            run.oids.extend(oids[at:])
+            run.metas.extend(metas[at:])
+            run.sizes.extend(itertools.repeat(0, len(oids) - at))
         if run.oids:
             yield run
     finally:
