@@ -17,7 +17,11 @@ Cases (databases made once by ``pgblobdump generate`` and kept; reused on later 
   bytes (written with lo_put in 4 MiB pieces);
 - ``e100k``, ``e1m``: 100,000 and 1,000,000 empty LOs (memory flat from one to the other).
 
+With ``--pg-dump``, the empty cases also run ``pg_dump 17 -Fc`` once (as the superuser,
+output to a file under /var/tmp, removed after; about 100 s at 1M).
+
 Usage: .venv/bin/python benchmarks/dump_rate.py [--server DSN] [--cases k4,mix,e100k,e1m]
+[--pg-dump]
 (``--server``: a running server's conninfo without dbname, e.g. from ``pgblobdump server
 start``, whose databases are kept for the next run; default: a temporary embedded 17
 cluster.)
@@ -71,8 +75,10 @@ class Bench:
     def __init__(self, server: str, work: Path) -> None:
         self.server = server
         self.work = work
-        tc = toolchain.find(MAJOR, ("psql",))
+        tc = toolchain.find(MAJOR, ("psql", "pg_dump"))
         self.psql = tc.tool("psql")
+        self.pg_dump = tc.tool("pg_dump")
+        self.with_pg_dump = False
         self.pgblobdump = [sys.executable, "-m", "pgblobdump"]
         self.rows: list[Row] = []
         self.verdicts: list[str] = []
@@ -133,6 +139,15 @@ class Bench:
         )  # fmt: skip
         say(f"{what}: {st.wall_s:.2f} s")
         return st.wall_s
+
+    def pg_dump_fc(self, db: str) -> tuple[float, float]:
+        """(wall, peak RSS MB) of ``pg_dump -Fc`` of ``db``."""
+        out = self.work / f"{db}.pgdump"
+        st = run_measured([str(self.pg_dump), "-Fc", "-d", self.dsn(db), "-f", str(out)],
+                          gnu_time=GNU_TIME, what=f"{db}: pg_dump -Fc")  # fmt: skip
+        out.unlink(missing_ok=True)
+        say(f"{db}: pg_dump {MAJOR} -Fc: {st.wall_s:.2f} s, {st.max_rss_kb / 1024:.0f} MB")
+        return st.wall_s, st.max_rss_kb / 1024
 
     def lo_get_anchor(self, db: str, big: list[tuple[int, int]]) -> float:
         skip = ",".join(str(o) for o, _ in big) or "0"
@@ -198,6 +213,13 @@ class Bench:
                 self.rows.append(Row(case, f"dump --jobs {jobs} ({path})", wall, rss, 0,
                                      f"**{wall / a:.2f}x** the metadata COPY"
                                      f" ({own / a:.2f}x without start-up)"))  # fmt: skip
+        if self.with_pg_dump:
+            wall, rss = self.pg_dump_fc(db)
+            w["pg_dump"] = wall
+            best = min(w["pages_j1"], w["pages_j2"])
+            self.rows.append(Row(case, f"anchor: pg_dump {MAJOR} -Fc", wall, rss, 0,
+                                 f"{wall / a:.2f}x the metadata COPY; **{wall / best:.1f}x**"
+                                 " the faster pages-path dump"))  # fmt: skip
         return w
 
 
@@ -232,6 +254,9 @@ def verdicts(res: dict[str, dict[str, float]]) -> list[str]:
         line(best / e["meta"] <= 2.5, f"1M empty within 2.5x of the metadata COPY:"
              f" {e['pages_j1'] / e['meta']:.2f}x (1 job), {e['pages_j2'] / e['meta']:.2f}x"
              f" (2 jobs); lo_get path {e['lo_get_j1'] / e['meta']:.2f}x")  # fmt: skip
+        if "pg_dump" in e:
+            line(e["pg_dump"] / best >= 100, f"1M empty at least 100x pg_dump {MAJOR} -Fc:"
+                 f" {e['pg_dump'] / best:.1f}x")  # fmt: skip
     if "e1m" in res and "e100k" in res:
         grew = {k[4:]: (res["e100k"][k], res["e1m"][k]) for k in res["e1m"] if k.startswith("rss_")}
         flat = all(b <= a * 1.1 + 5 for a, b in grew.values())
@@ -244,6 +269,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--server", help="conninfo of a running server (no dbname)")
     ap.add_argument("--cases", default="k4,mix,e100k,e1m")
+    ap.add_argument("--pg-dump", action="store_true", help="pg_dump -Fc on the empty cases")
     args = ap.parse_args()
     cases = args.cases.split(",")
     root = Path(pgblobdump.__file__).resolve().parent.parent
@@ -257,6 +283,7 @@ def main() -> None:
             tempfile.TemporaryDirectory(prefix="pgbd-dumprate-", dir="/var/tmp")
         )
         b = Bench(server, Path(tmp))
+        b.with_pg_dump = args.pg_dump
         res: dict[str, dict[str, float]] = {}
         specs = {
             "k4": (("-n", "100k", "--size", "4KiB", "--content", "random"), False),

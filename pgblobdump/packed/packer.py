@@ -176,11 +176,14 @@ class LoPacker:
         if not all(map(operator.lt, oids, itertools.islice(oids, 1, None))):
             bad = next(i for i in range(1, len(oids)) if oids[i] <= oids[i - 1])
             raise ValueError(f"LOs out of order: {oids[bad]} after {oids[bad - 1]}")
-        ids: dict[int, int] = {}
-        for m in metas:  # a window's metas are a few shared tuples: one id each
-            if id(m) not in ids:
-                ids[id(m)] = self.metas.id(m)
-        mids = [ids[i] for i in map(id, metas)]
+        # a window's metas are a few shared tuples: one id each (in order of first
+        # appearance), mapped at C speed
+        if metas and metas.count(metas[0]) == len(metas):  # the seed's case: one value
+            mids = [self.metas.id(metas[0])] * len(metas)
+        else:
+            firsts = dict(zip(map(id, metas), metas, strict=True))
+            ids = {i: self.metas.id(m) for i, m in firsts.items()}
+            mids = list(map(ids.__getitem__, map(id, metas)))
         if len(mids) != len(oids):
             raise ValueError(f"{len(oids)} OIDs, {len(mids)} metadata values")
         i, n = 0, len(oids)

@@ -1,8 +1,10 @@
 """Every LO of an OID range with its metadata and bytes, in OID order, set-based, under
 one snapshot: what a dump reads.
 
-The metadata comes a window of WINDOW LOs at a time (grouped server-side); the bytes of
-the window's LOs then stream past it in one binary COPY, read raw (``pg/copyout.py``):
+The metadata comes a window of WINDOW LOs at a time (one statement each, ``pg/lometa.py``);
+a window of empty LOs only (no page in its OID range) is handed on as it is; otherwise the
+bytes of the window's LOs then stream past it in one binary COPY, read raw
+(``pg/copyout.py``):
 - a role that may read ``pg_largeobject`` (superusers): its 2 KB pages in order, the
   fastest the server offers. LOs over BIG bytes (pages past BIG / LOBLKSIZE) are found
   first by an index walk; the window's COPY stops short of each and the big LO is read
@@ -17,8 +19,8 @@ the window's LOs then stream past it in one binary COPY, read raw (``pg/copyout.
 
 from __future__ import annotations
 
+import bisect
 import itertools
-import json
 import operator
 import struct
 from collections.abc import Callable, Iterable, Iterator
@@ -29,7 +31,7 @@ import psycopg
 from psycopg import sql
 
 from pgblobdump.errors import NotFound
-from pgblobdump.pg import catalog, copyout
+from pgblobdump.pg import catalog, copyout, lometa
 
 LOBLKSIZE = 2048
 """Bytes per pg_largeobject page (BLCKSZ / 4 in a default build)."""
@@ -100,27 +102,11 @@ def check_references(conn: psycopg.Connection, sel: Selection) -> None:
             raise NotFound(f"no column {table}.{col} (from --referenced-by {table}.{col})")
 
 
-MetaTuple = tuple["str | None", "tuple[str, ...] | None", "str | None"]
-"""(owner, ACL items, comment) of an LO."""
+MetaTuple = lometa.MetaTuple
 
 WINDOW = 20_000
 """LOs whose metadata is read (and held) at once: bounds memory whatever the range. (50,000
 was tried: no faster here, and peak RSS grew by 10-20 MB.)"""
-
-_WINDOW_END = """
-SELECT m.oid::int8 FROM pg_catalog.pg_largeobject_metadata m
-WHERE {cond} AND m.oid >= {start}::int8::oid
-ORDER BY m.oid OFFSET {skip} LIMIT 1
-"""
-_WINDOW_GROUPS = """
-SELECT pg_get_userbyid(w.owner), w.acl, w.comment, array_agg(w.oid ORDER BY w.oid)
-FROM (SELECT m.oid::int8 AS oid, m.lomowner AS owner,
-             array_to_json(m.lomacl::text[])::text AS acl, d.description AS comment
-      FROM pg_catalog.pg_largeobject_metadata m
-      {comment_join}
-      WHERE {cond} AND m.oid BETWEEN {start}::int8::oid AND {end}::int8::oid) w
-GROUP BY w.owner, 2, 3
-"""
 
 
 class LoRun(NamedTuple):
@@ -139,45 +125,6 @@ RUN_BYTES = 4 << 20
 """A run is handed on once its bytes pass this (memory stays flat)."""
 
 
-def _windows(conn: psycopg.Connection, sel: Selection) -> Iterator[list[tuple[int, MetaTuple]]]:
-    """The selection's (OID, metadata) pairs, WINDOW LOs at a time, in OID order.
-
-    The server groups each window by metadata and sends one array of OIDs per distinct
-    value: a few rows instead of one per LO (a row costs psycopg about 10 us to receive,
-    an OID in an int8[] a few dozen ns).
-    """
-    start = sel.first
-    cond = sel.where(sql.SQL("m.oid"))
-    while start <= sel.last:
-        # The window's last OID first (an index scan), then the window by range: with
-        # ORDER BY ... LIMIT over the join, a table without statistics (right after a bulk
-        # load) was read and sorted whole for every window.
-        # Without statistics the planner still picks a bitmap scan and a sort of every
-        # OID after ``start``; the index alone gives them in order.
-        # (The window's COPYs want the same plans: they stay set for them, one statement.)
-        _in_index_order(conn)
-        row = conn.execute(
-            sql.SQL(_WINDOW_END).format(
-                cond=cond, start=sql.Literal(start), skip=sql.Literal(WINDOW - 1)
-            )
-        ).fetchone()
-        end = int(row[0]) if row else sel.last
-        query = sql.SQL(_WINDOW_GROUPS).format(
-            cond=cond, start=sql.Literal(start), end=sql.Literal(end),
-            comment_join=sql.SQL(catalog.COMMENT_JOIN),
-        )  # fmt: skip
-        pairs: list[tuple[int, MetaTuple]] = []
-        with conn.cursor(binary=True) as cur:
-            for owner, acl, comment, oids in cur.execute(query):
-                meta = (owner, tuple(json.loads(acl)) if acl is not None else None, comment)
-                pairs.extend(zip(oids, itertools.repeat(meta)))
-        if not pairs:
-            return
-        pairs.sort(key=operator.itemgetter(0))
-        yield pairs
-        start = end + 1
-
-
 Side = Callable[[], psycopg.Connection]
 """Gives a second connection in a transaction with the same snapshot (opened when first
 needed: the lo_get path reads the rest of a big LO there while the window's COPY waits)."""
@@ -190,11 +137,20 @@ def iter_los(
     the transaction whose snapshot the dump uses; ``side`` (needed only by a role that may
     not read ``pg_largeobject``, and only if an LO is over BIG bytes) shares it."""
     by_pages = catalog.pages_readable(conn)
-    for window in _windows(conn, sel):
+    cond = sel.where(sql.SQL("m.oid"))
+    # Without statistics the planner picks a bitmap scan and a sort of every OID after
+    # the window's start; the index alone gives them in order. (The window's COPYs want
+    # the same plans: they stay set for them, one statement.)
+    _in_index_order(conn)
+    for oids, metas, paged in lometa.windows(conn, cond, sel.first, sel.last, WINDOW, by_pages):
+        if paged is False:  # no page from the window's first OID to its last: all empty
+            yield LoRun(oids, metas, [0] * len(oids), b"")
+            continue
+        _in_index_order(conn)
         if by_pages:
-            yield from _window_by_pages(conn, window)
+            yield from _window_by_pages(conn, list(zip(oids, metas, strict=True)))
         else:
-            yield from _window_by_lo_get(conn, sel, window, side)
+            yield from _window_by_lo_get(conn, sel, oids, metas, side)
 
 
 def _ranges(conn: psycopg.Connection, oid: int, start: int, size: int) -> Iterator[bytes]:
@@ -414,31 +370,40 @@ FROM (SELECT m.oid, pg_catalog.lo_get(m.oid, 0, {big}) AS d
       FROM pg_catalog.pg_largeobject_metadata m
       WHERE {cond} AND m.oid BETWEEN {first}::int8::oid AND {last}::int8::oid
       ORDER BY m.oid OFFSET 0) s
+WHERE octet_length(s.d) > 0
 """
 """Each LO's first BIG bytes, and the size of those that fill them (their descriptor
-closed in the same row: ``lo_close`` is evaluated after ``lo_lseek64``)."""
+closed in the same row: ``lo_close`` is evaluated after ``lo_lseek64``); no row for an
+empty LO (the window's LOs between two rows are empty, handed on in bulk)."""
 _LO_GET_HEAD = struct.Struct(">hiIi")
 """A lo_get row's head: field count, (length, oid) oid, and the bytes' length."""
 
 
 def _window_by_lo_get(
-    conn: psycopg.Connection, sel: Selection, window: list[tuple[int, MetaTuple]],
+    conn: psycopg.Connection, sel: Selection, oids: list[int], metas: list[MetaTuple],
     side: Side | None,
 ) -> Iterator[LoRow | LoRun]:  # fmt: skip
     query = sql.SQL(_LO_GET).format(
         big=sql.Literal(BIG), mode=sql.Literal(INV_READ), cond=sel.where(sql.SQL("m.oid")),
-        first=sql.Literal(window[0][0]), last=sql.Literal(window[-1][0]),
+        first=sql.Literal(oids[0]), last=sql.Literal(oids[-1]),
     )  # fmt: skip
     rows = copyout.rows(conn, query)
     unpack = _LO_GET_HEAD.unpack_from
     run = LoRun([], [], [], bytearray())
     buf = run.data
     assert isinstance(buf, bytearray)
+    at = 0  # the window's first LO not handed on yet
     try:
-        for (oid, meta), row in zip(window, rows, strict=True):
-            _, _, got, n = unpack(row)
-            if got != oid:
-                raise psycopg.DataError(f"LO {oid} expected, the server sent {got}")
+        for row in rows:
+            _, _, oid, n = unpack(row)
+            i = bisect.bisect_left(oids, oid, at)
+            if i == len(oids) or oids[i] != oid:
+                raise psycopg.DataError(f"LO {oid} from the server is not in the window")
+            if i > at:  # empty LOs before it
+                run.oids.extend(oids[at:i])
+                run.metas.extend(metas[at:i])
+                run.sizes.extend(itertools.repeat(0, i - at))
+            meta, at = metas[i], i + 1
             (flag,) = _LEN.unpack_from(row, 14 + n)
             size = n if flag < 0 else _SIZE.unpack_from(row, 18 + n)[0]  # NULL: under BIG
             if size == n:
@@ -463,6 +428,10 @@ def _window_by_lo_get(
             chunks = _Drained(itertools.chain([first], _ranges(side(), oid, n, size)))
             yield LoRow(oid, *meta, size, chunks)
             chunks.drain()
+        if at < len(oids):  # empty LOs after the last one with bytes
+            run.oids.extend(oids[at:])
+            run.metas.extend(metas[at:])
+            run.sizes.extend(itertools.repeat(0, len(oids) - at))
         if run.oids:
             yield run
     finally:

@@ -20,7 +20,7 @@ from pgblobdump.pg import lostream
 from pgblobdump.servers.cluster import EmbeddedCluster
 from pgblobdump.storage import LocalDirectory
 from tests.conftest import NewDb
-from tests.losets import state
+from tests.losets import fill, roles, state
 
 DUMPER = "pgbd_t_dumper"
 """A role that may read the test's LOs (a grant on each) but not pg_largeobject."""
@@ -182,3 +182,53 @@ def lostream_meta(
     owner: str, acl: tuple[str, ...] | None = None, comment: str | None = None
 ) -> Meta:
     return Meta(owner, acl, comment)
+
+
+COMPAT = "pgbd_t_compat_reader"
+"""A role that may read every LO (``lo_compat_privileges``) but not pg_largeobject."""
+
+
+def test_windows_of_empties_are_handed_on_whole_with_exact_metadata(
+    pg17: EmbeddedCluster, new_db: NewDb, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Windows of 50 LOs: those with no page in their OID range go to the packer as one
+    run of empties (no pages COPY), the one with bytes by the pages path; owners, ACLs
+    (by the owner and another grantor) and comments (quotes, a backslash, a tab, non-ASCII)
+    scattered over both kinds, OIDs past 2^31. The archive is byte for byte the one
+    written with one window (no empty window: the per-LO path) and the lo_get path's,
+    and restores to the same state."""
+    roles(pg17)
+    db = new_db(pg17)
+    specs: dict[int, tuple[int, int, int, bool]] = {}
+    for i, oid in enumerate([*range(40_000, 40_230), *range(2**31 + 7, 2**31 + 90)]):
+        size = 10 + i * 13 if 40_120 <= oid < 40_125 else 0
+        specs[oid] = (size, i % 23 == 0, 1 if i % 17 == 0 else 2 if i % 41 == 0 else 0, i % 11 == 0)
+    fill(db, specs)
+    with psycopg.connect(db, autocommit=True) as conn:
+        conn.execute("COMMENT ON LARGE OBJECT 40001 IS E'tab\\t \"q\" \\\\ caf\\u00e9 ''s'")
+        if not conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (COMPAT,)).fetchone():
+            conn.execute(f"CREATE ROLE {COMPAT} LOGIN")
+            conn.execute(f"ALTER ROLE {COMPAT} SET lo_compat_privileges = on")
+    whole = tmp_path / "one-window"
+    _dump(db, whole)
+    monkeypatch.setattr(lostream, "WINDOW", 50)
+    by_pages = lostream._window_by_pages
+    windows: list[tuple[int, int]] = []
+
+    def counted(conn: psycopg.Connection, window: list[tuple[int, object]]) -> object:
+        windows.append((window[0][0], window[-1][0]))
+        return by_pages(conn, window)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(lostream, "_window_by_pages", counted)
+    _dump(db, tmp_path / "pages")
+    assert windows == [(40_100, 40_149)]  # the other six windows: runs of empties
+    _dump(_as(db, COMPAT), tmp_path / "lo_get")
+    assert _files(tmp_path / "pages") == _files(whole) == _files(tmp_path / "lo_get")
+    dst = new_db(pg17)
+    with open_source(str(tmp_path / "pages")) as s:
+        restore(dst, s.items, RestoreRequest(), index=s.index, metas=s.metas)
+    got, want = state(dst), state(db)
+    assert got == want
+    assert want[40_001][3] == 'tab\t "q" \\ caf\u00e9 \'s'
+    assert {a is not None for _, _, a, _ in want.values()} == {True, False}
+    assert len({w for _, w, _, _ in want.values()}) == 2
