@@ -29,8 +29,18 @@ def target_of(src: ConnectionTarget, to: ConnectionTarget) -> ConnectionTarget:
     full = to.dbname is not None and ("=" in to.dbname or "://" in to.dbname)
     if full:
         return to
-    return ConnectionTarget(to.dbname, to.host or src.host, to.port or src.port,
-                            to.user or src.user)  # fmt: skip
+    from psycopg import conninfo as pgconninfo
+
+    # The source as libpq will read it (from -d's string as much as from -h/-p/-U): a
+    # bare --target-dbname is a database on that same server, never on libpq's default.
+    params = {k: str(v) for k, v in pgconninfo.conninfo_to_dict(src.conninfo()).items()
+              if v is not None and k != "dbname"}  # fmt: skip
+    if to.host is not None or to.port is not None:
+        params.pop("password", None)  # another server: the source's password stays home
+    for key, value in (("host", to.host), ("port", to.port), ("user", to.user)):
+        if value is not None:
+            params[key] = value
+    return ConnectionTarget(pgconninfo.make_conninfo(dbname=to.dbname, **params))
 
 
 def result_table(title: str, record: dict[str, Any]) -> Table:

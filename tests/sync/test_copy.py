@@ -276,3 +276,17 @@ def test_source_backends_terminated_mid_copy_then_rerun(
         _out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
     assert state(dst) == state(big)
+
+
+def test_a_bare_target_dbname_is_on_the_source_server_given_by_a_string(
+    pg17: EmbeddedCluster, new_db: NewDb
+) -> None:
+    """-d as a connection string, --target-dbname a bare name: the target is that database
+    on the source's server (its host, port and user), not on libpq's default server."""
+    src, dst = new_db(pg17), new_db(pg17)
+    with psycopg.connect(src, autocommit=True) as conn:
+        conn.execute("SELECT lo_from_bytea(31000, 'here')")
+    name = psycopg.conninfo.conninfo_to_dict(dst)["dbname"]
+    result = run("copy", "-d", src, "--target-dbname", str(name))
+    assert result.exit_code == 0, result.output
+    assert _los(dst) == 1
