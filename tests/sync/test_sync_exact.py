@@ -1,0 +1,57 @@
+"""``sync`` where a reviewer found it inexact: a write made in a savepoint of a
+transaction open at the mark, a --referenced-by selection that changes over time, --force
+against an LO someone else made at an OID a copy once used, and a target-side write
+committed between the plan and the removal."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+from pgblobdump.servers.cluster import EmbeddedCluster
+from pgblobdump.sync.copy import CopyRequest, copy
+from pgblobdump.sync.run import SyncRequest, sync
+from tests.conftest import NewDb
+from tests.losets import state
+
+
+def _sql(db: str, *statements: str) -> None:
+    with psycopg.connect(db, autocommit=True) as conn:
+        for s in statements:
+            conn.execute(s)
+
+
+def _bytes(db: str, oid: int) -> bytes:
+    with psycopg.connect(db) as conn:
+        row = conn.execute("SELECT lo_get(%s::int8::oid)", (oid,)).fetchone()
+    assert row is not None
+    return bytes(row[0])
+
+
+@pytest.fixture
+def pair(pg17: EmbeddedCluster, new_db: NewDb) -> tuple[str, str]:
+    """A source with LOs 5000, 8000, 8001 and a target they were copied into."""
+    src, dst = new_db(pg17), new_db(pg17)
+    _sql(src, "SELECT lo_from_bytea(5000, 'first'), lo_from_bytea(8000, 'eight thousand'),"
+              " lo_from_bytea(8001, 'eight thousand one')")  # fmt: skip
+    copy(src, dst, CopyRequest())
+    return src, dst
+
+
+def test_a_write_in_a_savepoint_of_a_transaction_open_at_the_mark(pair: tuple[str, str]) -> None:
+    src, dst = pair
+    assert sync(src, dst, SyncRequest()).plan.equal == 3
+    with psycopg.connect(src) as a:  # open at the next sync's mark, its write in a savepoint
+        a.execute("SELECT txid_current()")
+        a.execute("SAVEPOINT a")
+        a.execute("SELECT lo_put(5000, 0, 'THIRD!!!')")
+        a.execute("RELEASE a")
+        _sql(src, "SELECT txid_current()")  # a later xid committed: the mark's xmax passes it
+        r = sync(src, dst, SyncRequest())
+        assert r.plan.equal == 3 and _bytes(dst, 5000) == b"first"
+        a.commit()
+    r = sync(src, dst, SyncRequest())
+    assert r.method.startswith("transaction ids since"), r.method
+    assert r.plan.rewrite == [5000]
+    assert _bytes(dst, 5000) == b"THIRD!!!" and state(dst) == state(src)
+
