@@ -156,7 +156,10 @@ def sync_cmd(target: ConnectionTarget, to: ConnectionTarget, oids: tuple[int, in
     Changes are found from the source's transaction ids since the snapshot the last
     copy or sync read (kept in the target, schema pgblobdump_sync); when that cannot be
     exact (no state, another source, a role that may not read pg_largeobject), per-LO
-    digests are computed on each server instead, and the run says so.
+    digests are computed on each server instead, and the run says so. With
+    --referenced-by they always are (an LO newly referenced leaves no trace in the
+    LOs' transaction ids), and an LO of ours that is no longer referenced is gone
+    (listed, deleted with --delete) only when the source has no LO of that OID at all.
 
     Example: pgblobdump sync -d olddb --target-dbname newdb --target-port 5433 --watch 60
     """

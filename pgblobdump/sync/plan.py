@@ -80,6 +80,7 @@ class Plan:
 
 
 CHANGED_HERE = "changed on the target since it was copied"
+GONE_CHANGED = f"gone from the source but {CHANGED_HERE}: kept"
 NOT_OURS = "exists on the target and no copy or sync made it"
 
 
@@ -120,7 +121,7 @@ def decide(
             elif t.kind == OURS:
                 plan.gone.append(t.oid)
             elif t.kind == CHANGED:  # never removed, even with --force
-                _conflict(plan, t.oid, f"gone from the source but {CHANGED_HERE}: kept")
+                _conflict(plan, t.oid, GONE_CHANGED)
             t = next(tgt, None)
             continue
         plan.seen += sparse

@@ -8,6 +8,7 @@ from __future__ import annotations
 import psycopg
 import pytest
 
+from pgblobdump.pg.lostream import Selection
 from pgblobdump.servers.cluster import EmbeddedCluster
 from pgblobdump.sync.copy import CopyRequest, copy
 from pgblobdump.sync.run import SyncRequest, sync
@@ -55,3 +56,24 @@ def test_a_write_in_a_savepoint_of_a_transaction_open_at_the_mark(pair: tuple[st
     assert r.plan.rewrite == [5000]
     assert _bytes(dst, 5000) == b"THIRD!!!" and state(dst) == state(src)
 
+
+def test_referenced_by_finds_newly_referenced_los_and_deletes_only_what_the_source_lost(
+    pair: tuple[str, str],
+) -> None:
+    src, dst = pair
+    refs = Selection(referenced_by=(("t", "o"),))
+    _sql(src, "CREATE TABLE t (o oid)", "INSERT INTO t VALUES (8001)",
+         "SELECT lo_put(8000, 0, 'EIGHT')")  # fmt: skip
+    r = sync(src, dst, SyncRequest(refs))
+    assert r.method.startswith("digests computed on each server: --referenced-by"), r.method
+    assert r.plan.gone == [] and r.plan.equal == 1 and not r.plan.conflicts
+    _sql(src, "INSERT INTO t VALUES (8000)")  # newly referenced, changed before the mark
+    r = sync(src, dst, SyncRequest(refs))
+    assert r.plan.rewrite == [8000] and r.plan.equal == 1
+    assert _bytes(dst, 8000) == _bytes(src, 8000) == b"EIGHT thousand"
+    r = sync(src, dst, SyncRequest(refs, delete=True))  # 5000: on the source, unreferenced
+    assert r.plan.gone == [] and r.deleted == 0 and _bytes(dst, 5000) == b"first"
+    _sql(src, "SELECT lo_unlink(5000)")  # gone from the source at all: deleted
+    r = sync(src, dst, SyncRequest(refs, delete=True))
+    assert r.plan.gone == [5000] and r.deleted == 1
+    assert state(dst) == state(src)
