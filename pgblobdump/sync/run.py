@@ -42,7 +42,7 @@ from pgblobdump.pg.ledger import to_ranges
 from pgblobdump.pg.lostream import Selection, Side
 from pgblobdump.report.reporter import QUIET, Reporter
 from pgblobdump.sync import source, state
-from pgblobdump.sync.plan import GONE_CHANGED, Plan, decide
+from pgblobdump.sync.plan import GONE_CHANGED, GONE_REPLACED, Plan, decide
 
 if TYPE_CHECKING:
     from pgblobdump.packed.reader import Item
@@ -203,10 +203,11 @@ def _only_gone_from_the_source(leader: psycopg.Connection, plan: Plan) -> None:
     """With --referenced-by, an LO of ours outside the selection is gone from the source
     only when the source has no LO of that OID at all; one that is merely not referenced
     now is left alone (not listed, never deleted, no conflict)."""
-    listed = plan.gone + [c.oid for c in plan.conflicts if c.why == GONE_CHANGED]
+    gone = (GONE_CHANGED, GONE_REPLACED)
+    listed = plan.gone + [c.oid for c in plan.conflicts if c.why in gone]
     there = source.present(leader, listed)
     plan.gone = [o for o in plan.gone if o not in there]
-    plan.conflicts = [c for c in plan.conflicts if c.why != GONE_CHANGED or c.oid not in there]
+    plan.conflicts = [c for c in plan.conflicts if c.why not in gone or c.oid not in there]
 
 
 T = TypeVar("T")

@@ -11,9 +11,12 @@ import pytest
 from pgblobdump.pg.lostream import Selection
 from pgblobdump.servers.cluster import EmbeddedCluster
 from pgblobdump.sync.copy import CopyRequest, copy
+from pgblobdump.sync.plan import REPLACED_HERE
 from pgblobdump.sync.run import SyncRequest, sync
+from pgblobdump.sync.state import unlink
+from tests.clirun import assert_one_line_error, run
 from tests.conftest import NewDb
-from tests.losets import state
+from tests.losets import roles, state
 
 
 def _sql(db: str, *statements: str) -> None:
@@ -77,3 +80,30 @@ def test_referenced_by_finds_newly_referenced_los_and_deletes_only_what_the_sour
     r = sync(src, dst, SyncRequest(refs, delete=True))
     assert r.plan.gone == [5000] and r.deleted == 1
     assert state(dst) == state(src)
+
+
+def test_force_never_overwrites_an_lo_whose_metadata_row_is_not_ours(
+    pair: tuple[str, str], pg17: EmbeddedCluster
+) -> None:
+    src, dst = pair
+    roles(pg17)
+    _sql(
+        dst,
+        "SELECT lo_unlink(5000)",
+        "SELECT lo_from_bytea(5000, 'FOREIGN')",  # someone's
+        "ALTER LARGE OBJECT 8000 OWNER TO pgbd_t_owner",  # another owner on the target
+        "SELECT lo_put(8001, 0, 'theirs')",
+    )  # only its bytes: --force may overwrite it
+    theirs = state(dst)
+    r = sync(src, dst, SyncRequest(force=True))
+    assert r.plan.forced == [8001]
+    assert [(c.oid, c.why) for c in r.plan.conflicts] == [(5000, REPLACED_HERE),
+                                                          (8000, REPLACED_HERE)]  # fmt: skip
+    got = state(dst)
+    assert got[5000] == theirs[5000] and got[8000] == theirs[8000]
+    assert got[8001] == state(src)[8001]
+    with psycopg.connect(dst, autocommit=True) as conn:  # the removal checks it again itself
+        assert unlink(conn, [], forced=[5000, 8000]) == 0
+    assert state(dst) == got
+    result = run("sync", "-d", src, "--target-dbname", dst, "--force")
+    assert_one_line_error(result, 4, "2 LOs in conflict left as they are")
