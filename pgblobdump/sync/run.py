@@ -11,7 +11,8 @@ work in proportion to what changed.
    source has none of that OID at all.
 3. The target's LOs as ours, changed there, or foreign (sync/state.py), merged with the
    source's into a plan (sync/plan.py); ``dry_run`` stops here.
-4. LOs to rewrite are removed (only if still ours, checked in the removing statement),
+4. LOs to rewrite are removed (only if still ours and unchanged on the target: metadata,
+   pages and comment checked again in the removing statement),
    then they and the new ones are copied by copy's jobs (restore's writer, the ledger's
    clean-up); ``delete``: LOs gone from the source that a copy or sync made are removed.
 5. The new mark replaces the old one, only once all of it succeeded: a sync cut short

@@ -66,6 +66,23 @@ def ours(meta: str = "m") -> str:
     )
 
 
+def unchanged(meta: str = "m", pages: bool = True) -> str:
+    """SQL: whether the LO of metadata row ``meta`` (one of ours) is as a copy/sync made
+    it: no page and no comment written by another transaction, what ``held`` calls ours
+    (``pages``: False for a role that may not read pg_largeobject, which cannot tell)."""
+    cond = (
+        f"NOT EXISTS (SELECT 1 FROM pg_catalog.pg_description c"
+        f" WHERE c.classoid = 'pg_catalog.pg_largeobject'::regclass AND c.objoid = {meta}.oid"
+        f" AND c.objsubid = 0 AND c.xmin <> {meta}.xmin)"
+    )
+    if pages:
+        cond += (
+            f" AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_largeobject p"
+            f" WHERE p.loid = {meta}.oid AND p.xmin <> {meta}.xmin)"
+        )
+    return cond
+
+
 def exists(conn: psycopg.Connection) -> bool:
     row = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (f"{SCHEMA}.made",)).fetchone()
     return bool(row and row[0])
@@ -236,7 +253,8 @@ def unlink(
     done: list[int] | None = None,
 ) -> int:
     """Remove the LOs ``oids`` that are still ours and unchanged here (checked again in the
-    same statement: a writer on the target meanwhile keeps its LO), and ``forced`` ones
+    same statement as ``held`` checks it, metadata, pages and comment: a writer on the
+    target meanwhile keeps its LO), and ``forced`` ones
     whose metadata row is still the one a copy made (sync --force: their pages or comment
     changed here; an LO made again at the OID, or given another owner or ACL, is never
     removed). Batches sized from the lock
@@ -244,7 +262,8 @@ def unlink(
     count as it commits (what an interrupt leaves removed). Returns how many were."""
     per = LockBudget.read(conn).per_transaction
     removed = 0
-    for group, cond in ((list(oids), ours("m")), (list(forced), ours("m"))):
+    same = f"{ours('m')} AND {unchanged('m', catalog.pages_readable(conn))}"
+    for group, cond in ((list(oids), same), (list(forced), ours("m"))):
         for i in range(0, len(group), per):
             row = conn.execute(
                 "SELECT count(lo_unlink(m.oid)) FROM pg_catalog.pg_largeobject_metadata m"

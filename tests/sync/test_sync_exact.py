@@ -107,3 +107,16 @@ def test_force_never_overwrites_an_lo_whose_metadata_row_is_not_ours(
     assert state(dst) == got
     result = run("sync", "-d", src, "--target-dbname", dst, "--force")
     assert_one_line_error(result, 4, "2 LOs in conflict left as they are")
+
+
+def test_the_removal_checks_pages_and_comment_again(pair: tuple[str, str]) -> None:
+    """A write on the target committed between the plan and the removal (here: after the
+    copy, before ``unlink``) keeps its LO: the removing statement checks what held() did."""
+    _src, dst = pair
+    _sql(dst, "SELECT lo_put(8001, 0, 'theirs')", "COMMENT ON LARGE OBJECT 8000 IS 'theirs'")
+    theirs = state(dst)
+    with psycopg.connect(dst, autocommit=True) as conn:
+        assert unlink(conn, [5000, 8000, 8001]) == 1  # 5000: ours, unchanged
+        assert state(dst) == {o: v for o, v in theirs.items() if o != 5000}
+        assert unlink(conn, [], forced=[8000, 8001]) == 2  # --force: their metadata is ours
+    assert state(dst) == {}
