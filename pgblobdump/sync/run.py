@@ -147,6 +147,11 @@ def sync(src: str, dst: str, req: SyncRequest, reporter: Reporter = QUIET) -> Sy
                 workers = run_jobs(src, dst, snapshot, feeds, rreq, reporter, stack, "sync")
                 copied = sum(w.los for w in workers)
                 nbytes = sum(w.bytes for w in workers)
+                if kept := sum(w.skipped for w in workers):  # their removal found them changed
+                    reporter.note(
+                        f"{kept:,} LOs to copy were changed or made on the target while this"
+                        " sync ran: kept as they are (the next sync lists them as conflicts)"
+                    )
         except (PgBlobDumpError, KeyboardInterrupt) as e:
             removed = sum(progress)
             if not removed:

@@ -11,7 +11,7 @@ import pytest
 from pgblobdump.pg.lostream import Selection
 from pgblobdump.servers.cluster import EmbeddedCluster
 from pgblobdump.sync.copy import CopyRequest, copy
-from pgblobdump.sync.plan import REPLACED_HERE
+from pgblobdump.sync.plan import CHANGED_HERE, REPLACED_HERE
 from pgblobdump.sync.run import SyncRequest, sync
 from pgblobdump.sync.state import unlink
 from tests.clirun import assert_one_line_error, run
@@ -120,3 +120,19 @@ def test_the_removal_checks_pages_and_comment_again(pair: tuple[str, str]) -> No
         assert state(dst) == {o: v for o, v in theirs.items() if o != 5000}
         assert unlink(conn, [], forced=[8000, 8001]) == 2  # --force: their metadata is ours
     assert state(dst) == {}
+
+
+def test_a_target_side_write_in_a_savepoint_is_a_change_there(pair: tuple[str, str]) -> None:
+    """The target side compares xmins with the copy's own top-level xid for equality: a
+    subtransaction's xid is another one, so a write made in a savepoint counts."""
+    src, dst = pair
+    with psycopg.connect(dst) as conn:
+        conn.execute("SAVEPOINT a")
+        conn.execute("SELECT lo_put(8001, 0, 'theirs')")
+        conn.execute("COMMENT ON LARGE OBJECT 5000 IS 'theirs'")
+        conn.execute("RELEASE a")
+    r = sync(src, dst, SyncRequest())
+    assert [(c.oid, c.why) for c in r.plan.conflicts] == [(5000, CHANGED_HERE),
+                                                          (8001, CHANGED_HERE)]  # fmt: skip
+    with psycopg.connect(dst, autocommit=True) as conn:
+        assert unlink(conn, [5000, 8000, 8001]) == 1
