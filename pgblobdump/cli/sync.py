@@ -139,7 +139,8 @@ def copy_cmd(target: ConnectionTarget, to: ConnectionTarget, oids: tuple[int, in
 @click.option(
     "--force",
     is_flag=True,
-    help="Overwrite LOs changed on the target since a copy or sync made them.",
+    help="Overwrite LOs whose bytes or comment changed on the target since a copy or sync"
+    " made them (never one given another owner or ACL there, or made again there).",
 )
 @click.option("--dry-run", is_flag=True, help="List what would be done; change nothing.")
 @click.option(
@@ -161,12 +162,17 @@ def sync_cmd(target: ConnectionTarget, to: ConnectionTarget, oids: tuple[int, in
     truncated, unlinked and made again, or given another owner, ACL or comment since
     the last copy or sync, copied again; LOs gone from the source listed (--delete
     removes those a copy or sync made). An LO changed on the target since it was
-    copied is a conflict: kept, unless --force (exit 4 when any is left).
+    copied is a conflict: kept, unless --force overwrites it (only one whose bytes or
+    comment changed: one given another owner or ACL on the target, or unlinked and made
+    again there, is always kept) (exit 4 when any is left).
 
     Changes are found from the source's transaction ids since the snapshot the last
     copy or sync read (kept in the target, schema pgblobdump_sync); when that cannot be
     exact (no state, another source, a role that may not read pg_largeobject), per-LO
-    digests are computed on each server instead, and the run says so.
+    digests are computed on each server instead, and the run says so. With
+    --referenced-by they always are (an LO newly referenced leaves no trace in the
+    LOs' transaction ids), and an LO of ours that is no longer referenced is gone
+    (listed, deleted with --delete) only when the source has no LO of that OID at all.
 
     Example: pgblobdump sync -d olddb --target-dbname newdb --target-port 5433 --watch 60
     """
@@ -203,7 +209,8 @@ def sync_cmd(target: ConnectionTarget, to: ConnectionTarget, oids: tuple[int, in
                 raise SyncConflict(
                     f"{conflicts:,} LOs in conflict left as they are (the first: LO"
                     f" {result.plan.conflicts[0].oid}, {result.plan.conflicts[0].why});"
-                    " sync --dry-run lists them, --force overwrites those a copy made"
+                    " sync --dry-run lists them, --force overwrites those whose bytes or"
+                    " comment changed there"
                 )
             return
         click.echo(f"sync {runs}: {_summary(result.record())}", err=True)

@@ -3,8 +3,12 @@
 
 A ``Mark`` is a snapshot of the source (``pg_current_snapshot()``: xmin, xmax and the
 transactions in progress, as 64-bit xid8) with the cluster and database it belongs to. A
-tuple was written after the mark when its inserting transaction is one the mark could
-not see: its full xid is at or past the mark's xmax, or among its in-progress ones.
+tuple counts as written after the mark unless its xid is certainly one the mark could
+see: below the mark's xmin (or frozen). The mark's in-progress list cannot be used to be
+exact: it holds top-level xids only, and a write made in a savepoint carries the
+subtransaction's xid, which may lie between xmin and xmax without being listed. So any
+xid at or past xmin counts (a tuple committed before the mark but after its xmin is
+copied again: more work when a transaction was open at the mark, never a miss).
 
 What the LO API does, and the trace it leaves:
 - ``lo_create``/``lo_from_bytea``/``lo_import``, owner, GRANT/REVOKE: a new
@@ -18,7 +22,7 @@ What the LO API does, and the trace it leaves:
 
 A tuple's ``xmin`` is a 32-bit xid. Read in a transaction whose next xid is N, a
 visible tuple's xid lies in (N - 2^31, N] unless it was frozen long ago; so the 32-bit
-value is widened into that window (the server's ``age()`` does it). A tuple written
+value is widened into that window (the server's ``age()`` does it). A tuple counted as
 after the mark has a full xid in [mark.xmin, N], widened right whenever N - mark.xmin <
 2^31: past that, the mark is unusable
 (``unusable``) and the caller compares digests. An old frozen tuple widened wrongly can
@@ -114,21 +118,19 @@ def unusable(conn: psycopg.Connection, since: Mark | None, now: Mark) -> str | N
     return None
 
 
-def after(xmin: str, since: Mark, distance: int) -> sql.Composable:
-    """SQL: whether a tuple whose ``xmin`` column is given was written after ``since``.
-    ``distance`` is ``age()`` of the mark's xmax in this transaction (``distance_to``):
+def after(xmin: str, distance: int) -> sql.Composable:
+    """SQL: whether a tuple whose ``xmin`` column is given may have been written after the
+    mark: its xid is not certainly below the mark's xmin (see the module's docstring).
+    ``distance`` is ``age()`` of the mark's xmin in this transaction (``distance_to``):
     ``age(x)`` counts back from this transaction's next xid, so a tuple at or past the
-    mark's xmax is one no older than that (``age`` widens the 32-bit xid in the window
-    described above, in C; a frozen or bootstrap xid is INT_MAX old)."""
-    xip = sql.Literal([x % 2**32 for x in since.xip]) if since.xip else sql.SQL("'{}'")
-    return sql.SQL("(age({x}) <= {d} OR {x} = ANY({xip}::text[]::xid[]))").format(
-        x=sql.SQL(xmin), d=sql.Literal(distance), xip=xip
-    )
+    mark's xmin is one no older than that (``age`` widens the 32-bit xid in the window
+    described above, in C; a frozen or bootstrap xid is INT_MAX old, so never after)."""
+    return sql.SQL("(age({x}) <= {d})").format(x=sql.SQL(xmin), d=sql.Literal(distance))
 
 
 def distance_to(conn: psycopg.Connection, since: Mark) -> int:
-    """``age()`` of ``since``'s xmax, in this transaction (see ``after``)."""
-    row = conn.execute("SELECT age(%s::text::xid)", (str(since.xmax % 2**32),)).fetchone()
+    """``age()`` of ``since``'s xmin, in this transaction (see ``after``)."""
+    row = conn.execute("SELECT age(%s::text::xid)", (str(since.xmin % 2**32),)).fetchone()
     assert row is not None
     return int(row[0])
 
@@ -173,8 +175,8 @@ def scan(
     d = distance_to(conn, since)
     query = sql.SQL(_SCAN).format(
         page_range=page_range("p.loid", sel.first, sel.last),
-        page_after=after("p.xmin", since, d), meta_after=after("m.xmin", since, d),
-        comment_after=after("d.xmin", since, d),
+        page_after=after("p.xmin", d), meta_after=after("m.xmin", d),
+        comment_after=after("d.xmin", d),
         comment_join=sql.SQL(catalog.COMMENT_JOIN), cond=sel.where(sql.SQL("m.oid")),
         sparse=sql.SQL("WHERE changed OR comment IS NOT NULL" if sparse else ""),
     )  # fmt: skip

@@ -4,8 +4,10 @@ since the mark, or their digests) and the target's (ours, changed there, or fore
 - on the source only: **new**, copied;
 - on both, the target's ours: **rewrite** when the source changed it (or its digest or
   comment differs), else equal;
-- on both, changed on the target since a copy made it: a **conflict**, rewritten only with
-  --force; foreign (no copy or sync made it): a conflict, never touched;
+- on both, its pages or comment changed on the target since a copy made it: a
+  **conflict**, rewritten only with --force; its metadata row not the one a copy made
+  (owner or ACL changed there, or made again there, perhaps by someone else) or foreign
+  (no copy or sync made it): a conflict, never touched, even with --force;
 - on the target only and ours: **gone** from the source, removed only with --delete (a
   target-side change there is a conflict: kept, even with --force).
 """
@@ -16,7 +18,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from pgblobdump.pg.changes import Scan
-from pgblobdump.sync.state import CHANGED, FOREIGN, OURS, Held
+from pgblobdump.sync.state import CHANGED, FOREIGN, OURS, REPLACED, Held
 
 SHOWN = 100_000
 """Conflicts kept by OID for the report (each action's OIDs are all kept: they are the
@@ -80,6 +82,12 @@ class Plan:
 
 
 CHANGED_HERE = "changed on the target since it was copied"
+REPLACED_HERE = (
+    "its owner or ACL changed on the target, or it was made again there, since it was"
+    " copied: --force does not overwrite it"
+)
+GONE_CHANGED = f"gone from the source but {CHANGED_HERE}: kept"
+GONE_REPLACED = f"gone from the source but {REPLACED_HERE}"
 NOT_OURS = "exists on the target and no copy or sync made it"
 
 
@@ -120,7 +128,9 @@ def decide(
             elif t.kind == OURS:
                 plan.gone.append(t.oid)
             elif t.kind == CHANGED:  # never removed, even with --force
-                _conflict(plan, t.oid, f"gone from the source but {CHANGED_HERE}: kept")
+                _conflict(plan, t.oid, GONE_CHANGED)
+            elif t.kind == REPLACED:
+                _conflict(plan, t.oid, GONE_REPLACED)
             t = next(tgt, None)
             continue
         plan.seen += sparse
@@ -134,6 +144,8 @@ def _both(plan: Plan, s: Scan, t: Held, force: bool, by_digest: bool, taking: bo
     """The decision for an OID on both sides; whether the LO is copied."""
     if t.kind == FOREIGN:
         _conflict(plan, s.oid, NOT_OURS)
+    elif t.kind == REPLACED:
+        _conflict(plan, s.oid, REPLACED_HERE)
     elif t.kind == CHANGED:
         if not force:
             _conflict(plan, s.oid, CHANGED_HERE)

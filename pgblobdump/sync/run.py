@@ -5,10 +5,14 @@ work in proportion to what changed.
    mark of the last copy or sync of this selection (sync/state.py).
 2. What changed on the source: from tuple xids since that mark (pg/changes.py), or, when
    that cannot be exact (no state, another source, past the xid horizon, a role that may
-   not read pg_largeobject), from per-LO digests computed on each server (said so).
+   not read pg_largeobject, a --referenced-by selection: it changes with the rows that
+   reference LOs, which leave no trace in the LOs' xids), from per-LO digests computed
+   on each server (said so). With --referenced-by, an LO of ours is gone only when the
+   source has none of that OID at all.
 3. The target's LOs as ours, changed there, or foreign (sync/state.py), merged with the
    source's into a plan (sync/plan.py); ``dry_run`` stops here.
-4. LOs to rewrite are removed (only if still ours, checked in the removing statement),
+4. LOs to rewrite are removed (only if still ours and unchanged on the target: metadata,
+   pages and comment checked again in the removing statement),
    then they and the new ones are copied by copy's jobs (restore's writer, the ledger's
    clean-up); ``delete``: LOs gone from the source that a copy or sync made are removed.
 5. The new mark replaces the old one, only once all of it succeeded: a sync cut short
@@ -39,7 +43,7 @@ from pgblobdump.pg.ledger import to_ranges
 from pgblobdump.pg.lostream import Selection, Side
 from pgblobdump.report.reporter import QUIET, Reporter
 from pgblobdump.sync import source, state
-from pgblobdump.sync.plan import Plan, decide
+from pgblobdump.sync.plan import GONE_CHANGED, GONE_REPLACED, Plan, decide
 
 if TYPE_CHECKING:
     from pgblobdump.packed.reader import Item
@@ -98,7 +102,7 @@ def sync(src: str, dst: str, req: SyncRequest, reporter: Reporter = QUIET) -> Sy
         now = changes.mark(leader)
         key = state.key_of(sel)
         since = state.load_mark(main, key)
-        why = changes.unusable(leader, since, now)
+        why = REFERENCED if sel.referenced_by else changes.unusable(leader, since, now)
         if not catalog.pages_readable(main):
             reporter.note(
                 "this role may not read the target's pg_largeobject: bytes written on the"
@@ -111,6 +115,8 @@ def sync(src: str, dst: str, req: SyncRequest, reporter: Reporter = QUIET) -> Sy
             # the target's pass runs beside the source's: both servers read at once
             with _ahead(state.held(main, sel.first, sel.last, True)) as held:
                 plan = decide(changes.digests(leader, sel), held, req.force, True)
+            if sel.referenced_by:
+                _only_gone_from_the_source(leader, plan)
         else:
             assert since is not None
             method = f"transaction ids since {since.xmin}:{since.xmax}"
@@ -141,6 +147,11 @@ def sync(src: str, dst: str, req: SyncRequest, reporter: Reporter = QUIET) -> Sy
                 workers = run_jobs(src, dst, snapshot, feeds, rreq, reporter, stack, "sync")
                 copied = sum(w.los for w in workers)
                 nbytes = sum(w.bytes for w in workers)
+                if kept := sum(w.skipped for w in workers):  # their removal found them changed
+                    reporter.note(
+                        f"{kept:,} LOs to copy were changed or made on the target while this"
+                        " sync ran: kept as they are (the next sync lists them as conflicts)"
+                    )
         except (PgBlobDumpError, KeyboardInterrupt) as e:
             removed = sum(progress)
             if not removed:
@@ -185,6 +196,24 @@ def _by_xids(leader: psycopg.Connection, main: psycopg.Connection, sel: Selectio
     plan.equal += sum(n for b, (n, _h) in src.items() if b not in bad) - plan.seen
     plan.sort()
     return plan
+
+
+REFERENCED = (
+    "--referenced-by selects LOs by the rows that reference them, and an LO newly"
+    " referenced leaves no trace in the LOs' transaction ids"
+)
+"""Why a --referenced-by sync compares digests every time."""
+
+
+def _only_gone_from_the_source(leader: psycopg.Connection, plan: Plan) -> None:
+    """With --referenced-by, an LO of ours outside the selection is gone from the source
+    only when the source has no LO of that OID at all; one that is merely not referenced
+    now is left alone (not listed, never deleted, no conflict)."""
+    gone = (GONE_CHANGED, GONE_REPLACED)
+    listed = plan.gone + [c.oid for c in plan.conflicts if c.why in gone]
+    there = source.present(leader, listed)
+    plan.gone = [o for o in plan.gone if o not in there]
+    plan.conflicts = [c for c in plan.conflicts if c.why not in gone or c.oid not in there]
 
 
 T = TypeVar("T")

@@ -133,6 +133,19 @@ def oid_windows(conn: psycopg.Connection, sels: list[Selection]) -> Iterator[lis
             yield window
 
 
+def present(conn: psycopg.Connection, oids: list[int]) -> set[int]:
+    """Which of ``oids`` the source holds (any LO, selected or not), WINDOW at a time."""
+    found: set[int] = set()
+    for i in range(0, len(oids), WINDOW):
+        rows = conn.execute(
+            "SELECT oid::int8 FROM pg_catalog.pg_largeobject_metadata"
+            " WHERE oid = ANY(%s::int8[]::oid[])",
+            (oids[i : i + WINDOW],),
+        ).fetchall()
+        found.update(int(r[0]) for r in rows)
+    return found
+
+
 def check_roles(
     leader: psycopg.Connection, main: psycopg.Connection, ranges: list[Selection]
 ) -> None:

@@ -66,6 +66,23 @@ def ours(meta: str = "m") -> str:
     )
 
 
+def unchanged(meta: str = "m", pages: bool = True) -> str:
+    """SQL: whether the LO of metadata row ``meta`` (one of ours) is as a copy/sync made
+    it: no page and no comment written by another transaction, what ``held`` calls ours
+    (``pages``: False for a role that may not read pg_largeobject, which cannot tell)."""
+    cond = (
+        f"NOT EXISTS (SELECT 1 FROM pg_catalog.pg_description c"
+        f" WHERE c.classoid = 'pg_catalog.pg_largeobject'::regclass AND c.objoid = {meta}.oid"
+        f" AND c.objsubid = 0 AND c.xmin <> {meta}.xmin)"
+    )
+    if pages:
+        cond += (
+            f" AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_largeobject p"
+            f" WHERE p.loid = {meta}.oid AND p.xmin <> {meta}.xmin)"
+        )
+    return cond
+
+
 def exists(conn: psycopg.Connection) -> bool:
     row = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (f"{SCHEMA}.made",)).fetchone()
     return bool(row and row[0])
@@ -155,13 +172,16 @@ def add_mark(conn: psycopg.Connection, key: str, mark: Mark, replace: bool = Fal
 
 
 # -- the target's LOs as a sync sees them -------------------------------------------------
-OURS, CHANGED, FOREIGN = "ours", "changed", "foreign"
+OURS, CHANGED, REPLACED, FOREIGN = "ours", "changed", "replaced", "foreign"
 
 
 @dataclass(frozen=True, slots=True)
 class Held:
     """One LO of the target: ``kind`` OURS (made by copy/sync, unchanged since), CHANGED
-    (made by copy/sync, changed on the target since: owner, ACL, comment or pages), or
+    (its metadata row still the one a copy/sync made, its pages or comment written on
+    the target since: what --force may overwrite), REPLACED (at an OID a copy/sync made,
+    but its metadata row is not the one made: its owner or ACL changed on the target, or
+    it was unlinked and made again there, perhaps by someone else: never overwritten), or
     FOREIGN (no copy or sync made it); ``comment``: md5 of its comment; ``digest`` as
     changes.DIGEST (digest scans only)."""
 
@@ -177,11 +197,10 @@ COPY (
   made AS MATERIALIZED ({made})
   SELECT * FROM (
   SELECT m.oid::int8,
-         CASE WHEN EXISTS (SELECT 1 FROM made c WHERE c.first <= m.oid::int8
-                           AND c.last >= m.oid::int8 AND c.x = m.xmin)
-                   AND m.oid NOT IN (SELECT loid FROM bad)
+         CASE WHEN {mine} AND m.oid NOT IN (SELECT loid FROM bad)
                    AND coalesce(d.xmin = m.xmin, true) THEN 'ours'
-              WHEN {covered} THEN 'changed'
+              WHEN {mine} THEN 'changed'
+              WHEN {covered} THEN 'replaced'
               ELSE 'foreign' END,
          md5(d.description), {digest}
   FROM pg_catalog.pg_largeobject_metadata m
@@ -206,7 +225,8 @@ def held(
     metadata's (a copy writes both in one transaction): only a role that may read
     pg_largeobject sees that (``pages_checked``)."""
     bad = _BAD_PAGES if catalog.pages_readable(conn) else "SELECT 0::oid AS loid WHERE false"
-    covered = "EXISTS (SELECT 1 FROM made c WHERE c.first <= m.oid::int8 AND c.last >= m.oid::int8)"
+    covered = "EXISTS (SELECT 1 FROM made c WHERE c.first <= m.oid::int8 AND c.last >= m.oid::int8"
+    mine = f"{covered} AND c.x = m.xmin)"
     made = (  # the xids as ``xmin`` shows them, worked out once per row, not per LO
         f"SELECT first, last, mod(xid::text::int8, 4294967296)::text::xid AS x FROM {SCHEMA}.made"
         if exists(conn)
@@ -214,7 +234,7 @@ def held(
     )
     query = sql.SQL(_HELD).format(
         bad=sql.SQL(bad).format(page_range=page_range("p.loid", first, last)),
-        made=sql.SQL(made), covered=sql.SQL(covered),
+        made=sql.SQL(made), covered=sql.SQL(covered + ")"), mine=sql.SQL(mine),
         sparse=sql.SQL("WHERE kind <> 'ours' OR comment IS NOT NULL" if sparse else ""),
         digest=sql.SQL(DIGEST if digest else "NULL::text"),
         comment_join=sql.SQL(catalog.COMMENT_JOIN),
@@ -233,18 +253,21 @@ def unlink(
     done: list[int] | None = None,
 ) -> int:
     """Remove the LOs ``oids`` that are still ours and unchanged here (checked again in the
-    same statement: a writer on the target meanwhile keeps its LO), and ``forced`` ones
-    whatever they are now (sync --force of LOs a copy made). Batches sized from the lock
+    same statement as ``held`` checks it, metadata, pages and comment: a writer on the
+    target meanwhile keeps its LO), and ``forced`` ones
+    whose metadata row is still the one a copy made (sync --force: their pages or comment
+    changed here; an LO made again at the OID, or given another owner or ACL, is never
+    removed). Batches sized from the lock
     table (lo_unlink holds a lock per LO), each committed: ``done`` gets each batch's
     count as it commits (what an interrupt leaves removed). Returns how many were."""
     per = LockBudget.read(conn).per_transaction
     removed = 0
-    for group, check in ((list(oids), True), (list(forced), False)):
+    same = f"{ours('m')} AND {unchanged('m', catalog.pages_readable(conn))}"
+    for group, cond in ((list(oids), same), (list(forced), ours("m"))):
         for i in range(0, len(group), per):
-            cond = f" AND {ours('m')}" if check else ""
             row = conn.execute(
                 "SELECT count(lo_unlink(m.oid)) FROM pg_catalog.pg_largeobject_metadata m"
-                f" WHERE m.oid = ANY(%s::int8[]::oid[]){cond}",
+                f" WHERE m.oid = ANY(%s::int8[]::oid[]) AND {cond}",
                 (group[i : i + per],),
             ).fetchone()
             n = int(row[0]) if row else 0

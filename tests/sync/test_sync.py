@@ -18,6 +18,7 @@ from pgblobdump.errors import UsageError
 from pgblobdump.pg.lostream import Selection
 from pgblobdump.servers.cluster import EmbeddedCluster
 from pgblobdump.sync.copy import CopyRequest, copy
+from pgblobdump.sync.plan import REPLACED_HERE
 from pgblobdump.sync.run import SyncRequest, sync
 from pgblobdump.sync.state import SCHEMA
 from tests.clirun import assert_one_line_error, run
@@ -110,7 +111,7 @@ def test_target_side_changes_are_conflicts_unless_forced(
     r = sync(src, dst, SyncRequest(delete=True))
     assert sorted((c.oid, c.why.split(":")[0]) for c in r.plan.conflicts) == [
         (30001, "changed on the target since it was copied"),
-        (30002, "changed on the target since it was copied"),
+        (30002, REPLACED_HERE.split(":")[0]),
         (30004, "its comment was removed"),
         (50000, "exists on the target and no copy or sync made it"),
     ]
@@ -118,12 +119,13 @@ def test_target_side_changes_are_conflicts_unless_forced(
     result = run("sync", "-d", src, "--target-dbname", dst)
     assert_one_line_error(result, 4, "4 LOs in conflict left as they are")
     r = sync(src, dst, SyncRequest(force=True, delete=True))
-    assert sorted(r.plan.forced) == [30001, 30002, 30004]
-    assert [c.oid for c in r.plan.conflicts] == [50000]  # never ours: even --force keeps it
+    assert sorted(r.plan.forced) == [30001, 30004]
+    # its metadata row not ours (ACL changed there), never ours: even --force keeps them
+    assert [c.oid for c in r.plan.conflicts] == [30002, 50000]
     got = state(dst)
-    assert got.pop(50000) == theirs[50000]
+    assert got.pop(50000) == theirs[50000] and got.pop(30002) == theirs[30002]
     expected = state(src)
-    del expected[50000]
+    del expected[50000], expected[30002]
     assert got == expected
 
 
@@ -271,6 +273,7 @@ def test_sync_of_what_a_column_references(pair: tuple[str, str]) -> None:
          "SELECT lo_put(30001, 0, 'x')", "SELECT lo_put(30003, 0, 'x')")  # fmt: skip
     r = sync(src, dst, SyncRequest(Selection(referenced_by=(("docs", "body"),)), delete=True))
     # 30001 changed and is referenced: copied again; 30003 changed too but no row
-    # references it: out of the selection, so, ours on the target, it is gone (deleted)
-    assert r.plan.rewrite == [30001] and r.plan.new == []
-    assert 30003 in r.plan.gone and 30001 not in r.plan.gone and r.deleted == len(r.plan.gone)
+    # references it: out of the selection, and still on the source: not gone, kept
+    assert r.plan.rewrite == [30001] and r.plan.new == [] and r.method.startswith("digests")
+    assert r.plan.gone == [] and r.deleted == 0 and not r.plan.conflicts
+    assert state(dst)[30003] != state(src)[30003]
