@@ -59,8 +59,20 @@ class AgeRule:
     horizon: int | None
     """The horizon (64-bit xid) of the newest sample at least ``min_age`` old, if any."""
     horizon_taken: str | None = None
+    bytes_before: int | None = None
+    """``--archive-to``: the snapshot xmin (64-bit) taken before the archive read the LOs;
+    an LO with a page written by that xid or a later one may hold bytes the archive has
+    not, and is kept (None: no such condition)."""
 
     def condition(self) -> sql.Composable:
+        if self.bytes_before is None:
+            return self._old()
+        return sql.SQL(
+            "({old} AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_largeobject p"
+            " WHERE p.loid = m.oid AND " + full_xid("p.xmin") + " >= {b}))"
+        ).format(old=self._old(), b=sql.Literal(self.bytes_before))
+
+    def _old(self) -> sql.Composable:
         if self.min_age <= 0:
             return sql.SQL("true")
         parts: list[sql.Composable] = [

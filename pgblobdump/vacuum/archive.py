@@ -43,9 +43,16 @@ def archive_candidates(
     schema: str,
     reporter: Reporter = QUIET,
     warn: Callable[[str], None] | None = None,
-) -> int:
+) -> tuple[int, int]:
     """Dump the candidates to the new archive ``url``, verify it, and keep as candidates
-    only the LOs it holds. Returns how many it holds."""
+    only the LOs it holds. Returns how many it holds, and the snapshot xmin (64-bit) taken
+    before the dump began: a page written by that xid or a later one may hold bytes the
+    archive has not (``AgeRule.bytes_before`` keeps such an LO)."""
+    row = conn.execute(
+        "SELECT pg_catalog.pg_snapshot_xmin(pg_catalog.pg_current_snapshot())::text::int8"
+    ).fetchone()
+    assert row is not None
+    before = int(row[0])
     table = f"vacuum_archive_{secrets.token_hex(6)}"
     ident = sql.Identifier(schema, table)
     with conn.transaction():
@@ -79,4 +86,4 @@ def archive_candidates(
             " WHERE v.o = c.o)"
         ).format(c=sql.Identifier(CANDIDATES), v=v)
     )
-    return check.los
+    return check.los, before

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from pgblobdump.errors import UsageError
+from pgblobdump.pg import catalog
 from pgblobdump.pg.connect import connect, describe
 from pgblobdump.pg.locks import LockBudget
 from pgblobdump.pg.trust import check_state_schema
@@ -116,9 +118,16 @@ def vacuum(
             if req.archive_to and removable:
                 from pgblobdump.vacuum.archive import archive_candidates
 
-                archived = archive_candidates(
+                archived, before = archive_candidates(
                     conn, conninfo, req.archive_to, req.state_schema, reporter, warn
                 )
+                if catalog.pages_readable(conn):  # else the pages' xmins are not ours to see
+                    rule = dataclasses.replace(rule, bytes_before=before)
+                else:
+                    notes.append(
+                        "this role may not read pg_largeobject: an orphan written to after it"
+                        " was archived would be removed with the bytes the archive has"
+                    )
             reporter.task("removing orphans", removable)
             done = remove(conninfo, conn, refs, req.references, rule, batch_size, req.jobs,
                           since, reporter)  # fmt: skip

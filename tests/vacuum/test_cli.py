@@ -118,3 +118,27 @@ def test_archive_to_a_full_disk_removes_nothing(
     assert r.exit_code == 10 and last.startswith("Error: ") and "full" in last, r.stderr
     assert los(db) == set(range(1, 101))
     assert list(small_disk.iterdir()) == []
+
+
+def test_archive_to_keeps_an_orphan_written_to_after_it_was_archived(
+    pg17: EmbeddedCluster, new_db: NewDb, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An orphan someone writes to between its archiving and its removal holds bytes the
+    archive has not: it is kept; the others go, and restore brings them back."""
+    db = new_db(pg17)
+    with psycopg.connect(db, autocommit=True) as c:
+        c.execute("SELECT lo_from_bytea(o, 'old') FROM generate_series(1, 3) o")
+    real = varchive.archive_candidates
+
+    def then_write(*args: object, **kwargs: object) -> object:
+        got = real(*args, **kwargs)  # type: ignore[arg-type]
+        with psycopg.connect(db, autocommit=True) as c:
+            c.execute("SELECT lo_put(2, 0, 'new')")
+        return got
+
+    monkeypatch.setattr(varchive, "archive_candidates", then_write)
+    r = run("vacuum", "-d", db, "--min-age", "0", "--archive-to", str(tmp_path / "a"), "--json")
+    assert r.exit_code == 0, r.output
+    assert los(db) == {2}
+    with psycopg.connect(db) as c:
+        assert c.execute("SELECT lo_get(2)").fetchone() == (b"new",)
