@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 
 import psycopg
+from scratch import Scratch, say
 
 from pgblobdump.proc import ProcessStats, run_measured
 from pgblobdump.servers import toolchain
@@ -43,31 +44,13 @@ PIPE = "\\|"
 """A ``|`` inside a Markdown table cell."""
 
 
-def say(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
-
-
-class Bench:
+class Bench(Scratch):
     def __init__(self, cluster: EmbeddedCluster) -> None:
-        self.c = cluster
+        super().__init__(cluster)
         tc = toolchain.find(MAJOR, ("pg_dump", "pg_restore"))
         self.pg_dump = tc.tool("pg_dump")
         self.pg_restore = tc.tool("pg_restore")
         self.rows: list[tuple[str, str, float, float, str]] = []
-
-    def dsn(self, db: str) -> str:
-        return self.c.conninfo(db, tcp=True)
-
-    def fresh_db(self, name: str) -> str:
-        with psycopg.connect(self.dsn("postgres"), autocommit=True) as conn:
-            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-            conn.execute(f"CREATE DATABASE {name}")
-        return self.dsn(name)
-
-    def count(self, dsn: str) -> int:
-        with psycopg.connect(dsn) as conn:
-            row = conn.execute("SELECT count(*) FROM pg_largeobject_metadata").fetchone()
-        return int(row[0]) if row else 0
 
     def measure(self, argv: list[str], what: str) -> ProcessStats:
         say(f"{what} ...")
@@ -94,20 +77,20 @@ class Bench:
             dst = self.fresh_db("cs_dst")
             st = self.measure([str(PGBLOBDUMP), "copy", "-d", src, "--target-dbname", dst,
                                "--jobs", str(jobs), "--json"], f"copy --jobs {jobs}")  # fmt: skip
-            assert self.count(dst) == n
+            assert self.lo_count(dst) == n
             walls[f"copy {jobs}"] = st.wall_s
             self.row(case, f"pgblobdump copy --jobs {jobs}", st.wall_s, st.max_rss_kb / 1024)
         dst = self.fresh_db("cs_dst")
         pipe = f"'{PGBLOBDUMP}' dump -d '{src}' -o - | '{PGBLOBDUMP}' restore - -d '{dst}' --json"
         st = self.shell(pipe, "dump -o - | restore -")
-        assert self.count(dst) == n
+        assert self.lo_count(dst) == n
         walls["pipe"] = st.wall_s
         self.row(case, "pgblobdump dump -o - | pgblobdump restore -", st.wall_s,
                  st.max_rss_kb / 1024)  # fmt: skip
         dst = self.fresh_db("cs_dst")
         pg = f"'{self.pg_dump}' -Fc -d '{src}' | '{self.pg_restore}' -d '{dst}'"
         st = self.shell(pg, "pg_dump -Fc | pg_restore")
-        assert self.count(dst) == n
+        assert self.lo_count(dst) == n
         walls["pg"] = st.wall_s
         self.row(case, f"pg_dump {MAJOR} -Fc | pg_restore {MAJOR}", st.wall_s, st.max_rss_kb / 1024)
         for i, (_c, step, wall, rss, _r) in enumerate(self.rows):
@@ -137,7 +120,7 @@ class Bench:
             dst = self.fresh_db("cs_dst")
             st = self.measure([str(PGBLOBDUMP), "copy", "-d", src, "--target-dbname", dst,
                                "--jobs", str(jobs), "--json"], f"copy --jobs {jobs}")  # fmt: skip
-            assert self.count(dst) == n
+            assert self.lo_count(dst) == n
             full = st.wall_s if jobs == 1 else full
             self.row(case, f"pgblobdump copy --jobs {jobs}", st.wall_s, st.max_rss_kb / 1024,
                      f"**{st.wall_s / slower:.2f}x** the slower anchor")  # fmt: skip

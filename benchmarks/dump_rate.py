@@ -40,11 +40,11 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import psycopg
+from scratch import say
 
 import pgblobdump
 from pgblobdump.proc import run_measured
@@ -55,10 +55,6 @@ MAJOR = 17
 GNU_TIME = Path("/usr/bin/time")
 READER = "pgbd_bench_lo_get"
 BIG_LO = (1 << 30) + (80 << 20) + 12345
-
-
-def say(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
 @dataclass

@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import psycopg
+from scratch import Scratch, say
 
 import pgblobdump
 from pgblobdump.proc import ProcessStats, run_measured
@@ -66,10 +67,6 @@ def code_version() -> str:
         text=True,
     )
     return f"pgblobdump from {root}" + (f" ({git.stdout.strip()})" if git.returncode == 0 else "")
-
-
-def say(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
 @dataclass
@@ -97,9 +94,9 @@ class Row:
         ]
 
 
-class Bench:
+class Bench(Scratch):
     def __init__(self, cluster: EmbeddedCluster, work: Path) -> None:
-        self.c = cluster
+        super().__init__(cluster)
         self.work = work
         tc = toolchain.find(MAJOR, ("pg_dump", "pg_restore"))
         self.pg_dump = tc.tool("pg_dump")
@@ -108,24 +105,6 @@ class Bench:
         self.verdicts: list[str] = []
 
     # -- helpers ------------------------------------------------------------------------
-    def dsn(self, db: str) -> str:
-        return self.c.conninfo(db, tcp=True)
-
-    def fresh_db(self, name: str) -> str:
-        with psycopg.connect(self.dsn("postgres"), autocommit=True) as conn:
-            conn.execute(f"DROP DATABASE IF EXISTS {name}")
-            conn.execute(f"CREATE DATABASE {name}")
-        return self.dsn(name)
-
-    def drop_db(self, name: str) -> None:
-        with psycopg.connect(self.dsn("postgres"), autocommit=True) as conn:
-            conn.execute(f"DROP DATABASE IF EXISTS {name}")
-
-    def lo_count(self, dsn: str) -> int:
-        with psycopg.connect(dsn) as conn:
-            row = conn.execute("SELECT count(*) FROM pg_largeobject_metadata").fetchone()
-            assert row is not None
-            return int(row[0])
 
     def check_count(self, dsn: str, want: int, what: str) -> None:
         got = self.lo_count(dsn)

@@ -34,6 +34,7 @@ import time
 from pathlib import Path
 
 import psycopg
+from scratch import Scratch, say
 
 import pgblobdump
 from pgblobdump.pg.arrays import oid_array
@@ -48,10 +49,6 @@ BATCH = 50_000
 BLOCK = 4096
 
 
-def say(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
-
-
 def code_version() -> str:
     root = Path(pgblobdump.__file__).resolve().parent.parent
     git = subprocess.run(
@@ -60,28 +57,15 @@ def code_version() -> str:
     return f"pgblobdump from {root}" + (f" ({git.stdout.strip()})" if git.returncode == 0 else "")
 
 
-class Bench:
+class Bench(Scratch):
     def __init__(self, cluster: EmbeddedCluster, work: Path) -> None:
-        self.c = cluster
+        super().__init__(cluster)
         self.work = work
         tc = toolchain.find(MAJOR, ("pg_dump", "pg_restore"))
         self.pg_dump = tc.tool("pg_dump")
         self.pg_restore = tc.tool("pg_restore")
         self.rows: list[tuple[str, str, float, float | None, str]] = []
         self.verdicts: list[str] = []
-
-    def dsn(self, db: str) -> str:
-        return self.c.conninfo(db, tcp=True)
-
-    def fresh_db(self, name: str) -> str:
-        with psycopg.connect(self.dsn("postgres"), autocommit=True) as conn:
-            conn.execute(f"DROP DATABASE IF EXISTS {name}")
-            conn.execute(f"CREATE DATABASE {name}")
-        return self.dsn(name)
-
-    def drop_db(self, name: str) -> None:
-        with psycopg.connect(self.dsn("postgres"), autocommit=True) as conn:
-            conn.execute(f"DROP DATABASE IF EXISTS {name}")
 
     def check_count(self, dsn: str, want: int, what: str) -> None:
         with psycopg.connect(dsn) as conn:

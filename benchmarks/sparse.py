@@ -43,6 +43,7 @@ import time
 from pathlib import Path
 
 import psycopg
+from scratch import say
 
 import pgblobdump
 from pgblobdump.packed.format import LOBLKSIZE
@@ -72,10 +73,6 @@ def cli_of(tree: Path, *setup: str) -> str:
         "import sys; sys.meta_path[:] = [f for f in sys.meta_path if 'editable' not in repr(f)];"
         f" sys.path.insert(0, {str(tree)!r}); " + "".join(f"{x}; " for x in setup) + CLI
     )
-
-
-def say(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
 def code_version() -> str:
