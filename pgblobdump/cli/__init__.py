@@ -60,6 +60,7 @@ SUBCOMMANDS = {
     "bench": "pgblobdump.cli.bench:bench",
     "completion": "pgblobdump.cli.completion:completion",
     "copy": "pgblobdump.cli.sync:copy_cmd",
+    "merge": "pgblobdump.cli.packed:merge_cmd",
     "sync": "pgblobdump.cli.sync:sync_cmd",
     "inspect": "pgblobdump.cli.vacuum:inspect_cmd",
     "vacuum": "pgblobdump.cli.vacuum:vacuum_cmd",

@@ -24,8 +24,10 @@ from pgblobdump.fileio import refuse_input, write_atomically
 from pgblobdump.packed import DumpRequest, OnConflict, RestoreRequest, restore_archive
 from pgblobdump.packed import dump as run_dump
 from pgblobdump.packed import source as packed_source
+from pgblobdump.packed.chain import Chain
 from pgblobdump.packed.format import DEFAULT_VOLUME_SIZE, ZSTD_LEVEL
-from pgblobdump.packed.verify import check_archive, compare_database
+from pgblobdump.packed.verify import check_chain, compare_database
+from pgblobdump.packed.writer import check_settings
 from pgblobdump.pg.lostream import Selection
 from pgblobdump.pg.target import ConnectionTarget, split_password
 from pgblobdump.report import Column, Table, stream
@@ -57,6 +59,14 @@ def pg_dump_major_option(text: str) -> Callable[[F], F]:
                         shell_complete=complete_major)  # fmt: skip
 
 
+BASES = click.option(
+    "--base",
+    "bases",
+    multiple=True,
+    metavar="PATH",
+    help="An incremental archive's base, where its manifest does not say (repeatable;"
+    " matched by checksum).",
+)
 ONLY_OIDS = click.option(
     "--oids", type=OIDS, default="", help="Only LOs with OIDs in this range (1000-5000)."
 )
@@ -101,10 +111,17 @@ def _result_table(title: str, record: dict[str, Any]) -> Table:
     help="Also the rest of the database: pg_dump under the same snapshot, kept in the archive.",
 )
 @pg_dump_major_option("With --full: the pg_dump to use (default: the server's major).")
+@click.option(
+    "--since",
+    metavar="PREV",
+    help="An incremental dump: only the bytes of LOs new or changed since the archive PREV"
+    " (full or incremental, local or s3://); restore reads the chain.",
+)
 @output_options
 def dump(target: ConnectionTarget, output: str, oids: tuple[int, int],
          referenced_by: tuple[tuple[str, str], ...], jobs: int, volume_size: int, level: int,
-         full: bool, pg_dump_major: int | None, fmt: Format) -> None:  # fmt: skip
+         full: bool, pg_dump_major: int | None, since: str | None,
+         fmt: Format) -> None:  # fmt: skip
     """Dump large objects into a packed archive: a few files whatever the count.
 
     Owners, ACLs and comments come along; every worker reads under one snapshot, with
@@ -114,7 +131,7 @@ def dump(target: ConnectionTarget, output: str, oids: tuple[int, int],
     Example: pgblobdump dump -d mydb -o lobs.pbd --jobs 2
     """
     req = DumpRequest(Selection(*oids, referenced_by), jobs, volume_size,
-                      level, full, pg_dump_major)  # fmt: skip
+                      level, full, pg_dump_major, since)  # fmt: skip
     conninfo = target.conninfo()
     if output == places.STREAM:
         if sys.stdout.isatty():
@@ -134,6 +151,13 @@ def dump(target: ConnectionTarget, output: str, oids: tuple[int, int],
     record = {"los": result.los, "bytes": result.bytes, "seconds": round(result.seconds, 3),
               "files": len(result.files), "archive_bytes": result.archive_bytes,
               "snapshot": result.snapshot}  # fmt: skip
+    if result.incremental is not None:
+        inc = result.incremental
+        record.update({"los_at_snapshot": inc["los"], "bytes_at_snapshot": inc["bytes"],
+                       "new": inc["new"], "changed": inc["changed"],
+                       "carried": inc["carried"], "gone": inc["gone"],
+                       "base": inc["chain"][-1]["where"],
+                       "chain_length": len(inc["chain"]) + 1})  # fmt: skip
     if output == places.STREAM:
         note(f"dumped {result.los:,} LOs ({format_bytes(result.bytes)})")
         return
@@ -177,10 +201,11 @@ def dump(target: ConnectionTarget, output: str, oids: tuple[int, int],
     "Connections restoring the LOs at once, each a contiguous OID range of a directory"
     " archive (or of its --part); with --full, also pg_restore's jobs for data and post-data."
 )
+@BASES
 @output_options
 def restore(archive: str, target: ConnectionTarget, no_owner: bool, no_acl: bool,
             no_comments: bool, on_conflict: str, resume: bool, skip_damaged: bool,
-            full: bool, part: tuple[int, int] | None, jobs: int,
+            full: bool, part: tuple[int, int] | None, jobs: int, bases: tuple[str, ...],
             fmt: Format) -> None:  # fmt: skip
     """Restore a packed archive's LOs: same OIDs, owners, ACLs and comments.
 
@@ -192,7 +217,7 @@ def restore(archive: str, target: ConnectionTarget, no_owner: bool, no_acl: bool
     Example: pgblobdump dump -d src -o - | pgblobdump restore - -d dst
     """
     req = RestoreRequest(no_owner, no_acl, no_comments, OnConflict(on_conflict), resume,
-                         skip_damaged, full, part, jobs)  # fmt: skip
+                         skip_damaged, full, part, jobs, bases)  # fmt: skip
     again = resume_command(archive, target, req)
     with reporter("restoring LOs", 0) as rep:
         result = restore_archive(target.conninfo(), archive, req, rep, again)
@@ -218,27 +243,34 @@ def resume_command(archive: str, target: ConnectionTarget, req: RestoreRequest) 
         args += ["--part", "/".join(map(str, req.part))]
     if req.jobs > 1 and not req.full:
         args += ["--jobs", str(req.jobs)]
+    for base in req.bases:
+        args += ["--base", base]
     return shlex.join([*args, "--resume"])
 
 
 @click.command()
 @ARCHIVE
 @connection_options
+@BASES
 @output_options
-def verify(archive: str, target: ConnectionTarget, fmt: Format) -> None:
+def verify(archive: str, target: ConnectionTarget, bases: tuple[str, ...], fmt: Format) -> None:
     """Check a packed archive: every file, frame and LO checksum, the index against the
     volumes; with -d (or any connection option), also against that database: LOs
     missing, extra or different, by OID. Exits 1 when the database differs.
 
     Example: pgblobdump verify lobs.pbd -d mydb --json
     """
-    a = packed_source.directory(archive)
+    chain = Chain.open(archive, bases)
+    a = chain.top
     with reporter("checking files", 0) as rep:
-        check = check_archive(a, rep)
+        check = check_chain(chain, rep)
     if not check.ok:
         more = len(check.problems) - 1
         raise CorruptArchive(f"{check.problems[0]}" + (f" (and {more} more)" if more else ""))
     record: dict[str, Any] = {"files": check.files, "los": check.los, "bytes": check.bytes}
+    if chain.incremental:
+        record["bases_checked"] = sum(k.archive is not None for k in chain.links)
+        record["bases_not_needed"] = sum(k.archive is None for k in chain.links)
     if not target.given:
         emit(_result_table("archive is sound", record), fmt, record)
         return
@@ -267,23 +299,31 @@ def verify(archive: str, target: ConnectionTarget, fmt: Format) -> None:
 @click.command("ls")
 @ARCHIVE
 @ONLY_OIDS
+@BASES
 @output_options
-def ls_cmd(archive: str, oids: tuple[int, int], fmt: Format) -> None:
-    """List a packed archive's LOs: OID, size, owner, ACL, comment (from its index).
+def ls_cmd(archive: str, oids: tuple[int, int], bases: tuple[str, ...], fmt: Format) -> None:
+    """List a packed archive's LOs: OID, size, owner, ACL, comment (from its index); for
+    an incremental archive also the archive that holds each LO's bytes (its chain's
+    bases are found and checked).
 
     Example: pgblobdump ls lobs.pbd --oids 16384-17000 --csv
     """
-    a = packed_source.directory(archive)
+    chain = Chain.open(archive, bases)
     first, last = oids
-    index = a.index
+    index = chain.index
     columns = ["oid", "size", "owner", "acl", "comment"]
+    if chain.incremental:
+        columns.append("archive")
 
     def rows() -> Any:
         for r in index.range(first, last):
             m = index.meta(r.meta)
             acl = list(m.acl) if m.acl is not None else None
-            yield {"oid": r.oid, "size": r.size, "owner": m.owner, "acl": acl,
+            row = {"oid": r.oid, "size": r.size, "owner": m.owner, "acl": acl,
                    "comment": m.comment}  # fmt: skip
+            if chain.incremental:
+                row["archive"] = chain.holder(r)
+            yield row
 
     stream.write_rows(sys.stdout, fmt, columns, rows())
 
@@ -293,21 +333,51 @@ def ls_cmd(archive: str, oids: tuple[int, int], fmt: Format) -> None:
 @click.argument("oid", type=OID)
 @click.option("-o", "--output", type=click.Path(path_type=Path, dir_okay=False),
               help="Write to FILE instead of stdout.")  # fmt: skip
-def cat_cmd(archive: str, oid: int, output: Path | None) -> None:
-    """Write one LO's bytes to stdout or FILE, reading only its index block and frames.
+@BASES
+def cat_cmd(archive: str, oid: int, output: Path | None, bases: tuple[str, ...]) -> None:
+    """Write one LO's bytes to stdout or FILE, reading only its index block and frames
+    (of an incremental archive, those of the base that holds it).
 
     Example: pgblobdump cat lobs.pbd 16401 -o picture.png
     """
-    a = packed_source.directory(archive)
-    a.find(oid)  # NotFound before any output
+    chain = Chain.open(archive, bases)
+    chain.top.find(oid)  # NotFound before any output
     if output is None:
         out = sys.stdout.buffer
-        for piece in a.read_lo(oid):
+        for piece in chain.read_lo(oid):
             out.write(piece)
         out.flush()
         return
     refuse_input(output, Path(archive))
-    write_atomically(output, a.read_lo(oid))
+    write_atomically(output, chain.read_lo(oid))
+
+
+@click.command(name="merge")
+@ARCHIVE
+@click.option("-o", "--output", required=True, metavar="DIR", help="A new directory.")
+@BASES
+@VOLUME_SIZE
+@LEVEL
+@output_options
+def merge_cmd(archive: str, output: str, bases: tuple[str, ...], volume_size: int, level: int,
+              fmt: Format) -> None:  # fmt: skip
+    """Fold an incremental archive and its bases into one full archive, with no
+    database: the LOs of the incremental's snapshot, each from the archive that holds
+    it, with that snapshot's owners, ACLs and comments. Keeps chains short; the result is
+    a base for the next `dump --since`.
+
+    Example: pgblobdump merge monday.pbd -o full-monday.pbd
+    """
+    from pgblobdump.packed.merge import merge
+
+    check_settings(volume_size, level)
+    chain = Chain.open(archive, bases)
+    with new_directory(output) as storage, reporter("merging LOs", 0) as rep:
+        result = merge(chain, storage, volume_size, level, rep)
+    record = {"los": result.los, "bytes": result.bytes, "archives_merged": result.links,
+              "seconds": round(result.seconds, 3), "files": len(result.files),
+              "archive_bytes": sum(f.size for f in result.files)}  # fmt: skip
+    emit(_result_table("merged", record), fmt, record)
 
 
 @click.command(name="pack")
@@ -380,6 +450,11 @@ def unpack_cmd(archive: str, output: str, out_format: str, pg_dump_major: int | 
     if places.local_path(output) is None:
         raise UsageError("unpack writes a pg_dump archive for pg_restore: give a local -o")
     a = packed_source.directory(archive)
+    if a.incremental is not None:
+        raise UsageError(
+            f"{archive} is an incremental archive: merge its chain into one first"
+            f" (pgblobdump merge {archive} -o FULL), then unpack FULL"
+        )
     los, nbytes = (int(a.manifest[k]) for k in ("los", "bytes")) if a.manifest else (0, 0)
     if out_format == "custom":
         with reporter("unpacking LOs", 0) as rep:

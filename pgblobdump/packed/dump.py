@@ -9,6 +9,7 @@ OID ranges holding about as many LOs each; worker K packs range K into its own v
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import threading
 import time
@@ -21,11 +22,18 @@ from psycopg.pq import TransactionStatus
 
 from pgblobdump import logs
 from pgblobdump.errors import UsageError
-from pgblobdump.packed import full
-from pgblobdump.packed.format import DEFAULT_VOLUME_SIZE, ZSTD_LEVEL
-from pgblobdump.packed.index import Meta
+from pgblobdump.packed import full, since
+from pgblobdump.packed.format import (
+    DEFAULT_VOLUME_SIZE,
+    FORMAT_VERSION,
+    FULL_VERSION,
+    GONE_NAME,
+    ZSTD_LEVEL,
+)
+from pgblobdump.packed.index import IndexBuilder, Meta
 from pgblobdump.packed.packer import LoPacker
 from pgblobdump.packed.writer import ArchiveWriter, check_settings
+from pgblobdump.pg import changes
 from pgblobdump.pg.connect import connect, describe
 from pgblobdump.pg.lostream import LoRun, Selection, check_references, iter_los
 from pgblobdump.pg.target import split_password
@@ -45,6 +53,7 @@ class DumpRequest:
     level: int = ZSTD_LEVEL
     full: bool = False  # also pg_dump of everything else, under the same snapshot
     pg_dump_major: int | None = None  # default: the server's
+    since: str | None = None  # an incremental dump: only what changed since this archive
 
     def __post_init__(self) -> None:
         if self.pg_dump_major is not None and not self.full:
@@ -61,6 +70,8 @@ class DumpResult:
     seconds: float
     snapshot: str
     files: list[FileInfo] = field(default_factory=list)
+    incremental: dict[str, Any] | None = None
+    """An incremental dump's manifest ``incremental`` (chain and counts)."""
 
     @property
     def archive_bytes(self) -> int:
@@ -176,10 +187,12 @@ class SideConnection:
             self._stack.close()
 
 
-def _pack(conn: psycopg.Connection, sel: Selection, packer: LoPacker, stop: threading.Event,
-          progress: _Progress, side: SideConnection | None = None) -> None:  # fmt: skip
+def _pack(conn: psycopg.Connection, sels: list[Selection], packer: LoPacker,
+          stop: threading.Event, progress: _Progress,
+          side: SideConnection | None = None) -> None:  # fmt: skip
     los = nbytes = 0
-    for row in iter_los(conn, sel, side):
+    rows = (row for sel in sels for row in iter_los(conn, sel, side))
+    for row in rows:
         if stop.is_set():
             return
         if isinstance(row, LoRun):
@@ -211,6 +224,9 @@ def dump(
     """
     if req.full and storage is None:
         raise UsageError("--full writes a directory archive (pg_dump's archive is a file in it)")
+    if req.since is not None and storage is None:
+        raise UsageError("--since writes a directory archive (its restore reads its bases)")
+    base = since.open_base(req.since) if req.since is not None else None
     t0 = time.perf_counter()
     with connect(conninfo, autocommit=True, doing="dump") as leader:
         _begin(leader)
@@ -220,14 +236,36 @@ def dump(
         snapshot = str(row[0])
         log.info("snapshot %s (REPEATABLE READ, READ ONLY): every worker imports it", snapshot)
         source = _source(leader, conninfo, snapshot)
-        ranges = _ranges(leader, req.selection, req.jobs)
-        log.info("%d worker(s): %s", len(ranges),
-                 ", ".join(f"OIDs {r.first}..{r.last}" for r in ranges))  # fmt: skip
-        if reporter.shown:
-            reporter.totals(_count(leader, req.selection), 0)
+        now = changes.mark(leader)
+        source["mark"] = json.loads(now.to_json())
         progress = _Progress(reporter)
         with contextlib.ExitStack() as stack:
-            writer = stack.enter_context(ArchiveWriter(storage, stream, req.volume_size, req.level))
+            version = FULL_VERSION if base is None else FORMAT_VERSION
+            writer = stack.enter_context(
+                ArchiveWriter(storage, stream, req.volume_size, req.level, version)
+            )
+            work: since.Plan | None = None
+            if base is not None:
+                assert req.since is not None
+                since.check_source(base, now, source, req.since)
+                why = changes.unusable(leader, base.mark, now, f"--since {req.since}")
+                if why is not None:
+                    raise UsageError(f"cannot tell what changed since {req.since}: {why};"
+                                     " take a full dump")  # fmt: skip
+                writer.carried = IndexBuilder()
+                with logs.phase(log, f"finding what changed since {req.since}"):
+                    work = since.plan(leader, req.selection, base, writer.metas, writer.carried)
+                log.info("%d new, %d changed, %d carried from the chain, %d gone",
+                         work.new, work.changed, work.carried, len(work.gone))  # fmt: skip
+                ranges = since.selections(work.dump, req.selection, req.jobs)
+                reporter.totals(len(work.dump), 0)
+            else:
+                ranges = [[r] for r in _ranges(leader, req.selection, req.jobs)]
+                if reporter.shown:
+                    reporter.totals(_count(leader, req.selection), 0)
+            log.info("%d worker(s): %s", len(ranges),
+                     ", ".join(f"OIDs {r[0].first}..{r[-1].last}" if r else "nothing"
+                               for r in ranges))  # fmt: skip
             pg_dump = None
             if req.full:
                 assert storage is not None  # refused above
@@ -244,18 +282,30 @@ def dump(
             # lost at this COMMIT fails the run with no archive, never an exit 3 next to
             # an archive that reads as complete.
             leader.execute("COMMIT")
+            more: dict[str, Any] = {}
+            if work is not None:
+                assert base is not None
+                writer.put_file(GONE_NAME, work.gone_file())
+                totals = writer.totals
+                more["incremental"] = {
+                    "chain": work.chain(base),
+                    "los": totals.los + work.carried, "bytes": totals.bytes + work.carried_bytes,
+                    "new": work.new, "changed": work.changed, "carried": work.carried,
+                    "gone": len(work.gone),
+                }  # fmt: skip
             with logs.phase(log, "writing the index and the manifest"):
-                manifest = writer.finish(source)
+                manifest = writer.finish(source, more)
             files = list(writer.files) + [f for f in [writer.manifest_file] if f is not None]
     reporter.progress(progress.los, progress.bytes)
-    return DumpResult(manifest["los"], manifest["bytes"], time.perf_counter() - t0, snapshot, files)
+    return DumpResult(manifest["los"], manifest["bytes"], time.perf_counter() - t0, snapshot,
+                      files, manifest.get("incremental"))  # fmt: skip
 
 
 def _run_workers(
     conninfo: str,
     leader: psycopg.Connection,
     snapshot: str,
-    ranges: list[Selection],
+    ranges: list[list[Selection]],
     packers: list[LoPacker],
     progress: _Progress,
 ) -> None:

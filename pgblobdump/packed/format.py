@@ -43,10 +43,15 @@ from __future__ import annotations
 import enum
 import struct
 
-FORMAT_VERSION = 2
-"""Bumped when a reader of an older version could misread an archive. 2: holes."""
-READABLE_VERSIONS = (1, 2)
-"""Versions this code reads: 1 is 2 without holes."""
+FORMAT_VERSION = 3
+"""Bumped when a reader of an older version could misread an archive. 2: holes; 3:
+incremental archives (index records of LOs whose bytes are in a base, ``CHAIN_VOLUME``)."""
+FULL_VERSION = 2
+"""The version a full archive is written as: it holds nothing a version 2 reader would
+misread, so a pgblobdump from before incremental dumps still reads it. Only an
+incremental archive is version 3."""
+READABLE_VERSIONS = (1, 2, 3)
+"""Versions this code reads: 1 is 2 without holes; 3 is 2 with chain records."""
 
 
 def version_problem(version: object) -> str | None:
@@ -151,6 +156,13 @@ ZSTD_LEVEL = 3
 """zstd's level for frames (``--level``): 3 is zstd's own default, fast to write."""
 META_FRAME_MAX = 8 << 20
 """Bytes of metadata JSON per META frame at most (many distinct comments make many)."""
+
+CHAIN_VOLUME = 0xFFFFFFFF
+"""The volume of an incremental archive's ``INDEX_RECORD`` whose bytes are in a base
+archive of its chain (no worker's volume: workers number 1 to 64); its frame offset is
+then the depth of that base in the chain (0: the full archive the chain starts from)."""
+GONE_NAME = "gone.oids"
+"""An incremental archive's OIDs gone since its base: zstd of ascending u32s."""
 
 VOLUME_SHIFT = 20
 """A volume's number in INDEX_RECORD is ``worker << VOLUME_SHIFT | number``."""

@@ -25,7 +25,8 @@ import zstandard
 from pgblobdump.errors import CorruptArchive, UnsupportedArchive
 from pgblobdump.packed.format import (
     BLOCK_ENTRY,
-    FORMAT_VERSION,
+    CHAIN_VOLUME,
+    FULL_VERSION,
     INDEX_BLOCK_RECORDS,
     INDEX_FOOTER,
     INDEX_MAGIC,
@@ -45,6 +46,12 @@ class IndexRecord:
     volume: int
     offset: int
     checksum: int
+
+    @property
+    def depth(self) -> int | None:
+        """In an incremental archive, the depth in its chain of the base holding this LO's
+        bytes (0: the full archive the chain starts from); None: this archive holds them."""
+        return self.offset if self.volume == CHAIN_VOLUME else None
 
 
 class Meta(NamedTuple):
@@ -193,6 +200,19 @@ class IndexBuilder:
         self._spill.seek(0)
         return self._spill
 
+    def records(self) -> Iterator[IndexRecord]:
+        """Every record added, in order, read back from the spilled blocks (one block in
+        memory at a time); the builder is then done with."""
+        spill = self.spilled()
+        dctx = zstandard.ZstdDecompressor()
+        for e in self.blocks:
+            spill.seek(e.offset)
+            raw = dctx.decompress(
+                spill.read(e.stored), max_output_size=e.records * INDEX_RECORD.size
+            )
+            for fields in INDEX_RECORD.iter_unpack(raw):
+                yield IndexRecord(*fields)
+
     def close(self) -> None:
         self._spill.close()
 
@@ -261,7 +281,18 @@ class SortingIndexBuilder(IndexBuilder):
         super().close()
 
 
-def write_index(out: BinaryIO, builders: Sequence[IndexBuilder], metas: MetaTable) -> None:
+def merged_builder(builders: Sequence[IndexBuilder]) -> IndexBuilder:
+    """One builder with the records of ``builders``, each in OID order, merged into one
+    OID order (an incremental dump: the LOs it packed and those its bases hold)."""
+    out = IndexBuilder()
+    streams = [b.records() for b in builders]
+    for r in heapq.merge(*streams, key=lambda r: r.oid):
+        out.add(r.oid, r.meta, r.size, r.volume, r.offset, r.checksum)
+    return out
+
+
+def write_index(out: BinaryIO, builders: Sequence[IndexBuilder], metas: MetaTable,
+                version: int = FULL_VERSION) -> None:  # fmt: skip
     """The index file: every builder's blocks in order, the block table, the metadata
     table, the footer. Builders must cover ascending, disjoint OID ranges."""
     offset = 0
@@ -287,9 +318,7 @@ def write_index(out: BinaryIO, builders: Sequence[IndexBuilder], metas: MetaTabl
     out.write(meta)
     count = sum(e.records for e in table)
     out.write(
-        INDEX_FOOTER.pack(
-            INDEX_MAGIC, FORMAT_VERSION, 0, len(table), table_at, meta_at, len(meta), count
-        )
+        INDEX_FOOTER.pack(INDEX_MAGIC, version, 0, len(table), table_at, meta_at, len(meta), count)
     )
 
 
@@ -388,6 +417,7 @@ class Index:
                         out[volume] = (offset, 1)
                     else:
                         out[volume] = (min(had[0], offset), had[1] + 1)
+        out.pop(CHAIN_VOLUME, None)  # an incremental's LOs whose bytes are in its bases
         return out
 
     def find(self, oid: int) -> IndexRecord | None:

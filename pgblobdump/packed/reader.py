@@ -232,9 +232,13 @@ class PackedDirectory:
         self.storage = storage
         self.where = storage.description
         self.manifest: dict[str, Any] | None = None
+        self.manifest_sum = ""
+        """xxh3-128 of manifest.json: what an incremental archive names its base by."""
         if storage.exists(MANIFEST_NAME):
             with storage.open(MANIFEST_NAME) as f:
-                self.manifest = parse_manifest(f.read(), f"{self.where}/{MANIFEST_NAME}")
+                body = f.read()
+            self.manifest = parse_manifest(body, f"{self.where}/{MANIFEST_NAME}")
+            self.manifest_sum = xxhash.xxh3_128_hexdigest(body)
         elif complete_only:
             names = storage.names()
             if not names and getattr(storage, "missing_when_empty", False):
@@ -400,6 +404,13 @@ class PackedDirectory:
         if r is None:
             raise NotFound(f"LO {oid} is not in {self.where}")
         return r
+
+    @property
+    def incremental(self) -> dict[str, Any] | None:
+        """An incremental archive's chain and counts (manifest ``incremental``); None for
+        a full archive."""
+        inc = (self.manifest or {}).get("incremental")
+        return inc if isinstance(inc, dict) else None
 
     @property
     def ordered(self) -> bool:

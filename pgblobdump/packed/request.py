@@ -39,9 +39,12 @@ class RestoreRequest:
     full: bool = False
     part: tuple[int, int] | None = None
     jobs: int = 1
+    bases: tuple[str, ...] = ()
+    """Where to look first for an incremental archive's bases (``--base``)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "on_conflict", OnConflict(self.on_conflict))
+        object.__setattr__(self, "bases", tuple(self.bases))
         if not 1 <= self.jobs <= 64:
             raise UsageError(f"--jobs must be between 1 and 64 (got {self.jobs})")
         if self.part is None:

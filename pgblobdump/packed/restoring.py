@@ -13,6 +13,7 @@ from typing import ParamSpec
 from pgblobdump import logs, storage
 from pgblobdump.errors import UsageError
 from pgblobdump.packed import source
+from pgblobdump.packed.chain import Chain
 from pgblobdump.packed.full import restore_full
 from pgblobdump.packed.parts import share, share_items
 from pgblobdump.packed.reader import PackedDirectory
@@ -54,6 +55,9 @@ def restore_archive(
 ) -> RestoreResult:
     """Restore the packed archive named ``archive`` into the database at ``conninfo`` as
     ``req`` says. ``again``: the command that resumes this restore, for messages."""
+    chain = _chain(archive, req)
+    if chain is not None:
+        return _restore_chain(conninfo, chain, req, reporter, again)
     if req.full:
         if archive == storage.STREAM:
             raise UsageError(
@@ -108,12 +112,58 @@ def _restore_jobs(
                         directory.index.metas.values, part, again)  # fmt: skip
 
 
+def _chain(archive: str, req: RestoreRequest) -> Chain | None:
+    """The chain of an incremental directory archive, its bases found and checked; None
+    for any other archive."""
+    if archive == storage.STREAM or not storage.is_directory(archive):
+        if req.bases:
+            raise UsageError("--base goes with an incremental archive, a directory")
+        return None
+    chain = Chain.open(archive, req.bases)
+    if not chain.incremental:
+        return None
+    if req.skip_damaged:
+        raise UsageError(
+            f"--skip-damaged reads one archive; {archive} is incremental (a chain of"
+            f" {len(chain.links) + 1}): merge it into one first (pgblobdump merge)"
+        )
+    return chain
+
+
+def _restore_chain(conninfo: str, chain: Chain, req: RestoreRequest, reporter: Reporter,
+                   again: str) -> RestoreResult:  # fmt: skip
+    """An incremental archive and its bases, restored as the one archive they make: cut
+    into ``--jobs`` (and ``--part``) OID ranges by the top's index, which lists every LO;
+    each range reads the top's volumes, then each base's, for the LOs each holds."""
+    top = chain.top
+    k, n = req.part or (1, 1)
+    j = req.jobs
+    part = share(top, k, n) if req.part is not None else None
+    if part is not None:
+        reporter.note(f"part {k}/{n}: OIDs {part[0]}..{part[1]}")
+    metas = top.index.metas.values
+
+    def los() -> RestoreResult:
+        announce(reporter, top, part)
+        ranges = [share(top, (k - 1) * j + i, n * j) for i in range(1, j + 1)]
+        if j == 1:
+            return restore(conninfo, chain.items(*ranges[0]), req, reporter, top.index, metas,
+                           part, again)  # fmt: skip
+        shares = [chain.reopened().items(lo, hi) for lo, hi in ranges]
+        return restore_jobs(conninfo, shares, req, reporter, top.index, metas, part, again)
+
+    if req.full:
+        return restore_full(conninfo, top, req, req.jobs, reporter, los)
+    return los()
+
+
 def announce(reporter: Reporter, directory: PackedDirectory,
              part: tuple[int, int] | None = None) -> None:  # fmt: skip
     """Tell the reporter how many LOs and bytes the restore will take, before it begins:
     the manifest's totals, or the index's over a ``part``'s OID range."""
     if part is None and directory.manifest is not None:
-        reporter.totals(int(directory.manifest["los"]), int(directory.manifest["bytes"]))
+        totals = directory.incremental or directory.manifest  # a chain's: every LO's
+        reporter.totals(int(totals["los"]), int(totals["bytes"]))
         return
     if not reporter.shown:
         return  # a pass over the index only for the display

@@ -13,7 +13,7 @@ import zstandard
 from pgblobdump.errors import from_os_error
 from pgblobdump.packed.format import (
     DEFAULT_VOLUME_SIZE,
-    FORMAT_VERSION,
+    FULL_VERSION,
     META_FRAME_MAX,
     STREAM_HEADER,
     STREAM_MAGIC,
@@ -52,8 +52,10 @@ class VolumeSink:
     """Worker ``worker``'s volumes in ``storage``: a new volume once one reaches
     ``volume_size`` (a frame never spans two volumes)."""
 
-    def __init__(self, storage: Storage, worker: int, volume_size: int = DEFAULT_VOLUME_SIZE):
+    def __init__(self, storage: Storage, worker: int, volume_size: int = DEFAULT_VOLUME_SIZE,
+                 version: int = FULL_VERSION) -> None:  # fmt: skip
         self.storage = storage
+        self.version = version
         self.worker = worker
         self.volume_size = volume_size
         self.files: list[FileInfo] = []
@@ -72,7 +74,7 @@ class VolumeSink:
         self._f = self._stack.enter_context(self.storage.create(self._name))
         self._size = 0
         self._hash = xxhash.xxh3_128()
-        self._put(VOLUME_HEADER.pack(VOLUME_MAGIC, FORMAT_VERSION, self.worker))
+        self._put(VOLUME_HEADER.pack(VOLUME_MAGIC, self.version, self.worker))
         return self._f
 
     def _put(self, data: bytes) -> None:
@@ -142,7 +144,7 @@ class StreamSink:
         self._lock = threading.RLock()
         self._published = 0
         self._cctx = zstandard.ZstdCompressor(level=ZSTD_LEVEL)
-        self._put(STREAM_HEADER.pack(STREAM_MAGIC, FORMAT_VERSION, 0))
+        self._put(STREAM_HEADER.pack(STREAM_MAGIC, FULL_VERSION, 0))
 
     def _put(self, data: bytes) -> None:
         try:

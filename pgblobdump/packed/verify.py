@@ -13,7 +13,9 @@ import psycopg
 import xxhash
 
 from pgblobdump.errors import CorruptArchive, PgBlobDumpError
+from pgblobdump.packed.chain import Chain
 from pgblobdump.packed.dump import SideConnection
+from pgblobdump.packed.format import CHAIN_VOLUME
 from pgblobdump.packed.index import IndexRecord, Meta, SortingIndexBuilder
 from pgblobdump.packed.reader import PackedDirectory
 from pgblobdump.pg.connect import connect
@@ -76,7 +78,7 @@ def check_archive(archive: PackedDirectory, reporter: Reporter = QUIET) -> Archi
         if h.hexdigest() != f["xxh3_128"]:
             result.problems.append(f"{name}: damaged (its checksum differs from the manifest's)")
     reporter.progress(len(listed), hashed)
-    reporter.task("checking LOs", int(archive.manifest["los"]))
+    reporter.task("checking LOs", int(archive.manifest["los"]))  # those its volumes hold
     reporter.totals(int(archive.manifest["los"]), int(archive.manifest["bytes"]))
     try:
         result.los, result.bytes = _volumes_match_index(archive, reporter)
@@ -107,7 +109,7 @@ def _volume_records(archive: PackedDirectory) -> Iterator[tuple[int, int, int, M
 
 
 def _volumes_match_index(archive: PackedDirectory, reporter: Reporter) -> tuple[int, int]:
-    index = iter(archive.index)
+    index = (r for r in archive.index if r.volume != CHAIN_VOLUME)  # bytes in a base: not here
     los = nbytes = 0
     for oid, size, checksum, meta in _volume_records(archive):
         r = next(index, None)
@@ -126,6 +128,44 @@ def _volumes_match_index(archive: PackedDirectory, reporter: Reporter) -> tuple[
     if extra is not None:
         raise CorruptArchive(f"{archive.where}: the index lists LO {extra.oid}, no volume holds it")
     return los, nbytes
+
+
+def check_chain(chain: Chain, reporter: Reporter = QUIET) -> ArchiveCheck:
+    """``check_archive`` of an incremental archive and of every base it takes LOs from,
+    and each LO it places in a base against that base's index (size and checksum): one
+    ArchiveCheck for the chain (files of every link; LOs and bytes of the snapshot)."""
+    result = check_archive(chain.top, reporter)
+    for link in chain.links:
+        if link.archive is None:
+            continue
+        log.info("checking base %d of %d: %s", link.depth + 1, len(chain.links), link.where)
+        sub = check_archive(link.archive, reporter)
+        result.files += sub.files
+        result.problems += sub.problems
+        try:
+            _carried_match(chain, link.depth, link.archive)
+        except PgBlobDumpError as e:
+            result.problems.append(str(e))
+    if chain.incremental:
+        result.los, result.bytes = chain.totals()
+    return result
+
+
+def _carried_match(chain: Chain, depth: int, base: PackedDirectory) -> None:
+    """The top's records of LOs in base ``depth`` equal the base's records."""
+    held = iter(base.index)
+    h = next(held, None)
+    for r in chain.top.index:
+        if r.volume != CHAIN_VOLUME or r.offset != depth:
+            continue
+        while h is not None and h.oid < r.oid:
+            h = next(held, None)
+        if h is None or h.oid != r.oid:
+            raise CorruptArchive(f"{base.where}: does not hold LO {r.oid}, which"
+                                 f" {chain.top.where} places there")  # fmt: skip
+        if (h.size, h.checksum) != (r.size, r.checksum):
+            raise CorruptArchive(f"{base.where}: LO {r.oid} is not the one {chain.top.where}"
+                                 " names (size or checksum)")  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import tempfile
+from collections.abc import Iterable
 from typing import Any, BinaryIO
 
 import xxhash
@@ -18,17 +19,14 @@ import xxhash
 from pgblobdump.errors import UsageError
 from pgblobdump.packed.format import (
     DEFAULT_VOLUME_SIZE,
-    FORMAT_VERSION,
+    FULL_VERSION,
     INDEX_NAME,
     MANIFEST_NAME,
     ZSTD_LEVEL,
     FrameKind,
 )
 from pgblobdump.packed.frames import encode
-from pgblobdump.packed.index import (
-    MetaTable,
-    write_index,
-)
+from pgblobdump.packed.index import IndexBuilder, MetaTable, merged_builder, write_index
 from pgblobdump.packed.packer import (
     LoPacker,
     Totals,
@@ -60,10 +58,16 @@ class ArchiveWriter:
         stream: BinaryIO | None = None,
         volume_size: int = DEFAULT_VOLUME_SIZE,
         level: int = ZSTD_LEVEL,
+        version: int = FULL_VERSION,
     ) -> None:
         if (storage is None) == (stream is None):
             raise ValueError("give a storage or a stream")
+        if stream is not None and version != FULL_VERSION:
+            raise ValueError("an incremental archive is a directory")
         self.storage = storage
+        self.version = version
+        self.carried: IndexBuilder | None = None
+        """An incremental archive's records of the LOs its bases hold (OID order)."""
         self.volume_size = volume_size
         self.level = level
         self.metas = MetaTable()
@@ -84,7 +88,7 @@ class ArchiveWriter:
             sink = WorkerStream(self._stream)
         else:
             assert self.storage is not None
-            sink = VolumeSink(self.storage, n, self.volume_size)
+            sink = VolumeSink(self.storage, n, self.volume_size, self.version)
         packer = LoPacker(sink, self.metas, self.level, ordered, background=self._stream is None)
         self.packers.append(packer)
         return packer
@@ -94,16 +98,30 @@ class ArchiveWriter:
         return Totals(sum(p.totals.los for p in self.packers),
                       sum(p.totals.bytes for p in self.packers))  # fmt: skip
 
-    def finish(self, source: dict[str, Any]) -> dict[str, Any]:
+    def put_file(self, name: str, data: bytes | Iterable[bytes]) -> None:
+        """A file of the archive besides its volumes (a directory archive's): its bytes,
+        or chunks of them; listed in the manifest with its size and checksum."""
+        assert self.storage is not None
+        self._made.append(name)
+        h = xxhash.xxh3_128()
+        size = 0
+        with self.storage.create(name) as f:
+            for chunk in [data] if isinstance(data, bytes) else data:
+                f.write(chunk)
+                h.update(chunk)
+                size += len(chunk)
+        self.files.append(FileInfo(name, size, h.hexdigest()))
+
+    def finish(self, source: dict[str, Any], more: dict[str, Any] | None = None) -> dict[str, Any]:
         """Write the index, then the manifest (``source`` describes where the LOs came
-        from); returns the manifest."""
+        from, ``more`` is added to it); returns the manifest."""
         for p in self.packers:
             p.finish()
             self.files += p.sink.finish()
         totals = self.totals
         manifest: dict[str, Any] = {
             "format": MANIFEST_FORMAT,
-            "version": FORMAT_VERSION,
+            "version": self.version,
             "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             "source": source,
             "los": totals.los,
@@ -113,8 +131,16 @@ class ArchiveWriter:
         }
         if not all(p.ordered for p in self.packers):
             manifest["ordered"] = False  # volumes in the source's order, not by OID
+        manifest.update(more or {})
+        builders: list[IndexBuilder] = [p.index for p in self.packers]
+        if self.carried is not None:
+            builders = [merged_builder([*builders, self.carried])]
         with tempfile.TemporaryFile() as tmp:
-            write_index(tmp, [p.index for p in self.packers], self.metas)
+            try:
+                write_index(tmp, builders, self.metas, self.version)
+            finally:
+                if self.carried is not None:
+                    builders[0].close()
             size = tmp.tell()
             tmp.seek(0)
             self.files.append(self._put_index(tmp, size))
@@ -174,6 +200,8 @@ class ArchiveWriter:
             p.cancel()  # its frame thread stopped before its volumes are removed
             left += p.sink.abort()
             p.index.close()
+        if self.carried is not None:
+            self.carried.close()
         return left
 
     def __enter__(self) -> ArchiveWriter:
@@ -187,6 +215,8 @@ class ArchiveWriter:
         else:
             for p in self.packers:
                 p.index.close()
+            if self.carried is not None:
+                self.carried.close()
 
 
 def _name_what_is_left(

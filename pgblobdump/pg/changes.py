@@ -102,15 +102,16 @@ def mark(conn: psycopg.Connection) -> Mark:
     return Mark(cluster, database, int(row[0]), int(row[1]), tuple(int(x) for x in row[2]))
 
 
-def unusable(conn: psycopg.Connection, since: Mark | None, now: Mark) -> str | None:
+def unusable(conn: psycopg.Connection, since: Mark | None, now: Mark,
+             last: str = "the last sync") -> str | None:  # fmt: skip
     """Why changes since ``since`` cannot be found exactly on ``conn`` (read under
-    ``now``), or None when they can."""
+    ``now``), or None when they can. ``last`` names what ``since`` marks, for messages."""
     if since is None:
         return "no earlier copy or sync of this selection is recorded in the target"
     if (since.cluster, since.database) != (now.cluster, now.database):
-        return f"the last sync read another source ({since.cluster}, database {since.database})"
+        return f"{last} read another source ({since.cluster}, database {since.database})"
     if now.xmax - since.xmin >= HORIZON:
-        return "the last sync is older than the transaction-id horizon (2^31 transactions)"
+        return f"{last} is older than the transaction-id horizon (2^31 transactions)"
     if since.xmax > now.xmax:
         return "the source's transaction ids went back (a restored or different cluster)"
     if not catalog.pages_readable(conn):

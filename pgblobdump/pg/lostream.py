@@ -66,12 +66,15 @@ class Selection:
     first: int = 0
     last: int = 2**32 - 1
     referenced_by: tuple[tuple[str, str], ...] = ()
+    only: tuple[int, ...] | None = None
+    """Only these OIDs of the range (an incremental dump's changed LOs, a window's worth)."""
 
     def where(self, oid: sql.Composable) -> sql.Composable:
         """A condition on ``oid`` selecting these LOs."""
         cond: sql.Composable = sql.SQL("{} BETWEEN {}::int8::oid AND {}::int8::oid").format(
             oid, sql.Literal(self.first), sql.Literal(self.last)
         )
+        cond = sql.SQL("{}{}").format(cond, self.only_sql(oid))
         if self.referenced_by:
             refs = sql.SQL(" UNION ").join(
                 sql.SQL("SELECT {}::oid FROM {}").format(
@@ -81,6 +84,13 @@ class Selection:
             )
             cond = sql.SQL("{} AND {} IN ({})").format(cond, oid, refs)
         return cond
+
+    def only_sql(self, oid: sql.Composable) -> sql.Composable:
+        """`` AND oid = ANY(...)`` for ``only`` (a literal array), or nothing."""
+        if self.only is None:
+            return sql.SQL("")
+        array = "{" + ",".join(map(str, self.only)) + "}"
+        return sql.SQL(" AND {} = ANY({}::int8[]::oid[])").format(oid, sql.Literal(array))
 
 
 def check_references(conn: psycopg.Connection, sel: Selection) -> None:
@@ -148,7 +158,7 @@ def iter_los(
             continue
         _in_index_order(conn)
         if by_pages:
-            yield from _window_by_pages(conn, list(zip(oids, metas, strict=True)))
+            yield from _window_by_pages(conn, list(zip(oids, metas, strict=True)), sel)
         else:
             yield from _window_by_lo_get(conn, sel, oids, metas, side)
 
@@ -236,7 +246,7 @@ def _big_sizes(conn: psycopg.Connection, first: int, last: int) -> dict[int, int
 
 
 def _window_by_pages(
-    conn: psycopg.Connection, window: list[tuple[int, MetaTuple]]
+    conn: psycopg.Connection, window: list[tuple[int, MetaTuple]], sel: Selection
 ) -> Iterator[LoRow | LoRun]:
     """The window's pages, in COPYs cut at each LO over BIG bytes (read alone in ranges)."""
     bigs = _big_sizes(conn, window[0][0], window[-1][0])
@@ -247,14 +257,14 @@ def _window_by_pages(
         while window[end][0] != oid:
             end += 1
         if end > at:
-            yield from _pages(conn, window[at:end], window[end - 1][0])
+            yield from _pages(conn, window[at:end], window[end - 1][0], sel)
         owner, acl, comment = window[end][1]
         chunks = _Drained(_ranges(conn, oid, 0, bigs[oid]))
         yield LoRow(oid, owner, acl, comment, bigs[oid], chunks)
         chunks.drain()
         at = end + 1
     if at < len(window):
-        yield from _pages(conn, window[at:], window[-1][0])
+        yield from _pages(conn, window[at:], window[-1][0], sel)
 
 
 _LO_PAGES = """
@@ -266,7 +276,7 @@ SELECT loid, string_agg(data, ''::bytea ORDER BY pageno),
              AND max(pageno) FILTER (WHERE octet_length(data) < {blk}) = max(pageno)
        THEN NULL ELSE array_agg(pageno * {shift} + octet_length(data) ORDER BY pageno) END
 FROM pg_catalog.pg_largeobject
-WHERE loid BETWEEN {first}::int8::oid AND {last}::int8::oid AND pageno < {pages}
+WHERE loid BETWEEN {first}::int8::oid AND {last}::int8::oid AND pageno < {pages}{only}
 GROUP BY loid
 ORDER BY loid
 """
@@ -281,12 +291,14 @@ _SHIFT = 4096
 
 
 def _pages(
-    conn: psycopg.Connection, part: list[tuple[int, MetaTuple]], last: int
+    conn: psycopg.Connection, part: list[tuple[int, MetaTuple]], last: int, sel: Selection
 ) -> Iterator[LoRun]:
-    """LOs of ``part`` (none over BIG bytes) merged with their bytes (one row each)."""
+    """LOs of ``part`` (none over BIG bytes) merged with their bytes (one row each);
+    with ``sel.only``, the pages of those LOs alone are read."""
     query = sql.SQL(_LO_PAGES).format(
         first=sql.Literal(part[0][0]), last=sql.Literal(last), blk=sql.Literal(LOBLKSIZE),
         pages=sql.Literal(BIG // LOBLKSIZE), shift=sql.Literal(_SHIFT),
+        only=sel.only_sql(sql.SQL("loid")),
     )  # fmt: skip
     unpack = _LO_PAGES_HEAD.unpack_from
     run = LoRun([], [], [], bytearray())

@@ -215,9 +215,9 @@ def test_windows_of_empties_are_handed_on_whole_with_exact_metadata(
     by_pages = lostream._window_by_pages
     windows: list[tuple[int, int]] = []
 
-    def counted(conn: psycopg.Connection, window: list[tuple[int, object]]) -> object:
+    def counted(conn: psycopg.Connection, window: list[tuple[int, object]], sel: object) -> object:
         windows.append((window[0][0], window[-1][0]))
-        return by_pages(conn, window)  # type: ignore[arg-type]
+        return by_pages(conn, window, sel)  # type: ignore[arg-type]
 
     monkeypatch.setattr(lostream, "_window_by_pages", counted)
     _dump(db, tmp_path / "pages")

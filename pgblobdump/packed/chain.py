@@ -1,0 +1,258 @@
+"""A chain of packed archives: an incremental archive (``dump --since``) and the bases it
+names, read as the one archive they make together.
+
+An incremental archive's manifest lists its chain, root first (``incremental.chain``):
+each base by the xxh3-128 of its ``manifest.json``, where it was, and how many of the
+incremental's LOs it holds the bytes of. Its index has a record for every LO of its
+snapshot; a record whose bytes are in a base says which (``CHAIN_VOLUME``, the base's
+depth). ``Chain.open`` finds each base that holds something (where the manifest says, or
+among ``--base`` paths, by checksum) and checks it before anything is read: present,
+its manifest the one named, its own chain the same, its index and volumes as its
+manifest lists them. A full archive is a chain of one.
+
+Reading (restore, merge, cat) takes each LO from the archive that holds it, with the
+incremental's metadata, by merging the incremental's index with each base's volumes in
+OID order: memory stays flat whatever the counts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pgblobdump.errors import CorruptArchive, NotFound, PgBlobDumpError, UsageError
+from pgblobdump.packed import source
+from pgblobdump.packed.format import CHAIN_VOLUME
+from pgblobdump.packed.holes import filled
+from pgblobdump.packed.index import Index, IndexRecord
+from pgblobdump.packed.parts import OID_MAX, share_items
+from pgblobdump.packed.reader import Damaged, Item, LoPiece, PackedDirectory, WholeLos, each_piece
+from pgblobdump.packed.since import check_index
+
+
+@dataclass
+class Link:
+    """Base ``depth`` of a chain: its entry in the incremental's manifest, and the
+    archive, opened and checked (None when the incremental takes nothing from it)."""
+
+    depth: int
+    entry: dict[str, Any]
+    path: str | None
+    archive: PackedDirectory | None
+
+    @property
+    def where(self) -> str:
+        return self.archive.where if self.archive is not None else str(self.entry.get("where"))
+
+
+def _name(top: str, depth: int, count: int, entry: dict[str, Any]) -> str:
+    return (f"base {depth + 1} of {count} of {top} (dumped {entry.get('created')},"
+            f" snapshot {entry.get('snapshot')})")  # fmt: skip
+
+
+class Chain:
+    """``top`` and its bases (``links``, root first)."""
+
+    def __init__(self, top: PackedDirectory, path: str, links: list[Link]) -> None:
+        self.top = top
+        self.path = path
+        self.links = links
+
+    @property
+    def incremental(self) -> bool:
+        return bool(self.links)
+
+    @property
+    def index(self) -> Index:
+        return self.top.index
+
+    @classmethod
+    def open(cls, path: str, bases: Sequence[str] = ()) -> Chain:
+        """``path`` and the bases it needs, each checked (see the module's docstring);
+        ``bases``: where to look first, by manifest checksum. A base that is missing,
+        altered or from another chain is an error naming it, before anything is read."""
+        top = source.directory(path)
+        inc = top.incremental
+        if inc is None:
+            if bases:
+                raise UsageError(f"--base goes with an incremental archive; {path} is a full one")
+            return cls(top, path, [])
+        entries: list[dict[str, Any]] = list(inc.get("chain") or [])
+        given: dict[str, tuple[str, PackedDirectory]] = {}
+        for b in bases:
+            a = source.directory(b)
+            given[a.manifest_sum] = (b, a)
+        wanted = {str(e.get("manifest")) for e in entries}
+        for digest, (b, _) in given.items():
+            if digest not in wanted:
+                raise UsageError(f"--base {b} is not a base of {path} (its manifest is not one"
+                                 " the chain names)")  # fmt: skip
+        links = []
+        for depth, entry in enumerate(entries):
+            name = _name(path, depth, len(entries), entry)
+            if not entry.get("los"):
+                links.append(Link(depth, entry, None, None))
+                continue
+            digest = str(entry.get("manifest"))
+            if digest in given:
+                where, archive = given[digest]
+            else:
+                where = str(entry.get("where"))
+                archive = _open_base(where, name)
+            _check_link(archive, entry, entries[:depth], name, where)
+            links.append(Link(depth, entry, where, archive))
+        return cls(top, path, links)
+
+    def reopened(self) -> Chain:
+        """The same chain with its archives opened anew (one per thread: a reader of an
+        index or volumes is not shared between threads); checked already."""
+        top = source.directory(self.path)
+        links = [
+            dataclasses.replace(k, archive=None if k.path is None else source.directory(k.path))
+            for k in self.links
+        ]
+        return Chain(top, self.path, links)
+
+    # -- reading -------------------------------------------------------------------------
+    def items(self, first: int = 0, last: int = OID_MAX) -> Iterator[Item]:
+        """The LOs with OIDs in ``first..last``, each from the archive holding its bytes,
+        with the top's metadata: the top's own first, then each base's in turn."""
+        yield from share_items(self.top, first, last)
+        for link in self.links:
+            if link.archive is None:
+                continue
+            wanted = self._held(link.depth, first, last)
+            yield from _taken(share_items(link.archive, first, last), wanted, self.top.index,
+                              link.archive.where)  # fmt: skip
+
+    def _held(self, depth: int, first: int, last: int) -> Iterator[IndexRecord]:
+        for r in self.top.index.range(first, last):
+            if r.volume == CHAIN_VOLUME and r.offset == depth:
+                yield r
+
+    def pieces(self) -> Iterator[LoPiece]:
+        """Every LO in OID order, piece by piece, holes given as zeros (merge)."""
+        streams: list[Iterator[LoPiece]] = [each_piece(share_items(self.top, 0, OID_MAX))]
+        for link in self.links:
+            if link.archive is not None:
+                wanted = self._held(link.depth, 0, OID_MAX)
+                items = _taken(share_items(link.archive, 0, OID_MAX), wanted, self.top.index,
+                               link.archive.where)  # fmt: skip
+                streams.append(each_piece(items))
+        return filled(heapq.merge(*streams, key=lambda p: p.oid))
+
+    def read_lo(self, oid: int) -> Iterator[bytes | memoryview]:
+        """One LO's bytes from the archive that holds them (``cat``), checked against the
+        top's record."""
+        r = self.top.find(oid)
+        if r.volume != CHAIN_VOLUME:
+            yield from self.top.read_lo(oid)
+            return
+        link = self.links[r.offset] if r.offset < len(self.links) else None
+        if link is None or link.archive is None:
+            raise CorruptArchive(f"{self.top.where}: LO {oid} is placed in a base it does not list")
+        held = link.archive.find(oid)
+        if (held.size, held.checksum) != (r.size, r.checksum):
+            raise CorruptArchive(f"{link.where}: LO {oid} is not the one {self.top.where} names")
+        yield from link.archive.read_lo(oid)
+
+    def holder(self, r: IndexRecord) -> str:
+        """Where the archive holding ``r``'s bytes is (``ls``)."""
+        if r.volume != CHAIN_VOLUME:
+            return self.top.where
+        if r.offset < len(self.links):
+            return self.links[r.offset].where
+        return f"base {r.offset + 1} (not in the chain)"
+
+    def totals(self) -> tuple[int, int]:
+        """LOs and bytes of the chain's snapshot (the top's manifest)."""
+        m = self.top.manifest or {}
+        inc = self.top.incremental or m
+        return int(inc.get("los", 0)), int(inc.get("bytes", 0))
+
+
+def _open_base(where: str, name: str) -> PackedDirectory:
+    try:
+        return source.directory(where)
+    except NotFound as e:
+        raise NotFound(f"{name} is missing at {where}: give it with --base PATH") from e
+    except PgBlobDumpError as e:
+        raise type(e)(f"{name} at {where}: {e}; give the right one with --base PATH") from e
+
+
+def _check_link(archive: PackedDirectory, entry: dict[str, Any], before: list[dict[str, Any]],
+                name: str, where: str) -> None:  # fmt: skip
+    """``archive`` is the base ``entry`` names, whole: its manifest (by checksum), its own
+    chain (``before``), its index and its volumes' sizes as its manifest lists them."""
+    if archive.manifest_sum != entry.get("manifest"):
+        raise CorruptArchive(
+            f"{name} at {where}: its manifest.json is not the one the chain names (xxh3-128"
+            f" {archive.manifest_sum}, expected {entry.get('manifest')}): it changed after"
+            " the incremental was made, or is another archive; give the right one with --base"
+        )
+    own = [str(e.get("manifest")) for e in ((archive.incremental or {}).get("chain") or [])]
+    if own != [str(e.get("manifest")) for e in before]:
+        raise CorruptArchive(f"{name} at {where}: its own chain differs from the one named")
+    check_index(archive)
+    assert archive.manifest is not None
+    for f in archive.manifest["files"]:
+        n = str(f["name"])
+        if not archive.storage.exists(n):
+            raise CorruptArchive(f"{name} at {where}: {n} is missing (its manifest lists it)")
+        if archive.storage.size(n) != f["size"]:
+            raise CorruptArchive(
+                f"{name} at {where}: {n} is {archive.storage.size(n):,} bytes, its manifest"
+                f" says {f['size']:,}"
+            )
+
+
+def _taken(items: Iterator[Item], wanted: Iterator[IndexRecord], index: Index,
+           where: str) -> Iterator[Item]:  # fmt: skip
+    """Of a base's ``items`` (OID order), the LOs ``wanted`` names (OID order), each with
+    the metadata ``index`` gives it and checked against its record there."""
+    w = next(wanted, None)
+
+    def missing(r: IndexRecord) -> CorruptArchive:
+        return CorruptArchive(f"{where}: does not hold LO {r.oid}, which its incremental"
+                              " places there")  # fmt: skip
+
+    def differs(oid: int) -> CorruptArchive:
+        return CorruptArchive(f"{where}: LO {oid} is not the one its incremental names (checksum)")
+
+    keep: IndexRecord | None = None  # the LO whose pieces pass, if any
+    for item in items:
+        if isinstance(item, WholeLos):
+            oids, metas, datas, sums = [], [], [], []
+            for oid, data, checksum in zip(item.oids, item.datas, item.checksums, strict=True):
+                if w is not None and w.oid < oid:
+                    raise missing(w)
+                if w is None or w.oid != oid:
+                    continue
+                if (checksum, len(data)) != (w.checksum, w.size):
+                    raise differs(oid)
+                oids.append(oid)
+                metas.append(index.meta(w.meta))
+                datas.append(data)
+                sums.append(checksum)
+                w = next(wanted, None)
+            if oids:
+                yield WholeLos(oids, metas, datas, sums)
+        elif isinstance(item, LoPiece):
+            if item.offset == 0:
+                if w is not None and w.oid < item.oid:
+                    raise missing(w)
+                keep = None
+                if w is not None and w.oid == item.oid:
+                    keep, w = w, next(wanted, None)
+            if keep is None or keep.oid != item.oid:
+                continue
+            if item.last and (item.checksum, item.size) != (keep.checksum, keep.size):
+                raise differs(item.oid)
+            yield dataclasses.replace(item, meta=index.meta(keep.meta))
+        elif isinstance(item, Damaged):  # not asked for (no --skip-damaged on chains)
+            raise CorruptArchive(f"{item.where}: {item.reason}")
+    if w is not None:
+        raise missing(w)
