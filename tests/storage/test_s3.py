@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from pgblobdump.servers import toolchain
@@ -220,3 +221,25 @@ def test_pack_into_s3_and_unpack_from_it(
     assert result.exit_code == 0, result.stderr
     assert back.stat().st_size > 0
     assert_one_line_error(run("unpack", s3_url, "-o", s3_url + "-x"), 2, "give a local -o")
+
+
+def test_an_incremental_chain_on_s3(pg17: EmbeddedCluster, new_db: NewDb, s3_url: str) -> None:
+    """dump --since an s3:// base into s3://, restore and merge read the chain there."""
+    _roles(pg17)
+    src, dst = new_db(pg17), new_db(pg17)
+    fill(src, LOS)
+    full, inc = f"{s3_url}-full", f"{s3_url}-inc"
+    assert run("dump", "-d", src, "-o", full).exit_code == 0
+    fill(src, {90_000: (100, 0, 0, False)})
+    with psycopg.connect(src, autocommit=True) as conn:
+        conn.execute("SELECT lo_put(16390, 0, 'changed on the way')")
+    done = run("dump", "-d", src, "-o", inc, "--since", full, "--json")
+    assert done.exit_code == 0, done.stderr
+    assert '"changed": 1' in done.stdout and '"new": 1' in done.stdout
+    listed = run("ls", inc, "--oids", "16390-16391", "--json")
+    assert listed.exit_code == 0 and full in listed.stdout and inc in listed.stdout
+    restored = run("restore", inc, "-d", dst, "--json")
+    assert restored.exit_code == 0, restored.stderr
+    assert state(dst) == state(src)
+    assert run("merge", inc, "-o", f"{s3_url}-merged").exit_code == 0
+    assert run("verify", f"{s3_url}-merged", "-d", src).exit_code == 0
