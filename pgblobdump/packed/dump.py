@@ -23,6 +23,7 @@ from psycopg.pq import TransactionStatus
 from pgblobdump import logs
 from pgblobdump.errors import UsageError
 from pgblobdump.packed import full, since
+from pgblobdump.packed.bychecksum import Comparer
 from pgblobdump.packed.format import (
     DEFAULT_VOLUME_SIZE,
     FORMAT_VERSION,
@@ -32,6 +33,7 @@ from pgblobdump.packed.format import (
 )
 from pgblobdump.packed.index import IndexBuilder, Meta
 from pgblobdump.packed.packer import LoPacker
+from pgblobdump.packed.source import directory as source_dir
 from pgblobdump.packed.writer import ArchiveWriter, check_settings
 from pgblobdump.pg import changes
 from pgblobdump.pg.connect import connect, describe
@@ -188,25 +190,34 @@ class SideConnection:
 
 
 def _pack(conn: psycopg.Connection, sels: list[Selection], packer: LoPacker,
-          stop: threading.Event, progress: _Progress,
-          side: SideConnection | None = None) -> None:  # fmt: skip
+          stop: threading.Event, progress: _Progress, side: SideConnection | None = None,
+          compare: Comparer | None = None) -> None:  # fmt: skip
     los = nbytes = 0
-    rows = (row for sel in sels for row in iter_los(conn, sel, side))
-    for row in rows:
-        if stop.is_set():
-            return
-        if isinstance(row, LoRun):
-            packer.add_run(row.oids, row.metas, row.sizes, row.data)
-            los += len(row.oids)
-            nbytes += len(row.data)
-        else:
-            meta = Meta(row.owner, row.acl, row.comment)
-            packer.add_chunks(row.oid, meta, row.size, row.chunks)
-            los += 1
-            nbytes += row.size
-        if los >= 2000:
-            progress.add(los, nbytes)
-            los = nbytes = 0
+    for sel in sels:
+        # closed on any way out: a COPY left unread would hang the rollback that follows
+        with contextlib.closing(iter_los(conn, sel, side)) as rows:
+            for row in rows:
+                if stop.is_set():
+                    return
+                if isinstance(row, LoRun):
+                    if compare is not None:
+                        compare.run(row, packer)
+                    else:
+                        packer.add_run(row.oids, row.metas, row.sizes, row.data)
+                    los += len(row.oids)
+                    nbytes += len(row.data)
+                else:
+                    if compare is not None:
+                        assert side is not None
+                        compare.row(row, packer, side)
+                    else:
+                        meta = Meta(row.owner, row.acl, row.comment)
+                        packer.add_chunks(row.oid, meta, row.size, row.chunks)
+                    los += 1
+                    nbytes += row.size
+                if los >= 2000:
+                    progress.add(los, nbytes)
+                    los = nbytes = 0
     progress.add(los, nbytes)
 
 
@@ -245,20 +256,33 @@ def dump(
                 ArchiveWriter(storage, stream, req.volume_size, req.level, version)
             )
             work: since.Plan | None = None
+            comparers: list[Comparer | None] = []
             if base is not None:
                 assert req.since is not None
                 since.check_source(base, now, source, req.since)
                 why = changes.unusable(leader, base.mark, now, f"--since {req.since}")
                 if why is not None:
-                    raise UsageError(f"cannot tell what changed since {req.since}: {why};"
-                                     " take a full dump")  # fmt: skip
-                writer.carried = IndexBuilder()
+                    reporter.note(f"transaction ids cannot tell what changed since"
+                                  f" {req.since} ({why}): every LO it holds is read and"
+                                  " compared by checksum")  # fmt: skip
+                carried = IndexBuilder()
+                writer.carried.append(carried)
                 with logs.phase(log, f"finding what changed since {req.since}"):
-                    work = since.plan(leader, req.selection, base, writer.metas, writer.carried)
+                    work = since.plan(leader, req.selection, base, writer.metas, carried,
+                                      exact=why is None)  # fmt: skip
+                if why is not None:
+                    work.detection = f"checksums ({why})"
                 log.info("%d new, %d changed, %d carried from the chain, %d gone",
                          work.new, work.changed, work.carried, len(work.gone))  # fmt: skip
                 ranges = since.selections(work.dump, req.selection, req.jobs)
                 reporter.totals(len(work.dump), 0)
+                if why is not None:
+                    for r in ranges:
+                        c = Comparer(source_dir(req.since), base.depth, r[0].first, r[-1].last,
+                                     writer.metas) if r else None  # fmt: skip
+                        comparers.append(c)
+                        if c is not None:
+                            writer.carried.append(c.carried)
             else:
                 ranges = [[r] for r in _ranges(leader, req.selection, req.jobs)]
                 if reporter.shown:
@@ -273,7 +297,7 @@ def dump(
                 pg_dump = stack.enter_context(full.PgDump(tc, conninfo, snapshot, storage))
             packers = [writer.worker() for _ in ranges]
             with logs.phase(log, "reading and packing the LOs"):
-                _run_workers(conninfo, leader, snapshot, ranges, packers, progress)
+                _run_workers(conninfo, leader, snapshot, ranges, packers, progress, comparers)
             if pg_dump is not None:
                 reporter.note(f"waiting for pg_dump {pg_dump.tc.version}")
                 writer.files.append(pg_dump.finish())
@@ -285,13 +309,16 @@ def dump(
             more: dict[str, Any] = {}
             if work is not None:
                 assert base is not None
+                for c in comparers:
+                    if c is not None:
+                        work.absorb(c)
                 writer.put_file(GONE_NAME, work.gone_file())
                 totals = writer.totals
                 more["incremental"] = {
                     "chain": work.chain(base),
                     "los": totals.los + work.carried, "bytes": totals.bytes + work.carried_bytes,
                     "new": work.new, "changed": work.changed, "carried": work.carried,
-                    "gone": len(work.gone),
+                    "gone": len(work.gone), "detection": work.detection,
                 }  # fmt: skip
             with logs.phase(log, "writing the index and the manifest"):
                 manifest = writer.finish(source, more)
@@ -308,9 +335,11 @@ def _run_workers(
     ranges: list[list[Selection]],
     packers: list[LoPacker],
     progress: _Progress,
+    comparers: list[Comparer | None] | None = None,
 ) -> None:
     """Worker 1 runs on the leader's connection in this thread; the others in threads on
     their own connections. The first failure stops every worker and is raised."""
+    compare = comparers or [None] * len(ranges)
     stop = threading.Event()
     errors: list[BaseException] = []
     conns: list[psycopg.Connection] = []
@@ -325,7 +354,7 @@ def _run_workers(
             ):  # fmt: skip
                 conns.append(conn)
                 _begin(conn, snapshot)
-                _pack(conn, ranges[k], packers[k], stop, progress, side)
+                _pack(conn, ranges[k], packers[k], stop, progress, side, compare[k])
                 conn.execute("COMMIT")
         except BaseException as e:
             errors.append(e)
@@ -336,7 +365,7 @@ def _run_workers(
         t.start()
     try:
         with SideConnection(conninfo, snapshot, "dump (its second connection)", conns) as side:
-            _pack(leader, ranges[0], packers[0], stop, progress, side)
+            _pack(leader, ranges[0], packers[0], stop, progress, side, compare[0])
     except BaseException:
         _stop_all(threads, stop, conns)
         raise

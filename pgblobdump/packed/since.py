@@ -27,6 +27,7 @@ from psycopg import sql
 from pgblobdump import storage
 from pgblobdump.errors import CorruptArchive, UsageError
 from pgblobdump.packed import source
+from pgblobdump.packed.bychecksum import Comparer, merge_taken
 from pgblobdump.packed.format import CHAIN_VOLUME, INDEX_NAME
 from pgblobdump.packed.index import IndexBuilder, MetaTable
 from pgblobdump.packed.reader import PackedDirectory
@@ -127,6 +128,17 @@ class Plan:
     carried_bytes: int = 0
     taken: dict[int, list[int]] = field(default_factory=dict)
     """Per depth in the chain: [LOs, bytes] whose bytes that base supplies."""
+    compared: int = 0
+    """LOs the base holds that the workers compare by checksum (no exact detection)."""
+    detection: str = "transaction ids"
+
+    def absorb(self, c: Comparer) -> None:
+        """What a worker comparing checksums carried (``changed`` counted every compared
+        LO until then)."""
+        self.carried += c.los
+        self.carried_bytes += c.bytes
+        self.changed -= c.los
+        merge_taken(self.taken, c.taken)
 
     def chain(self, base: Base) -> list[dict[str, Any]]:
         """NEW's chain: PREV's bases and PREV, each with what NEW takes from it."""
@@ -148,14 +160,18 @@ class Plan:
 
 
 def plan(conn: psycopg.Connection, sel: Selection, base: Base, metas: MetaTable,
-         carried: IndexBuilder) -> Plan:  # fmt: skip
+         carried: IndexBuilder, exact: bool = True) -> Plan:  # fmt: skip
     """Under the dump's snapshot (``conn``'s transaction): which selected LOs changed
     since the base's mark, merged with the base's index and every LO's metadata, in OID
-    order (three sorted streams: memory is the changed OIDs' list)."""
+    order (three sorted streams: memory is the changed OIDs' list). Not ``exact``: every
+    LO the base holds is to be read and compared by checksum (``bychecksum``)."""
     out = Plan()
-    changed = array.array(
-        "I", (s.oid for s in changes.scan(conn, sel, base.mark, sparse=True) if s.changed)
-    )
+    changed = array.array("I")
+    if exact:
+        scan = changes.scan(conn, sel, base.mark, sparse=True)
+        changed.extend(s.oid for s in scan if s.changed)
+    else:
+        out.detection = "checksums"
     index = base.archive.index
     base_it: Iterator[Any] = iter(index)
     b = next(base_it, None)
@@ -169,7 +185,11 @@ def plan(conn: psycopg.Connection, sel: Selection, base: Base, metas: MetaTable,
             while ci < nchanged and changed[ci] < oid:
                 ci += 1
             if b is not None and b.oid == oid:
-                if ci < nchanged and changed[ci] == oid:
+                if not exact:  # changed until a worker finds it equal
+                    out.dump.append(oid)
+                    out.compared += 1
+                    out.changed += 1
+                elif ci < nchanged and changed[ci] == oid:
                     out.dump.append(oid)
                     out.changed += 1
                 else:

@@ -66,8 +66,9 @@ class ArchiveWriter:
             raise ValueError("an incremental archive is a directory")
         self.storage = storage
         self.version = version
-        self.carried: IndexBuilder | None = None
-        """An incremental archive's records of the LOs its bases hold (OID order)."""
+        self.carried: list[IndexBuilder] = []
+        """An incremental archive's records of the LOs its bases hold, each builder in
+        OID order (the leader's, or each worker's when they compare checksums)."""
         self.volume_size = volume_size
         self.level = level
         self.metas = MetaTable()
@@ -133,13 +134,13 @@ class ArchiveWriter:
             manifest["ordered"] = False  # volumes in the source's order, not by OID
         manifest.update(more or {})
         builders: list[IndexBuilder] = [p.index for p in self.packers]
-        if self.carried is not None:
-            builders = [merged_builder([*builders, self.carried])]
+        if self.carried:
+            builders = [merged_builder([*builders, *self.carried])]
         with tempfile.TemporaryFile() as tmp:
             try:
                 write_index(tmp, builders, self.metas, self.version)
             finally:
-                if self.carried is not None:
+                if self.carried:
                     builders[0].close()
             size = tmp.tell()
             tmp.seek(0)
@@ -200,8 +201,8 @@ class ArchiveWriter:
             p.cancel()  # its frame thread stopped before its volumes are removed
             left += p.sink.abort()
             p.index.close()
-        if self.carried is not None:
-            self.carried.close()
+        for b in self.carried:
+            b.close()
         return left
 
     def __enter__(self) -> ArchiveWriter:
@@ -215,8 +216,8 @@ class ArchiveWriter:
         else:
             for p in self.packers:
                 p.index.close()
-            if self.carried is not None:
-                self.carried.close()
+            for b in self.carried:
+                b.close()
 
 
 def _name_what_is_left(

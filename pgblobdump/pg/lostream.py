@@ -23,7 +23,7 @@ import bisect
 import itertools
 import operator
 import struct
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -142,7 +142,7 @@ needed: the lo_get path reads the rest of a big LO there while the window's COPY
 
 def iter_los(
     conn: psycopg.Connection, sel: Selection, side: Side | None = None
-) -> Iterator[LoRow | LoRun]:
+) -> Generator[LoRow | LoRun, None, None]:
     """The selected LOs in OID order (see the module's docstring for how). Run it inside
     the transaction whose snapshot the dump uses; ``side`` (needed only by a role that may
     not read ``pg_largeobject``, and only if an LO is over BIG bytes) shares it."""
@@ -163,7 +163,7 @@ def iter_los(
             yield from _window_by_lo_get(conn, sel, oids, metas, side)
 
 
-def _ranges(conn: psycopg.Connection, oid: int, start: int, size: int) -> Iterator[bytes]:
+def read_ranges(conn: psycopg.Connection, oid: int, start: int, size: int) -> Iterator[bytes]:
     """Bytes ``start..size`` of LO ``oid`` in BIG ranges, one COPY row each (holes read
     as zeros, as ``lo_get`` gives them)."""
     if start >= size:
@@ -259,7 +259,7 @@ def _window_by_pages(
         if end > at:
             yield from _pages(conn, window[at:end], window[end - 1][0], sel)
         owner, acl, comment = window[end][1]
-        chunks = _Drained(_ranges(conn, oid, 0, bigs[oid]))
+        chunks = _Drained(read_ranges(conn, oid, 0, bigs[oid]))
         yield LoRow(oid, owner, acl, comment, bigs[oid], chunks)
         chunks.drain()
         at = end + 1
@@ -437,7 +437,7 @@ def _window_by_lo_get(
             if side is None:
                 raise ValueError(f"LO {oid} is over {BIG:,} bytes: needs a side connection")
             first = bytes(row[14 : 14 + n])
-            chunks = _Drained(itertools.chain([first], _ranges(side(), oid, n, size)))
+            chunks = _Drained(itertools.chain([first], read_ranges(side(), oid, n, size)))
             yield LoRow(oid, *meta, size, chunks)
             chunks.drain()
         if at < len(oids):  # empty LOs after the last one with bytes

@@ -276,14 +276,14 @@ def test_a_newer_version_is_refused_by_name(tmp_path: Path) -> None:
     write({1: b"x"}, storage=storage)
     manifest = tmp_path / "a.pbd" / "manifest.json"
     body = json.loads(manifest.read_text())
-    body["version"] = 3
+    body["version"] = 4
     manifest.write_text(json.dumps(body))
-    with pytest.raises(UnsupportedArchive, match="format version 3, written by a newer"):
+    with pytest.raises(UnsupportedArchive, match="format version 4, written by a newer"):
         PackedDirectory(storage)
     assert_one_line_error(run("ls", str(tmp_path / "a.pbd")), 7, "upgrade pgblobdump")
     out = io.BytesIO()
     write({1: b"x"}, stream=out)
     data = bytearray(out.getvalue())
-    data[8:10] = (3).to_bytes(2, "little")
-    with pytest.raises(UnsupportedArchive, match="stream format version 3, written by a newer"):
+    data[8:10] = (4).to_bytes(2, "little")
+    with pytest.raises(UnsupportedArchive, match="stream format version 4, written by a newer"):
         list(stream_items(io.BytesIO(bytes(data))))
