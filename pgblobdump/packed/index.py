@@ -200,18 +200,40 @@ class IndexBuilder:
         self._spill.seek(0)
         return self._spill
 
-    def records(self) -> Iterator[IndexRecord]:
-        """Every record added, in order, read back from the spilled blocks (one block in
-        memory at a time); the builder is then done with."""
+    def add_records(self, raw: bytes | bytearray | memoryview) -> None:
+        """Whole INDEX_RECORDs as they are stored (ascending OIDs, after those added):
+        an incremental dump's carried records, a merge's runs, with no object per LO."""
+        size = INDEX_RECORD.size
+        n = len(raw) // size
+        if not n:
+            return
+        view = memoryview(raw)
+        first = INDEX_RECORD.unpack_from(view, 0)[0]
+        if first <= self._last:
+            raise ValueError(f"index records out of order: {first} after {self._last}")
+        i = 0
+        while i < n:
+            k = min(n - i, INDEX_BLOCK_RECORDS - self._n)
+            if not self._n:
+                self._first = INDEX_RECORD.unpack_from(view, i * size)[0]
+            self._pending.append(bytes(view[i * size : (i + k) * size]))
+            self._n += k
+            self.count += k
+            i += k
+            self._last = INDEX_RECORD.unpack_from(view, (i - 1) * size)[0]
+            if self._n >= INDEX_BLOCK_RECORDS:
+                self._flush()
+
+    def raw_blocks(self) -> Iterator[bytes]:
+        """Every record added, in order, as the blocks' raw bytes, read back from the
+        spill file (one block in memory at a time); the builder is then done with."""
         spill = self.spilled()
         dctx = zstandard.ZstdDecompressor()
         for e in self.blocks:
             spill.seek(e.offset)
-            raw = dctx.decompress(
+            yield dctx.decompress(
                 spill.read(e.stored), max_output_size=e.records * INDEX_RECORD.size
             )
-            for fields in INDEX_RECORD.iter_unpack(raw):
-                yield IndexRecord(*fields)
 
     def close(self) -> None:
         self._spill.close()
@@ -283,12 +305,67 @@ class SortingIndexBuilder(IndexBuilder):
 
 def merged_builder(builders: Sequence[IndexBuilder]) -> IndexBuilder:
     """One builder with the records of ``builders``, each in OID order, merged into one
-    OID order (an incremental dump: the LOs it packed and those its bases hold)."""
+    OID order (an incremental dump: the LOs it packed and those its bases hold): run by
+    run, each run of one builder's records copied whole up to the next builder's OID."""
     out = IndexBuilder()
-    streams = [b.records() for b in builders]
-    for r in heapq.merge(*streams, key=lambda r: r.oid):
-        out.add(r.oid, r.meta, r.size, r.volume, r.offset, r.checksum)
-    return out
+    cursors = [RawRecords(b.raw_blocks()) for b in builders]
+    while True:
+        heads = sorted((oid, k) for k, c in enumerate(cursors) if (oid := c.peek()) is not None)
+        if not heads:
+            return out
+        limit = heads[1][0] - 1 if len(heads) > 1 else 2**32 - 1
+        out.add_records(cursors[heads[0][1]].run(limit))
+
+
+COLUMNS_OK = INDEX_RECORD.format == "<IIQIQQ" and sys.byteorder == "little"
+
+
+def oid_column(raw: bytes | bytearray | memoryview) -> list[int]:
+    """The OIDs of raw INDEX_RECORDs (one strided view, at C speed)."""
+    if COLUMNS_OK:
+        return memoryview(raw).cast("B").cast("I")[0::9].tolist()
+    return [r[0] for r in INDEX_RECORD.iter_unpack(raw)]
+
+
+class RawRecords:
+    """A cursor over raw INDEX_RECORDs coming block by block in OID order: ``peek`` the
+    next OID, ``take_through`` every record up to an OID as one bytes (memory: a block)."""
+
+    def __init__(self, blocks: Iterator[bytes]) -> None:
+        self._blocks = blocks
+        self._raw = b""
+        self._oids: list[int] = []
+        self._pos = 0
+
+    def _fill(self) -> bool:
+        while self._pos >= len(self._oids):
+            raw = next(self._blocks, None)
+            if raw is None:
+                return False
+            self._raw, self._oids, self._pos = raw, oid_column(raw), 0
+        return True
+
+    def peek(self) -> int | None:
+        return self._oids[self._pos] if self._fill() else None
+
+    def take_through(self, last: int) -> bytes:
+        """The records with OIDs up to ``last`` (those not taken yet), in order: as much
+        memory as they take (a window's worth; ``run`` for any count)."""
+        parts: list[bytes] = []
+        while run := self.run(last):
+            parts.append(run)
+        return b"".join(parts)
+
+    def run(self, last: int) -> bytes:
+        """The next records with OIDs up to ``last``, from the current block only (b""
+        when none): a block's worth of memory at most."""
+        if not self._fill():
+            return b""
+        size = INDEX_RECORD.size
+        end = bisect.bisect_right(self._oids, last, self._pos)
+        out = self._raw[self._pos * size : end * size]
+        self._pos = end
+        return out
 
 
 def write_index(out: BinaryIO, builders: Sequence[IndexBuilder], metas: MetaTable,
@@ -382,6 +459,11 @@ class Index:
     def __iter__(self) -> Iterator[IndexRecord]:
         for e in self.blocks:
             yield from self._block(e)
+
+    def raw_blocks(self) -> Iterator[bytes]:
+        """Every block's records as stored, in OID order (decompressed, length checked)."""
+        for e in self.blocks:
+            yield self._raw_block(e)
 
     def range(self, first: int, last: int) -> Iterator[IndexRecord]:
         """Records with OIDs in ``first..last``, reading only the blocks that hold them."""

@@ -12,10 +12,10 @@ metadata read now (an owner renamed since PREV is the name today).
 from __future__ import annotations
 
 import array
+import bisect
 import copy
 import json
 import sys
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,12 +28,12 @@ from pgblobdump import storage
 from pgblobdump.errors import CorruptArchive, UsageError
 from pgblobdump.packed import source
 from pgblobdump.packed.bychecksum import Comparer, merge_taken
-from pgblobdump.packed.format import CHAIN_VOLUME, INDEX_NAME
-from pgblobdump.packed.index import IndexBuilder, MetaTable
+from pgblobdump.packed.format import CHAIN_VOLUME, INDEX_NAME, INDEX_RECORD
+from pgblobdump.packed.index import COLUMNS_OK, IndexBuilder, MetaTable, RawRecords, oid_column
 from pgblobdump.packed.reader import PackedDirectory
 from pgblobdump.pg import changes, lometa
 from pgblobdump.pg.changes import Mark
-from pgblobdump.pg.lostream import WINDOW, Selection
+from pgblobdump.pg.lostream import WINDOW, Selection, in_index_order
 
 
 def where_of(path: str) -> str:
@@ -163,8 +163,10 @@ def plan(conn: psycopg.Connection, sel: Selection, base: Base, metas: MetaTable,
          carried: IndexBuilder, exact: bool = True) -> Plan:  # fmt: skip
     """Under the dump's snapshot (``conn``'s transaction): which selected LOs changed
     since the base's mark, merged with the base's index and every LO's metadata, in OID
-    order (three sorted streams: memory is the changed OIDs' list). Not ``exact``: every
-    LO the base holds is to be read and compared by checksum (``bychecksum``)."""
+    order, a window of LOs at a time (three sorted streams: memory is a window and the
+    changed OIDs' list). The carried LOs' records are the base's, rewritten as columns
+    (no object per LO). Not ``exact``: every LO the base holds is to be read and
+    compared by checksum (``bychecksum``)."""
     out = Plan()
     changed = array.array("I")
     if exact:
@@ -172,42 +174,81 @@ def plan(conn: psycopg.Connection, sel: Selection, base: Base, metas: MetaTable,
         changed.extend(s.oid for s in scan if s.changed)
     else:
         out.detection = "checksums"
-    index = base.archive.index
-    base_it: Iterator[Any] = iter(index)
-    b = next(base_it, None)
-    ci, nchanged = 0, len(changed)
+    records = RawRecords(base.archive.index.raw_blocks())
     cond = sel.where(sql.SQL("m.oid"))
+    in_index_order(conn)  # the metadata windows as a dump reads them (no sort per window)
+    size = INDEX_RECORD.size
     for w in lometa.windows(conn, cond, sel.first, sel.last, WINDOW):
-        for oid, meta in zip(w.oids, w.metas, strict=True):
-            while b is not None and b.oid < oid:
-                out.gone.append(b.oid)
-                b = next(base_it, None)
-            while ci < nchanged and changed[ci] < oid:
-                ci += 1
-            if b is not None and b.oid == oid:
-                if not exact:  # changed until a worker finds it equal
-                    out.dump.append(oid)
-                    out.compared += 1
-                    out.changed += 1
-                elif ci < nchanged and changed[ci] == oid:
-                    out.dump.append(oid)
-                    out.changed += 1
+        oids, wmetas = w.oids, w.metas
+        raw = records.take_through(oids[-1])
+        held = oid_column(raw)
+        if exact:
+            lo, hi = bisect.bisect_left(changed, oids[0]), bisect.bisect_right(changed, oids[-1])
+            touched = set(changed[lo:hi])
+        else:
+            touched = set(held)  # every LO the base holds is compared
+        one = wmetas.count(wmetas[0]) == len(wmetas)  # one owner, no ACL, no comment
+        if held == oids and not touched:  # the window is the base's, unchanged
+            ids = [metas.id(wmetas[0])] * len(oids) if one else list(map(metas.id, wmetas))
+        else:
+            at = {o: i for i, o in enumerate(held)}
+            if held != oids:
+                in_window = set(oids)
+                out.gone.extend(o for o in held if o not in in_window)
+            keep: list[int] = []  # positions in the base's records of the carried LOs
+            kept: list[Any] = []  # their metadata
+            for o, meta in zip(oids, wmetas, strict=True):
+                i = at.get(o)
+                if i is not None and o not in touched:
+                    keep.append(i)
+                    kept.append(meta)
                 else:
-                    depth = b.offset if b.volume == CHAIN_VOLUME else base.depth
-                    carried.add(oid, metas.id(meta), b.size, CHAIN_VOLUME, depth, b.checksum)
-                    taken = out.taken.setdefault(depth, [0, 0])
-                    taken[0] += 1
-                    taken[1] += b.size
-                    out.carried += 1
-                    out.carried_bytes += b.size
-                b = next(base_it, None)
-            else:
-                out.dump.append(oid)
-                out.new += 1
-    while b is not None:
-        out.gone.append(b.oid)
-        b = next(base_it, None)
+                    out.dump.append(o)
+                    if i is None:
+                        out.new += 1
+                    else:
+                        out.changed += 1
+            raw = b"".join(raw[i * size : (i + 1) * size] for i in keep)
+            ids = [metas.id(wmetas[0])] * len(kept) if one else list(map(metas.id, kept))
+        if ids:
+            carried.add_records(_carry(raw, ids, base.depth, out))
+    while rest := records.run(2**32 - 1):  # a block at a time
+        out.gone.extend(oid_column(rest))
+    if not exact:
+        out.compared = out.changed
     return out
+
+
+def _carry(raw: bytes, ids: list[int], depth: int, out: Plan) -> bytes:
+    """The base's records ``raw`` as carried ones: the new metadata ids, volume
+    CHAIN_VOLUME and the depth of the base holding the bytes (the base's own depth for
+    the LOs its volumes hold; a carried record of the base keeps its depth)."""
+    buf = bytearray(raw)
+    size = INDEX_RECORD.size
+    n = len(buf) // size
+    out.carried += n
+    if COLUMNS_OK:
+        cols = memoryview(buf).cast("I")
+        cols[1::9] = array.array("I", ids)
+        if CHAIN_VOLUME not in cols[4::9].tolist():  # all in the base's own volumes
+            cols[4::9] = array.array("I", [CHAIN_VOLUME]) * n
+            cols[5::9] = array.array("I", [depth]) * n
+            cols[6::9] = array.array("I", [0]) * n
+            nbytes = sum(cols[2::9]) + (sum(cols[3::9]) << 32)
+            taken = out.taken.setdefault(depth, [0, 0])
+            taken[0] += n
+            taken[1] += nbytes
+            out.carried_bytes += nbytes
+            return bytes(buf)
+    for i in range(n):
+        oid, _m, lo_size, volume, offset, checksum = INDEX_RECORD.unpack_from(buf, i * size)
+        holder = offset if volume == CHAIN_VOLUME else depth
+        INDEX_RECORD.pack_into(buf, i * size, oid, ids[i], lo_size, CHAIN_VOLUME, holder, checksum)
+        taken = out.taken.setdefault(holder, [0, 0])
+        taken[0] += 1
+        taken[1] += lo_size
+        out.carried_bytes += lo_size
+    return bytes(buf)
 
 
 def selections(oids: array.array[int], sel: Selection, jobs: int) -> list[list[Selection]]:

@@ -151,12 +151,12 @@ def iter_los(
     # Without statistics the planner picks a bitmap scan and a sort of every OID after
     # the window's start; the index alone gives them in order. (The window's COPYs want
     # the same plans: they stay set for them, one statement.)
-    _in_index_order(conn)
+    in_index_order(conn)
     for oids, metas, paged in lometa.windows(conn, cond, sel.first, sel.last, WINDOW, by_pages):
         if paged is False:  # no page from the window's first OID to its last: all empty
             yield LoRun(oids, metas, [0] * len(oids), b"")
             continue
-        _in_index_order(conn)
+        in_index_order(conn)
         if by_pages:
             yield from _window_by_pages(conn, list(zip(oids, metas, strict=True)), sel)
         else:
@@ -225,7 +225,7 @@ _LEN = struct.Struct(">i")
 _SIZE = struct.Struct(">q")
 
 
-def _in_index_order(conn: psycopg.Connection) -> None:
+def in_index_order(conn: psycopg.Connection) -> None:
     """Plan the next statements with index scans, not a bitmap scan and a sort: without
     statistics (after a bulk load, autovacuum off) the planner sorted each window's
     40,000 pages on disk (80 MB, half a second) before the COPY's first row, and a bitmap
