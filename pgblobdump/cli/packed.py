@@ -348,7 +348,9 @@ def cat_cmd(archive: str, oid: int, output: Path | None, bases: tuple[str, ...])
             out.write(piece)
         out.flush()
         return
-    refuse_input(output, Path(archive))
+    for held in [archive, *(k.path for k in chain.links if k.path is not None)]:
+        if (local := places.local_path(held)) is not None:
+            refuse_input(output, local)  # no file of the chain is written over
     write_atomically(output, chain.read_lo(oid))
 
 

@@ -19,18 +19,21 @@ from __future__ import annotations
 
 import dataclasses
 import heapq
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import xxhash
+
+from pgblobdump import storage
 from pgblobdump.errors import CorruptArchive, NotFound, PgBlobDumpError, UsageError
 from pgblobdump.packed import source
-from pgblobdump.packed.format import CHAIN_VOLUME
+from pgblobdump.packed.format import CHAIN_VOLUME, INDEX_NAME, INDEX_RECORD
 from pgblobdump.packed.holes import filled
-from pgblobdump.packed.index import Index, IndexRecord
+from pgblobdump.packed.index import COLUMNS_OK, Index, IndexRecord
 from pgblobdump.packed.parts import OID_MAX, share_items
 from pgblobdump.packed.reader import Damaged, Item, LoPiece, PackedDirectory, WholeLos, each_piece
-from pgblobdump.packed.since import check_index
 
 
 @dataclass
@@ -46,6 +49,34 @@ class Link:
     @property
     def where(self) -> str:
         return self.archive.where if self.archive is not None else str(self.entry.get("where"))
+
+
+def where_of(path: str) -> str:
+    """Where an archive is, as a chain records it: a local path made absolute (the
+    restore may run from another directory), an ``s3://`` URL as given."""
+    local = storage.local_path(path)
+    return str(local.resolve()) if local is not None else path
+
+
+def check_index(archive: PackedDirectory) -> None:
+    """``index.pbi`` against the manifest's size and xxh3-128 (CorruptArchive naming it):
+    a base's index is trusted for every LO it places."""
+    assert archive.manifest is not None
+    listed = {f["name"]: f for f in archive.manifest["files"]}
+    entry = listed.get(INDEX_NAME)
+    where = f"{archive.where}/{INDEX_NAME}"
+    if entry is None:
+        raise CorruptArchive(f"{archive.where}: its manifest lists no {INDEX_NAME}")
+    if not archive.storage.exists(INDEX_NAME):
+        raise CorruptArchive(f"{where}: missing (the manifest lists it)")
+    h = xxhash.xxh3_128()
+    size = 0
+    with archive.storage.open(INDEX_NAME) as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+            size += len(chunk)
+    if size != entry["size"] or h.hexdigest() != entry["xxh3_128"]:
+        raise CorruptArchive(f"{where}: damaged (its checksum differs from the manifest's)")
 
 
 def _name(top: str, depth: int, count: int, entry: dict[str, Any]) -> str:
@@ -104,6 +135,15 @@ class Chain:
                 archive = _open_base(where, name)
             _check_link(archive, entry, entries[:depth], name, where)
             links.append(Link(depth, entry, where, archive))
+        placed = _placed(top.index)
+        for depth, entry in enumerate(entries):
+            if (n := placed.pop(depth, 0)) != entry.get("los"):
+                raise CorruptArchive(
+                    f"{path}: its index places {n:,} LOs in base {depth + 1},"
+                    f" its manifest says {entry.get('los')}"
+                )
+        if placed:
+            raise CorruptArchive(f"{path}: its index places LOs in a base its manifest lacks")
         return cls(top, path, links)
 
     def reopened(self) -> Chain:
@@ -172,6 +212,25 @@ class Chain:
         m = self.top.manifest or {}
         inc = self.top.incremental or m
         return int(inc.get("los", 0)), int(inc.get("bytes", 0))
+
+
+def _placed(index: Index) -> Counter[int]:
+    """How many records of ``index`` each base depth holds the bytes of (columns of
+    the raw blocks)."""
+    out: Counter[int] = Counter()
+    for raw in index.raw_blocks():
+        if COLUMNS_OK:
+            cols = memoryview(raw).cast("B").cast("I")
+            volumes, depths = cols[4::9].tolist(), cols[5::9].tolist()
+        else:
+            fields = list(INDEX_RECORD.iter_unpack(raw))
+            volumes, depths = [f[3] for f in fields], [f[4] for f in fields]
+        n = volumes.count(CHAIN_VOLUME)
+        if n == len(volumes):
+            out.update(depths)
+        elif n:
+            out.update(d for v, d in zip(volumes, depths, strict=True) if v == CHAIN_VOLUME)
+    return out
 
 
 def _open_base(where: str, name: str) -> PackedDirectory:

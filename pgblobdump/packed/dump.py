@@ -102,6 +102,11 @@ def _ranges(conn: psycopg.Connection, sel: Selection, jobs: int) -> list[Selecti
     return [Selection(int(a), int(b), sel.referenced_by) for a, b in rows]
 
 
+def _has_snapshot_functions(conn: psycopg.Connection) -> bool:
+    """Whether the server has pg_current_snapshot (13+): a mark for later incrementals."""
+    return conn.info.server_version >= 130000
+
+
 def _count(conn: psycopg.Connection, sel: Selection) -> int:
     """The selection's LO count under the snapshot: the progress total."""
     row = conn.execute(
@@ -247,8 +252,11 @@ def dump(
         snapshot = str(row[0])
         log.info("snapshot %s (REPEATABLE READ, READ ONLY): every worker imports it", snapshot)
         source = _source(leader, conninfo, snapshot)
-        now = changes.mark(leader)
-        source["mark"] = json.loads(now.to_json())
+        now = changes.mark(leader) if _has_snapshot_functions(leader) else None
+        if now is not None:  # what a later dump --since compares with
+            source["mark"] = json.loads(now.to_json())
+        elif base is not None:
+            raise UsageError("--since needs PostgreSQL 13 or later (pg_current_snapshot)")
         progress = _Progress(reporter)
         with contextlib.ExitStack() as stack:
             version = FULL_VERSION if base is None else FORMAT_VERSION
@@ -258,7 +266,7 @@ def dump(
             work: since.Plan | None = None
             comparers: list[Comparer | None] = []
             if base is not None:
-                assert req.since is not None
+                assert req.since is not None and now is not None
                 since.check_source(base, now, source, req.since)
                 why = changes.unusable(leader, base.mark, now, f"--since {req.since}")
                 if why is not None:

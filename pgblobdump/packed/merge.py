@@ -12,12 +12,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pgblobdump.errors import UsageError
-from pgblobdump.packed.chain import Chain
+from pgblobdump.packed.chain import Chain, where_of
 from pgblobdump.packed.full import DATABASE_FILE
 from pgblobdump.packed.index import Meta
 from pgblobdump.packed.packer import LoPacker
 from pgblobdump.packed.reader import LoPiece
-from pgblobdump.packed.since import where_of
 from pgblobdump.packed.writer import ArchiveWriter
 from pgblobdump.pg.lostream import RUN_BYTES
 from pgblobdump.report.reporter import QUIET, Reporter

@@ -12,7 +12,13 @@ from typing import Any, BinaryIO
 
 import xxhash
 
-from pgblobdump.errors import CorruptArchive, NotAnArchive, NotFound, UnsupportedArchive
+from pgblobdump.errors import (
+    CorruptArchive,
+    NotAnArchive,
+    NotFound,
+    UnsupportedArchive,
+    UsageError,
+)
 from pgblobdump.packed import columns
 from pgblobdump.packed.format import (
     INDEX_NAME,
@@ -304,14 +310,30 @@ class PackedDirectory:
         """Every LO's bytes, volume by volume, checked, one LoPiece at a time, holes
         given as zeros (unpack) unless ``zeros`` is False (verify, which needs each LO's
         last piece only)."""
-        pieces = each_piece(self.items())
+        pieces = each_piece(self._items())
         return filled(pieces) if zeros else pieces
+
+    def whole(self) -> PackedDirectory:
+        """This archive, refused (UsageError) when it is incremental: its volumes hold
+        only what changed, the rest is in its bases (read it through packed/chain.py)."""
+        if self.incremental is not None:
+            raise UsageError(
+                f"{self.where} is an incremental archive: its other LOs are in its bases;"
+                " restore it, or merge it into one full archive first (pgblobdump merge)"
+            )
+        return self
 
     def items(self, skip_damaged: bool = False) -> Iterator[Item]:
         """Every LO's bytes, volume by volume, checked, whole LOs in runs (restore).
         ``skip_damaged``: the LOs of a damaged frame (or volume) are given as a Damaged
         item, named from the index, and reading goes on at the next frame the index
-        knows; otherwise the damage raises its CorruptArchive."""
+        knows; otherwise the damage raises its CorruptArchive. Not of an incremental
+        archive (``whole``)."""
+        self.whole()
+        return self._items(skip_damaged)
+
+    def _items(self, skip_damaged: bool = False) -> Iterator[Item]:
+        """``items`` of this archive's own volumes (an incremental's: what it holds)."""
         asm = _Assembler(self.index.metas, self.where)
         damaged = False
         for name in self.volumes():
@@ -443,6 +465,11 @@ class PackedDirectory:
                     for piece in asm.pieces(frame, frames.name):
                         if piece.oid == oid:
                             found = True
+                            if piece.last and (piece.size, piece.checksum) != (r.size, r.checksum):
+                                raise CorruptArchive(
+                                    f"{self.where}: LO {oid} in the volumes is not the one"
+                                    " the index names (size or checksum)"
+                                )
                             yield piece
                             if piece.last:
                                 return

@@ -20,48 +20,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
-import xxhash
 import zstandard
 from psycopg import sql
 
-from pgblobdump import storage
-from pgblobdump.errors import CorruptArchive, UsageError
-from pgblobdump.packed import source
+from pgblobdump.errors import UsageError
 from pgblobdump.packed.bychecksum import Comparer, merge_taken
-from pgblobdump.packed.format import CHAIN_VOLUME, INDEX_NAME, INDEX_RECORD
+from pgblobdump.packed.chain import Chain, check_index, where_of
+from pgblobdump.packed.format import CHAIN_VOLUME, INDEX_RECORD
 from pgblobdump.packed.index import COLUMNS_OK, IndexBuilder, MetaTable, RawRecords, oid_column
 from pgblobdump.packed.reader import PackedDirectory
 from pgblobdump.pg import changes, lometa
 from pgblobdump.pg.changes import Mark
 from pgblobdump.pg.lostream import WINDOW, Selection, in_index_order
-
-
-def where_of(path: str) -> str:
-    """Where an archive is, as a chain records it: a local path made absolute (the
-    restore may run from another directory), an ``s3://`` URL as given."""
-    local = storage.local_path(path)
-    return str(local.resolve()) if local is not None else path
-
-
-def check_index(archive: PackedDirectory) -> None:
-    """``index.pbi`` against the manifest's size and xxh3-128 (CorruptArchive naming it):
-    a base's index is trusted for every LO it places."""
-    assert archive.manifest is not None
-    listed = {f["name"]: f for f in archive.manifest["files"]}
-    entry = listed.get(INDEX_NAME)
-    where = f"{archive.where}/{INDEX_NAME}"
-    if entry is None:
-        raise CorruptArchive(f"{archive.where}: its manifest lists no {INDEX_NAME}")
-    if not archive.storage.exists(INDEX_NAME):
-        raise CorruptArchive(f"{where}: missing (the manifest lists it)")
-    h = xxhash.xxh3_128()
-    size = 0
-    with archive.storage.open(INDEX_NAME) as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
-            size += len(chunk)
-    if size != entry["size"] or h.hexdigest() != entry["xxh3_128"]:
-        raise CorruptArchive(f"{where}: damaged (its checksum differs from the manifest's)")
 
 
 @dataclass(frozen=True)
@@ -82,7 +52,7 @@ class Base:
 def open_base(path: str) -> Base:
     """PREV as given to ``--since``: a complete packed archive made by ``dump`` (full or
     incremental), its index sound. Refused in one line otherwise."""
-    archive = source.directory(path)
+    archive = Chain.open(path).top  # its own chain checked: no dump on a broken one
     manifest = archive.manifest
     assert manifest is not None  # an archive without one is refused by PackedDirectory
     src = manifest.get("source") or {}
@@ -94,7 +64,7 @@ def open_base(path: str) -> Base:
             f"--since {path}: {what}, it records no snapshot to compare with; take a full"
             " dump with this pgblobdump first"
         )
-    check_index(archive)
+    check_index(archive)  # PREV's index places every LO: trusted only as its manifest says
     inc = archive.incremental or {}
     chain = [dict(link) for link in inc.get("chain", [])]
     link = {"manifest": archive.manifest_sum, "where": where_of(path),
@@ -103,8 +73,13 @@ def open_base(path: str) -> Base:
 
 
 def check_source(base: Base, now: Mark, source_now: dict[str, Any], path: str) -> None:
-    """PREV must have been read from this cluster's database (UsageError naming both)."""
-    if (base.mark.cluster, base.mark.database) != (now.cluster, now.database):
+    """PREV must have been read from this cluster's database (UsageError naming both).
+    Clusters named two ways (by system identifier for one role, by start time for
+    another that may not read it) are not told apart here: transaction ids are then
+    not trusted (``changes.unusable``) and every LO is compared by checksum."""
+    known = base.mark.cluster.startswith("system ") and now.cluster.startswith("system ")
+    other_cluster = known and base.mark.cluster != now.cluster
+    if other_cluster or base.mark.database != now.database:
         prev = (base.archive.manifest or {}).get("source") or {}
         raise UsageError(
             f"--since {path} was dumped from database {prev.get('database')!r}"

@@ -95,6 +95,7 @@ def unpack(
     (a new or empty directory); for a packed dump, a directory archive of its LOs in
     the layout of pg_dump ``major`` (16 by default, or 17/18). On failure the files
     written are removed."""
+    archive.whole()
     t0 = time.perf_counter()
     source = (archive.manifest or {}).get("source", {})
     _keeps_toc(archive, source, major)
@@ -228,6 +229,7 @@ def unpack_custom(
     into a temporary directory and rewritten as one file; for a packed dump, a custom
     archive of its LOs in pg_dump ``major``'s layout (toc/build.py). ``output`` must not
     exist; on failure nothing is left under its name."""
+    archive.whole()
     if output.exists():
         raise FileError(f"{output} exists; choose a new file name")
     if not output.parent.is_dir():  # as pg_dump -Fc -f: no parents made

@@ -43,34 +43,51 @@ from pgblobdump.pg.lostream import Selection
 
 HORIZON = 2**31
 """Transactions after which a 32-bit xmin can no longer be placed exactly."""
+MARGIN = 2**24
+"""Transactions kept clear of HORIZON: ``age()`` counts from a next xid a little past
+the snapshot's xmax."""
 
 
 @dataclass(frozen=True)
 class Mark:
     """A snapshot of one database: ``cluster`` (system identifier, or when the postmaster
     started when the role may not read it) and ``database`` (its OID) say whose;
-    ``xmin``, ``xmax`` and ``xip`` are the snapshot's (xid8 values)."""
+    ``xmin``, ``xmax`` and ``xip`` are the snapshot's (xid8 values); ``timeline`` and
+    ``lsn`` where the cluster's history was (None where the role or a standby could not
+    tell): a failover, a point-in-time recovery or a restored copy reuses transaction
+    ids for other writes, so a mark of another history cannot be compared with."""
 
     cluster: str
     database: int
     xmin: int
     xmax: int
     xip: tuple[int, ...]
+    timeline: int | None = None
+    lsn: int | None = None
 
     def to_json(self) -> str:
-        return json.dumps([self.cluster, self.database, self.xmin, self.xmax, list(self.xip)])
+        return json.dumps([self.cluster, self.database, self.xmin, self.xmax, list(self.xip),
+                           self.timeline, self.lsn])  # fmt: skip
 
     @classmethod
     def from_json(cls, text: str) -> Mark:
-        c, d, lo, hi, xip = json.loads(text)
-        return cls(str(c), int(d), int(lo), int(hi), tuple(int(x) for x in xip))
+        """A mark as ``to_json`` wrote it (or without timeline and LSN, as before)."""
+        c, d, lo, hi, xip, *rest = json.loads(text)
+        timeline, lsn = [*rest, None, None][:2]
+        return cls(str(c), int(d), int(lo), int(hi), tuple(int(x) for x in xip),
+                   None if timeline is None else int(timeline),
+                   None if lsn is None else int(lsn))  # fmt: skip
 
     def union(self, other: Mark) -> Mark:
         """A mark before which nothing is counted that either one counts as after: what
         changed since any of them (copy --part, a resumed copy: several snapshots)."""
+        same = self.timeline == other.timeline
+        lsns = [x for x in (self.lsn, other.lsn) if x is not None]
         return Mark(self.cluster, self.database, min(self.xmin, other.xmin),
                     min(self.xmax, other.xmax),
-                    tuple(sorted(set(self.xip) | set(other.xip))))  # fmt: skip
+                    tuple(sorted(set(self.xip) | set(other.xip))),
+                    self.timeline if same else None,
+                    min(lsns) if same and lsns else None)  # fmt: skip
 
 
 def cluster_of(conn: psycopg.Connection) -> tuple[str, int]:
@@ -90,6 +107,20 @@ def cluster_of(conn: psycopg.Connection) -> tuple[str, int]:
     return cluster, int(row[1])
 
 
+_HISTORY = """
+SELECT CASE WHEN r THEN (SELECT timeline_id FROM pg_catalog.pg_control_checkpoint()
+                         WHERE pg_catalog.has_function_privilege(
+                                 'pg_catalog.pg_control_checkpoint()', 'EXECUTE'))
+            ELSE ('x' || substr(pg_catalog.pg_walfile_name(pg_catalog.pg_current_wal_lsn()),
+                                1, 8))::bit(32)::int END,
+       (CASE WHEN r THEN pg_catalog.pg_last_wal_replay_lsn()
+             ELSE pg_catalog.pg_current_wal_lsn() END - '0/0'::pg_lsn)::int8
+FROM pg_catalog.pg_is_in_recovery() r
+"""
+"""The cluster's timeline (a primary's from the WAL file it writes; a standby's from
+its last restartpoint, where the role may read it) and WAL position."""
+
+
 def mark(conn: psycopg.Connection) -> Mark:
     """The mark of the snapshot ``conn``'s transaction reads under (REPEATABLE READ)."""
     row = conn.execute(
@@ -98,8 +129,12 @@ def mark(conn: psycopg.Connection) -> Mark:
         " FROM pg_current_snapshot() s"
     ).fetchone()
     assert row is not None
+    history = conn.execute(_HISTORY).fetchone()
+    timeline, lsn = history if history is not None else (None, None)
     cluster, database = cluster_of(conn)
-    return Mark(cluster, database, int(row[0]), int(row[1]), tuple(int(x) for x in row[2]))
+    return Mark(cluster, database, int(row[0]), int(row[1]), tuple(int(x) for x in row[2]),
+                None if timeline is None else int(timeline),
+                None if lsn is None else int(lsn))  # fmt: skip
 
 
 def unusable(conn: psycopg.Connection, since: Mark | None, now: Mark,
@@ -110,12 +145,26 @@ def unusable(conn: psycopg.Connection, since: Mark | None, now: Mark,
         return "no earlier copy or sync of this selection is recorded in the target"
     if (since.cluster, since.database) != (now.cluster, now.database):
         return f"{last} read another source ({since.cluster}, database {since.database})"
-    if now.xmax - since.xmin >= HORIZON:
+    if now.xmax - since.xmin >= HORIZON - MARGIN:
         return f"{last} is older than the transaction-id horizon (2^31 transactions)"
     if since.xmax > now.xmax:
         return "the source's transaction ids went back (a restored or different cluster)"
+    if None not in (since.timeline, now.timeline) and since.timeline != now.timeline:
+        return (f"the source's timeline changed since {last} ({since.timeline} ->"
+                f" {now.timeline}: a failover or a point-in-time recovery)")  # fmt: skip
+    if since.timeline == now.timeline and None not in (since.lsn, now.lsn):
+        assert since.lsn is not None and now.lsn is not None
+        if since.lsn > now.lsn:
+            return "the source's WAL position went back (a restored copy of the cluster)"
     if not catalog.pages_readable(conn):
         return "this role may not read pg_largeobject (the pages' transaction ids)"
+    row = conn.execute(
+        "SELECT pg_catalog.age(xmin) <= %s FROM pg_catalog.pg_database"
+        " WHERE oid = %s::int8::oid", (distance_to(conn, since), now.database)
+    ).fetchone()  # fmt: skip
+    if row is not None and row[0]:
+        return ("the database was created again or altered since (its pg_database row is"
+                f" newer than {last}'s snapshot)")  # fmt: skip
     return None
 
 

@@ -349,3 +349,105 @@ def test_without_transaction_ids_every_lo_is_compared_by_checksum(
     dst = new_db(pg17)
     _ok("restore", str(inc2), "-d", dst, "--jobs", "2")
     assert state(dst) == state(src)
+
+
+def test_another_history_is_compared_by_checksum(
+    pg17: EmbeddedCluster, new_db: NewDb, tmp_path: Path
+) -> None:
+    """A database created again from its template under the same OID: its LO tuples are
+    the template's, older than the base's mark, so transaction ids would call a changed
+    LO unchanged; the database's own row tells, and every LO is compared instead."""
+    roles(pg17)
+    template, db = f"tmpl_{uuid.uuid4().hex[:6]}", f"app_{uuid.uuid4().hex[:6]}"
+    admin = pg17.conninfo()
+    _sql(admin, f"CREATE DATABASE {template}")
+    _sql(pg17.conninfo(template), "SELECT lo_from_bytea(17000, 'template')",
+         "SELECT lo_from_bytea(17001, 'other')")  # fmt: skip
+    try:
+        _sql(admin, f"CREATE DATABASE {db} TEMPLATE {template}")
+        with psycopg.connect(admin) as conn:
+            row = conn.execute("SELECT oid FROM pg_database WHERE datname = %s", (db,)).fetchone()
+        assert row is not None
+        _sql(pg17.conninfo(db), "SELECT lo_put(17000, 0, 'MODIFIED')")
+        prev, new = tmp_path / "prev", tmp_path / "new"
+        _ok("dump", "-d", pg17.conninfo(db), "-o", str(prev))
+        _sql(admin, f"DROP DATABASE {db} WITH (FORCE)",
+             f"CREATE DATABASE {db} TEMPLATE {template} OID = {row[0]}")  # fmt: skip
+        r = _cli("dump", "-d", pg17.conninfo(db), "-o", str(new), "--since", str(prev), "--json")
+        assert r.exit_code == 0, r.output
+        assert "created again or altered" in r.stderr
+        assert json.loads(r.stdout)["changed"] == 1  # 17000: 'template' again
+        assert _cli("cat", str(new), "17000").stdout_bytes == b"template"
+        assert _cli("verify", str(new), "-d", pg17.conninfo(db)).exit_code == 0
+    finally:
+        _sql(admin, f"DROP DATABASE IF EXISTS {db} WITH (FORCE)",
+             f"DROP DATABASE IF EXISTS {template} WITH (FORCE)")  # fmt: skip
+
+
+def test_marks_of_another_timeline_or_an_earlier_wal_position_are_not_trusted(
+    pg17: EmbeddedCluster, new_db: NewDb
+) -> None:
+    """A failover or a point-in-time recovery (another timeline) and a restored copy
+    (the WAL position went back) reuse transaction ids for other writes."""
+    import dataclasses
+
+    from pgblobdump.pg import changes
+
+    src = new_db(pg17)
+    with psycopg.connect(src) as conn:
+        now = changes.mark(conn)
+        assert now.timeline is not None and now.lsn is not None
+        assert changes.unusable(conn, now, now, "PREV") is None
+        other = dataclasses.replace(now, timeline=now.timeline + 1)
+        assert "timeline changed" in (changes.unusable(conn, other, now, "PREV") or "")
+        ahead = dataclasses.replace(now, lsn=now.lsn + (1 << 20))
+        assert "went back" in (changes.unusable(conn, ahead, now, "PREV") or "")
+    assert changes.Mark.from_json(now.to_json()) == now
+    old = json.dumps([now.cluster, now.database, now.xmin, now.xmax, []])  # before timelines
+    assert changes.Mark.from_json(old).timeline is None
+
+
+def test_cat_checks_the_bytes_and_writes_over_no_file_of_the_chain(
+    pg17: EmbeddedCluster, new_db: NewDb, tmp_path: Path
+) -> None:
+    src = new_db(pg17)
+    _sql(src, "SELECT lo_from_bytea(10001, 'original-10001')",
+         "SELECT lo_from_bytea(12000, 'twelve')")  # fmt: skip
+    full, inc, other = tmp_path / "full", tmp_path / "inc", tmp_path / "other"
+    _ok("dump", "-d", src, "-o", str(full), "--level", "0")
+    _sql(src, "SELECT lo_put(12000, 0, 'TWELVE')")
+    _ok("dump", "-d", src, "-o", str(inc), "--since", str(full))
+    out = _fails(2, "cat", str(inc), "12000", "-o", str(full / "data-1-000001.pbd"))
+    assert "would overwrite the input" in out
+    # a base's volume swapped for one of the same size holding other bytes
+    _sql(src, "SELECT lo_put(10001, 0, 'TAMPERED-10001')")
+    _ok("dump", "-d", src, "-o", str(other), "--level", "0")
+    volume = "data-1-000001.pbd"
+    assert (other / volume).stat().st_size == (full / volume).stat().st_size
+    shutil.copy(other / volume, full / volume)
+    r = _cli("cat", str(inc), "10001")
+    assert r.exit_code == 7 and b"TAMPERED" not in r.stdout_bytes, r.output
+    assert "not the one the index names" in r.stderr
+
+
+def test_an_incremental_is_not_read_as_a_whole_archive_and_prev_chain_is_checked(
+    pg17: EmbeddedCluster, new_db: NewDb, tmp_path: Path
+) -> None:
+    from pgblobdump.errors import CorruptArchive, UsageError
+    from pgblobdump.packed.source import open_source
+
+    src = _source(pg17, new_db)
+    full, inc1 = tmp_path / "full", tmp_path / "inc1"
+    _ok("dump", "-d", src, "-o", str(full))
+    _sql(src, "SELECT lo_put(30003, 0, 'changed')")
+    _ok("dump", "-d", src, "-o", str(inc1), "--since", str(full))
+    with pytest.raises(UsageError, match="incremental archive"), open_source(str(inc1)) as s:
+        list(s.items)
+    # PREV whose own base changed: refused at dump time, not at a later restore
+    (full / "manifest.json").write_text((full / "manifest.json").read_text() + " ")
+    out = _fails(7, "dump", "-d", src, "-o", str(tmp_path / "inc2"), "--since", str(inc1))
+    assert "not the one the chain names" in out
+    with pytest.raises(CorruptArchive):
+        from pgblobdump.packed.chain import Chain
+
+        Chain.open(str(inc1))
