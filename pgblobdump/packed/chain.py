@@ -17,8 +17,8 @@ OID order: memory stays flat whatever the counts.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
-import heapq
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -30,10 +30,9 @@ from pgblobdump import storage
 from pgblobdump.errors import CorruptArchive, NotFound, PgBlobDumpError, UsageError
 from pgblobdump.packed import source
 from pgblobdump.packed.format import CHAIN_VOLUME, INDEX_NAME, INDEX_RECORD
-from pgblobdump.packed.holes import filled
-from pgblobdump.packed.index import COLUMNS_OK, Index, IndexRecord
+from pgblobdump.packed.index import COLUMNS_OK, Index, IndexRecord, Meta
 from pgblobdump.packed.parts import OID_MAX, share_items
-from pgblobdump.packed.reader import Damaged, Item, LoPiece, PackedDirectory, WholeLos, each_piece
+from pgblobdump.packed.reader import Damaged, Item, LoPiece, PackedDirectory, WholeLos
 
 
 @dataclass
@@ -162,27 +161,27 @@ class Chain:
         with the top's metadata: the top's own first, then each base's in turn."""
         yield from share_items(self.top, first, last)
         for link in self.links:
-            if link.archive is None:
-                continue
-            wanted = self._held(link.depth, first, last)
-            yield from _taken(share_items(link.archive, first, last), wanted, self.top.index,
-                              link.archive.where)  # fmt: skip
-
-    def _held(self, depth: int, first: int, last: int) -> Iterator[IndexRecord]:
-        for r in self.top.index.range(first, last):
-            if r.volume == CHAIN_VOLUME and r.offset == depth:
-                yield r
-
-    def pieces(self) -> Iterator[LoPiece]:
-        """Every LO in OID order, piece by piece, holes given as zeros (merge)."""
-        streams: list[Iterator[LoPiece]] = [each_piece(share_items(self.top, 0, OID_MAX))]
-        for link in self.links:
             if link.archive is not None:
-                wanted = self._held(link.depth, 0, OID_MAX)
-                items = _taken(share_items(link.archive, 0, OID_MAX), wanted, self.top.index,
-                               link.archive.where)  # fmt: skip
-                streams.append(each_piece(items))
-        return filled(heapq.merge(*streams, key=lambda p: p.oid))
+                yield from self._from(link, first, last)
+
+    def _from(self, link: Link, first: int, last: int) -> Iterator[Item]:
+        """What the top takes from ``link``'s archive in ``first..last``."""
+        assert link.archive is not None
+        wanted = _Wanted(self.top.index, link.depth, first, last)
+        items = share_items(link.archive, first, last)
+        return _taken(items, wanted, self.top.index.metas.values, link.archive.where)
+
+    def ordered_items(self) -> Iterator[Item]:
+        """Every LO in OID order (merge): the top's and each base's items merged run by
+        run (a run of whole LOs cut where another archive's next LO comes)."""
+        streams = [_Peek(share_items(self.top, 0, OID_MAX))]
+        streams += [_Peek(self._from(k, 0, OID_MAX)) for k in self.links if k.archive is not None]
+        while True:
+            heads = sorted((h, k) for k, s in enumerate(streams) if (h := s.head()) is not None)
+            if not heads:
+                return
+            limit = heads[1][0] - 1 if len(heads) > 1 else OID_MAX
+            yield from streams[heads[0][1]].through(limit)
 
     def read_lo(self, oid: int) -> Iterator[bytes | memoryview]:
         """One LO's bytes from the archive that holds them (``cat``), checked against the
@@ -268,50 +267,148 @@ def _check_link(archive: PackedDirectory, entry: dict[str, Any], before: list[di
             )
 
 
-def _taken(items: Iterator[Item], wanted: Iterator[IndexRecord], index: Index,
-           where: str) -> Iterator[Item]:  # fmt: skip
-    """Of a base's ``items`` (OID order), the LOs ``wanted`` names (OID order), each with
-    the metadata ``index`` gives it and checked against its record there."""
-    w = next(wanted, None)
+class _Wanted:
+    """The top's records of the LOs one base holds (volume CHAIN_VOLUME, that depth), in
+    OID order within ``first..last``, as columns read a block at a time."""
 
-    def missing(r: IndexRecord) -> CorruptArchive:
-        return CorruptArchive(f"{where}: does not hold LO {r.oid}, which its incremental"
+    def __init__(self, index: Index, depth: int, first: int, last: int) -> None:
+        self._blocks = index.raw_blocks(first, last)
+        self.depth, self.first, self.last = depth, first, last
+        self.oids: list[int] = []
+        self.metas: list[int] = []
+        self.sizes: list[int] = []
+        self.sums: list[int] = []
+        self.pos = 0
+
+    def _fill(self) -> bool:
+        while self.pos >= len(self.oids):
+            raw = next(self._blocks, None)
+            if raw is None:
+                return False
+            self.pos = 0
+            cols = _columns(raw, self.depth, self.first, self.last)
+            self.oids, self.metas, self.sizes, self.sums = cols
+        return True
+
+    def peek(self) -> int | None:
+        return self.oids[self.pos] if self._fill() else None
+
+    def through(self, last: int) -> tuple[list[int], list[int], list[int], list[int]]:
+        """The wanted records with OIDs up to ``last``: oids, metadata ids, sizes, sums."""
+        out: tuple[list[int], list[int], list[int], list[int]] = ([], [], [], [])
+        while self._fill():
+            end = bisect.bisect_right(self.oids, last, self.pos)
+            for col, src in zip(out, (self.oids, self.metas, self.sizes, self.sums), strict=True):
+                col.extend(src[self.pos : end])
+            self.pos = end
+            if end < len(self.oids):
+                break
+        return out
+
+
+def _columns(raw: bytes, depth: int, first: int, last: int
+             ) -> tuple[list[int], list[int], list[int], list[int]]:  # fmt: skip
+    """Of a block's raw records, those placed in base ``depth`` with OIDs in
+    ``first..last``, as columns: oids, metadata ids, sizes, checksums."""
+    if COLUMNS_OK:
+        cols = memoryview(raw).cast("B").cast("I")
+        oids, volumes, depths = cols[0::9].tolist(), cols[4::9].tolist(), cols[5::9].tolist()
+        metas = cols[1::9].tolist()
+        sizes = [lo | hi << 32 for lo, hi in zip(cols[2::9].tolist(), cols[3::9].tolist(),
+                                                 strict=True)]  # fmt: skip
+        sums = [lo | hi << 32 for lo, hi in zip(cols[7::9].tolist(), cols[8::9].tolist(),
+                                                strict=True)]  # fmt: skip
+    else:
+        fields = list(INDEX_RECORD.iter_unpack(raw))
+        oids, metas, sizes, volumes, depths, sums = (list(c) for c in zip(*fields, strict=True))
+    every = volumes.count(CHAIN_VOLUME) == len(volumes) and depths.count(depth) == len(depths)
+    if every and first <= oids[0] and oids[-1] <= last:
+        return oids, metas, sizes, sums
+    keep = [i for i, (o, v, d) in enumerate(zip(oids, volumes, depths, strict=True))
+            if v == CHAIN_VOLUME and d == depth and first <= o <= last]  # fmt: skip
+    return ([oids[i] for i in keep], [metas[i] for i in keep], [sizes[i] for i in keep],
+            [sums[i] for i in keep])  # fmt: skip
+
+
+class _Peek:
+    """Items of one archive in OID order, given up to an OID (``ordered_items``)."""
+
+    def __init__(self, items: Iterator[Item]) -> None:
+        self._items = items
+        self._next: Item | None = None
+
+    def head(self) -> int | None:
+        if self._next is None:
+            self._next = next(self._items, None)
+        item = self._next
+        if item is None:
+            return None
+        return item.oids[0] if isinstance(item, WholeLos) else item.oid  # type: ignore[union-attr]
+
+    def through(self, last: int) -> Iterator[Item]:
+        """Items with OIDs up to ``last`` (a run cut there); an LO's pieces all go."""
+        while (h := self.head()) is not None and h <= last:
+            item, self._next = self._next, None
+            if isinstance(item, WholeLos) and item.oids[-1] > last:
+                cut = bisect.bisect_right(item.oids, last)
+                yield WholeLos(item.oids[:cut], item.metas[:cut], item.datas[:cut],
+                               item.checksums[:cut])  # fmt: skip
+                self._next = WholeLos(item.oids[cut:], item.metas[cut:], item.datas[cut:],
+                                      item.checksums[cut:])  # fmt: skip
+                return
+            assert item is not None
+            yield item
+
+
+def _taken(items: Iterator[Item], wanted: _Wanted, metas: list[Meta],
+           where: str) -> Iterator[Item]:  # fmt: skip
+    """Of a base's ``items`` (OID order), the LOs ``wanted`` names, each with the
+    metadata the top gives it (``metas``) and checked against its record there (size,
+    checksum). A run of whole LOs all wanted passes whole (lists compared at C speed)."""
+
+    def missing(oid: int) -> CorruptArchive:
+        return CorruptArchive(f"{where}: does not hold LO {oid}, which its incremental"
                               " places there")  # fmt: skip
 
     def differs(oid: int) -> CorruptArchive:
         return CorruptArchive(f"{where}: LO {oid} is not the one its incremental names (checksum)")
 
-    keep: IndexRecord | None = None  # the LO whose pieces pass, if any
+    keep = False  # the pieces of the LO being read pass
     for item in items:
         if isinstance(item, WholeLos):
-            oids, metas, datas, sums = [], [], [], []
-            for oid, data, checksum in zip(item.oids, item.datas, item.checksums, strict=True):
-                if w is not None and w.oid < oid:
-                    raise missing(w)
-                if w is None or w.oid != oid:
-                    continue
-                if (checksum, len(data)) != (w.checksum, w.size):
-                    raise differs(oid)
-                oids.append(oid)
-                metas.append(index.meta(w.meta))
-                datas.append(data)
-                sums.append(checksum)
-                w = next(wanted, None)
-            if oids:
-                yield WholeLos(oids, metas, datas, sums)
+            oids, ids, sizes, sums = wanted.through(item.oids[-1])
+            if oids == item.oids:
+                if sums != item.checksums or sizes != list(map(len, item.datas)):
+                    bad = [o for o, a, b in zip(oids, sums, item.checksums, strict=True) if a != b]
+                    raise differs(bad[0] if bad else oids[0])
+                yield WholeLos(oids, [metas[i] for i in ids], item.datas, item.checksums)
+                continue
+            at = {o: k for k, o in enumerate(item.oids)}
+            for o in oids:
+                if o not in at:
+                    raise missing(o)
+            picked = [at[o] for o in oids]
+            for o, k, size, s in zip(oids, picked, sizes, sums, strict=True):
+                if item.checksums[k] != s or len(item.datas[k]) != size:
+                    raise differs(o)
+            if picked:
+                yield WholeLos(oids, [metas[i] for i in ids], [item.datas[k] for k in picked],
+                               [item.checksums[k] for k in picked])  # fmt: skip
         elif isinstance(item, LoPiece):
             if item.offset == 0:
-                if w is not None and w.oid < item.oid:
-                    raise missing(w)
-                keep = None
-                if w is not None and w.oid == item.oid:
-                    keep, w = w, next(wanted, None)
-            if keep is None or keep.oid != item.oid:
+                oids, ids, sizes, sums = wanted.through(item.oid)
+                if (oids and oids[-1] != item.oid) or len(oids) > 1:
+                    raise missing(oids[0])
+                keep = bool(oids)
+                if keep:
+                    meta, size, checksum = metas[ids[0]], sizes[0], sums[0]
+            if not keep:
                 continue
-            if item.last and (item.checksum, item.size) != (keep.checksum, keep.size):
+            if item.last and (item.checksum, item.size) != (checksum, size):
                 raise differs(item.oid)
-            yield dataclasses.replace(item, meta=index.meta(keep.meta))
+            yield dataclasses.replace(item, meta=meta)
         elif isinstance(item, Damaged):  # not asked for (no --skip-damaged on chains)
             raise CorruptArchive(f"{item.where}: {item.reason}")
-    if w is not None:
-        raise missing(w)
+    rest = wanted.peek()
+    if rest is not None:
+        raise missing(rest)

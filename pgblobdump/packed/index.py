@@ -460,10 +460,15 @@ class Index:
         for e in self.blocks:
             yield from self._block(e)
 
-    def raw_blocks(self) -> Iterator[bytes]:
-        """Every block's records as stored, in OID order (decompressed, length checked)."""
-        for e in self.blocks:
-            yield self._raw_block(e)
+    def raw_blocks(self, first: int = 0, last: int = 2**32 - 1) -> Iterator[bytes]:
+        """The records as stored, block by block in OID order (decompressed, length
+        checked), of the blocks that hold OIDs in ``first..last``."""
+        start = max(0, bisect.bisect_right(self._firsts, first) - 1)
+        for e in self.blocks[start:]:
+            if e.first > last:
+                return
+            if e.last >= first:
+                yield self._raw_block(e)
 
     def range(self, first: int, last: int) -> Iterator[IndexRecord]:
         """Records with OIDs in ``first..last``, reading only the blocks that hold them."""

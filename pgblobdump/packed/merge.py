@@ -11,14 +11,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from pgblobdump.errors import UsageError
+from pgblobdump.errors import CorruptArchive, UsageError
 from pgblobdump.packed.chain import Chain, where_of
 from pgblobdump.packed.full import DATABASE_FILE
-from pgblobdump.packed.index import Meta
+from pgblobdump.packed.holes import filled
 from pgblobdump.packed.packer import LoPacker
-from pgblobdump.packed.reader import LoPiece
+from pgblobdump.packed.reader import Item, LoPiece, WholeLos
 from pgblobdump.packed.writer import ArchiveWriter
-from pgblobdump.pg.lostream import RUN_BYTES
 from pgblobdump.report.reporter import QUIET, Reporter
 from pgblobdump.storage import FileInfo, Storage
 
@@ -42,7 +41,7 @@ def merge(chain: Chain, storage: Storage, volume_size: int, level: int,
     assert top.manifest is not None
     reporter.totals(*chain.totals())
     with ArchiveWriter(storage, None, volume_size, level) as writer:
-        _feed(writer.worker(), chain.pieces(), reporter)
+        _feed(writer.worker(), chain.ordered_items(), reporter)
         source = dict(top.manifest["source"])
         if "pg_dump" in source:
             writer.put_file(DATABASE_FILE, _chunks(top, DATABASE_FILE))
@@ -60,50 +59,38 @@ def _chunks(top: Any, name: str) -> Iterator[bytes]:
             yield chunk
 
 
-def _feed(packer: LoPacker, pieces: Iterator[LoPiece], reporter: Reporter) -> None:
-    """The chain's LOs into ``packer``: runs of whole ones in bulk (``add_run``), an LO
-    in pieces (large, or with holes given as zeros) through ``add_chunks``."""
-    oids: list[int] = []
-    metas: list[Meta] = []
-    sizes: list[int] = []
-    datas: list[bytes | memoryview] = []
-    held = los = nbytes = 0
-
-    def flush() -> None:
-        nonlocal held
-        if oids:
-            packer.add_run(list(oids), list(metas), list(sizes), b"".join(datas))
-            for column in (oids, metas, sizes, datas):
-                column.clear()
-            held = 0
-
-    it = iter(pieces)
-    for p in it:
-        los += 1
-        nbytes += p.size
-        if p.offset == 0 and p.last and p.size <= RUN_BYTES:
-            oids.append(p.oid)
-            metas.append(p.meta)
-            sizes.append(p.size)
-            datas.append(p.data)
-            held += p.size
-            if held >= RUN_BYTES:
-                flush()
-        else:
-            flush()
-            packer.add_chunks(p.oid, p.meta, p.size, _rest(p, it))
-        if los % 2000 == 0:
-            reporter.progress(los, nbytes)
-    flush()
-    reporter.progress(los, nbytes)
+def _feed(packer: LoPacker, items: Iterator[Item], reporter: Reporter) -> None:
+    """The chain's LOs, in OID order, into ``packer``: a run of whole LOs in bulk
+    (``add_run``), an LO in pieces (large, or with holes: given as zeros, which the
+    packer finds again) through ``add_chunks``."""
+    los = nbytes = 0
+    it = iter(items)
+    for item in it:
+        if isinstance(item, WholeLos):
+            sizes = list(map(len, item.datas))
+            packer.add_run(item.oids, item.metas, sizes, b"".join(item.datas))
+            los += len(item.oids)
+            nbytes += sum(sizes)
+        elif isinstance(item, LoPiece):
+            packer.add_chunks(item.oid, item.meta, item.size, _rest(item, it))
+            los += 1
+            nbytes += item.size
+        reporter.progress(los, nbytes)
 
 
-def _rest(first: LoPiece, it: Iterator[LoPiece]) -> Iterator[bytes]:
-    """An LO's bytes from its ``first`` piece through its last, from ``it``."""
-    yield bytes(first.data)
-    p = first
-    while not p.last:
-        p = next(it)
-        if p.oid != first.oid:
-            raise ValueError(f"LO {first.oid} is cut short")
+def _rest(first: LoPiece, it: Iterator[Item]) -> Iterator[bytes]:
+    """An LO's bytes from its ``first`` piece through its last, from ``it``, holes given
+    as zeros."""
+
+    def pieces() -> Iterator[LoPiece]:
+        p = first
+        yield p
+        while not p.last:
+            nxt = next(it)
+            if not isinstance(nxt, LoPiece) or nxt.oid != first.oid:
+                raise CorruptArchive(f"LO {first.oid} is cut short")
+            p = nxt
+            yield p
+
+    for p in filled(pieces()):
         yield bytes(p.data)

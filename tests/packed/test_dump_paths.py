@@ -118,7 +118,7 @@ def test_small_ranges_and_a_big_lo_rewritten_mid_read(
     the archive still holds the snapshot's bytes, and every range was BIG long."""
     db, los = source
     monkeypatch.setattr(lostream, "BIG", 8192)
-    ranges = lostream._ranges
+    ranges = lostream.read_ranges
     seen: list[tuple[int, int]] = []
 
     def rewritten(conn: psycopg.Connection, oid: int, start: int, size: int) -> Iterator[bytes]:
@@ -130,7 +130,7 @@ def test_small_ranges_and_a_big_lo_rewritten_mid_read(
                     other.execute("SELECT lo_truncate(lo_open(30102, x'60000'::int), 100)")
                     other.execute("SELECT lo_put(30102, %s, %s)", (2 << 20, b"later"))
 
-    monkeypatch.setattr(lostream, "_ranges", rewritten)
+    monkeypatch.setattr(lostream, "read_ranges", rewritten)
     _dump(_as(db, role), tmp_path / "a")
     assert {oid for oid, _ in seen} >= {30_101, 30_102, 30_103, 30_104, 30_105, 30_107}
     assert all(n <= 8192 for _, n in seen)
