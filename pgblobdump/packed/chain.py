@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import operator
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from itertools import compress, repeat
 from typing import Any
 
 import xxhash
@@ -228,7 +230,7 @@ def _placed(index: Index) -> Counter[int]:
         if n == len(volumes):
             out.update(depths)
         elif n:
-            out.update(d for v, d in zip(volumes, depths, strict=True) if v == CHAIN_VOLUME)
+            out.update(compress(depths, map(operator.eq, volumes, repeat(CHAIN_VOLUME))))
     return out
 
 
@@ -309,53 +311,75 @@ class _Wanted:
 def _columns(raw: bytes, depth: int, first: int, last: int
              ) -> tuple[list[int], list[int], list[int], list[int]]:  # fmt: skip
     """Of a block's raw records, those placed in base ``depth`` with OIDs in
-    ``first..last``, as columns: oids, metadata ids, sizes, checksums."""
-    if COLUMNS_OK:
-        cols = memoryview(raw).cast("B").cast("I")
-        oids, volumes, depths = cols[0::9].tolist(), cols[4::9].tolist(), cols[5::9].tolist()
-        metas = cols[1::9].tolist()
-        sizes = [lo | hi << 32 for lo, hi in zip(cols[2::9].tolist(), cols[3::9].tolist(),
-                                                 strict=True)]  # fmt: skip
-        sums = [lo | hi << 32 for lo, hi in zip(cols[7::9].tolist(), cols[8::9].tolist(),
-                                                strict=True)]  # fmt: skip
-    else:
-        fields = list(INDEX_RECORD.iter_unpack(raw))
-        oids, metas, sizes, volumes, depths, sums = (list(c) for c in zip(*fields, strict=True))
-    every = volumes.count(CHAIN_VOLUME) == len(volumes) and depths.count(depth) == len(depths)
-    if every and first <= oids[0] and oids[-1] <= last:
-        return oids, metas, sizes, sums
-    keep = [i for i, (o, v, d) in enumerate(zip(oids, volumes, depths, strict=True))
-            if v == CHAIN_VOLUME and d == depth and first <= o <= last]  # fmt: skip
-    return ([oids[i] for i in keep], [metas[i] for i in keep], [sizes[i] for i in keep],
-            [sums[i] for i in keep])  # fmt: skip
+    ``first..last``, as columns: oids, metadata ids, sizes, checksums (each step a
+    loop in C: map, compress)."""
+    if not COLUMNS_OK:
+        rows = [r for r in INDEX_RECORD.iter_unpack(raw)
+                if r[3] == CHAIN_VOLUME and r[4] == depth and first <= r[0] <= last]  # fmt: skip
+        return (
+            [r[0] for r in rows],
+            [r[1] for r in rows],
+            [r[2] for r in rows],
+            [r[5] for r in rows],
+        )
+    cols = memoryview(raw).cast("B").cast("I")
+    oids, volumes, depths = cols[0::9].tolist(), cols[4::9].tolist(), cols[5::9].tolist()
+    n = len(oids)
+    picks = [oids] + [cols[k::9].tolist() for k in (1, 2, 3, 7, 8)]
+    in_range = first <= oids[0] and oids[-1] <= last
+    if not (in_range and volumes.count(CHAIN_VOLUME) == n and depths.count(depth) == n):
+        mask: Iterator[Any] = map(operator.and_, map(operator.eq, volumes, repeat(CHAIN_VOLUME)),
+                                  map(operator.eq, depths, repeat(depth)))  # fmt: skip
+        if not in_range:
+            mask = map(operator.and_, mask, (first <= o <= last for o in oids))
+        flags = list(mask)
+        picks = [list(compress(col, flags)) for col in picks]
+    oids, metas, size_lo, size_hi, sum_lo, sum_hi = picks
+    return oids, metas, _wide(size_lo, size_hi), _wide(sum_lo, sum_hi)
+
+
+def _wide(lows: list[int], highs: list[int]) -> list[int]:
+    """64-bit values from their low and high 32 bits."""
+    if not any(highs):
+        return lows
+    return list(map(operator.or_, lows, map(operator.lshift, highs, repeat(32))))
 
 
 class _Peek:
-    """Items of one archive in OID order, given up to an OID (``ordered_items``)."""
+    """Items of one archive in OID order, given up to an OID (``ordered_items``): a run
+    of whole LOs is given in slices, from where the last one ended."""
 
     def __init__(self, items: Iterator[Item]) -> None:
         self._items = items
         self._next: Item | None = None
+        self._at = 0  # where the rest of a WholeLos run starts
 
     def head(self) -> int | None:
         if self._next is None:
-            self._next = next(self._items, None)
+            self._next, self._at = next(self._items, None), 0
         item = self._next
         if item is None:
             return None
-        return item.oids[0] if isinstance(item, WholeLos) else item.oid  # type: ignore[union-attr]
+        if isinstance(item, WholeLos):
+            return item.oids[self._at]
+        assert isinstance(item, LoPiece)
+        return item.oid
 
     def through(self, last: int) -> Iterator[Item]:
         """Items with OIDs up to ``last`` (a run cut there); an LO's pieces all go."""
         while (h := self.head()) is not None and h <= last:
-            item, self._next = self._next, None
-            if isinstance(item, WholeLos) and item.oids[-1] > last:
-                cut = bisect.bisect_right(item.oids, last)
-                yield WholeLos(item.oids[:cut], item.metas[:cut], item.datas[:cut],
-                               item.checksums[:cut])  # fmt: skip
-                self._next = WholeLos(item.oids[cut:], item.metas[cut:], item.datas[cut:],
-                                      item.checksums[cut:])  # fmt: skip
-                return
+            item = self._next
+            if isinstance(item, WholeLos):
+                at = self._at
+                cut = bisect.bisect_right(item.oids, last, at)
+                if at or cut < len(item.oids):
+                    item = WholeLos(item.oids[at:cut], item.metas[at:cut], item.datas[at:cut],
+                                    item.checksums[at:cut])  # fmt: skip
+                if cut < len(self._next.oids):  # type: ignore[union-attr]
+                    self._at = cut
+                    yield item
+                    return
+            self._next = None
             assert item is not None
             yield item
 
@@ -383,17 +407,19 @@ def _taken(items: Iterator[Item], wanted: _Wanted, metas: list[Meta],
                     raise differs(bad[0] if bad else oids[0])
                 yield WholeLos(oids, [metas[i] for i in ids], item.datas, item.checksums)
                 continue
-            at = {o: k for k, o in enumerate(item.oids)}
-            for o in oids:
-                if o not in at:
-                    raise missing(o)
-            picked = [at[o] for o in oids]
-            for o, k, size, s in zip(oids, picked, sizes, sums, strict=True):
-                if item.checksums[k] != s or len(item.datas[k]) != size:
-                    raise differs(o)
-            if picked:
-                yield WholeLos(oids, [metas[i] for i in ids], [item.datas[k] for k in picked],
-                               [item.checksums[k] for k in picked])  # fmt: skip
+            at = dict(zip(item.oids, range(len(item.oids)), strict=True))
+            try:
+                picked = [at[o] for o in oids]
+            except KeyError as e:
+                raise missing(e.args[0]) from None
+            if not picked:
+                continue
+            datas = [item.datas[k] for k in picked]
+            checksums = [item.checksums[k] for k in picked]
+            if checksums != sums or list(map(len, datas)) != sizes:
+                bad = [o for o, a, b in zip(oids, sums, checksums, strict=True) if a != b]
+                raise differs(bad[0] if bad else oids[0])
+            yield WholeLos(oids, [metas[i] for i in ids], datas, checksums)
         elif isinstance(item, LoPiece):
             if item.offset == 0:
                 oids, ids, sizes, sums = wanted.through(item.oid)

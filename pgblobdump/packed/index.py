@@ -526,16 +526,31 @@ _COLUMNS = INDEX_RECORD.format == "<IIQIQQ" and sys.byteorder == "little"
 
 def _one_volume(raw: bytes, out: dict[int, tuple[int, int]]) -> bool:
     """``volume_starts`` for a whole block whose records are all in one volume (a
-    dump's blocks mostly are), read as columns with no loop per record; False (nothing
+    dump's blocks mostly are), besides an incremental's records of LOs its bases hold,
+    read as columns with no loop per record (but to pass over those); False (nothing
     added) when the block is not that."""
     if not _COLUMNS or not raw:
         return False
     cols = memoryview(raw).cast("I")
-    volumes = cols[4::9]
+    volumes = cols[4::9].tolist()
+    chained = volumes.count(CHAIN_VOLUME)
+    if chained == len(volumes):
+        return True  # all in the bases: nothing in this archive's volumes
+    if chained:
+        keep = [i for i, v in enumerate(volumes) if v != CHAIN_VOLUME]
+        volumes = [volumes[i] for i in keep]
+        lows, highs = cols[5::9].tolist(), cols[6::9].tolist()
+        offsets = [lows[i] for i in keep]
+        if any(highs[i] for i in keep):
+            return False
+    else:
+        if any(cols[6::9]):
+            return False
+        offsets = cols[5::9].tolist()
     volume = volumes[0]
-    if volumes.tolist().count(volume) != len(volumes) or any(cols[6::9]):
+    if volumes.count(volume) != len(volumes):
         return False
-    offset, records = min(cols[5::9]), len(volumes)
+    offset, records = min(offsets), len(volumes)
     had = out.get(volume)
     out[volume] = (offset, records) if had is None else (min(had[0], offset), had[1] + records)
     return True
