@@ -358,11 +358,12 @@ def cat_cmd(archive: str, oid: int, output: Path | None, bases: tuple[str, ...])
 @ARCHIVE
 @click.option("-o", "--output", required=True, metavar="DIR", help="A new directory.")
 @BASES
+@jobs_option("Threads, each packing a contiguous OID range into its own volumes.")
 @VOLUME_SIZE
 @LEVEL
 @output_options
-def merge_cmd(archive: str, output: str, bases: tuple[str, ...], volume_size: int, level: int,
-              fmt: Format) -> None:  # fmt: skip
+def merge_cmd(archive: str, output: str, bases: tuple[str, ...], jobs: int, volume_size: int,
+              level: int, fmt: Format) -> None:  # fmt: skip
     """Fold an incremental archive and its bases into one full archive, with no
     database: the LOs of the incremental's snapshot, each from the archive that holds
     it, with that snapshot's owners, ACLs and comments. Keeps chains short; the result is
@@ -375,7 +376,7 @@ def merge_cmd(archive: str, output: str, bases: tuple[str, ...], volume_size: in
     check_settings(volume_size, level)
     chain = Chain.open(archive, bases)
     with new_directory(output) as storage, reporter("merging LOs", 0) as rep:
-        result = merge(chain, storage, volume_size, level, rep)
+        result = merge(chain, storage, volume_size, level, rep, jobs)
     record = {"los": result.los, "bytes": result.bytes, "archives_merged": result.links,
               "seconds": round(result.seconds, 3), "files": len(result.files),
               "archive_bytes": sum(f.size for f in result.files)}  # fmt: skip

@@ -173,11 +173,12 @@ class Chain:
         items = share_items(link.archive, first, last)
         return _taken(items, wanted, self.top.index.metas.values, link.archive.where)
 
-    def ordered_items(self) -> Iterator[Item]:
-        """Every LO in OID order (merge): the top's and each base's items merged run by
-        run (a run of whole LOs cut where another archive's next LO comes)."""
-        streams = [_Peek(share_items(self.top, 0, OID_MAX))]
-        streams += [_Peek(self._from(k, 0, OID_MAX)) for k in self.links if k.archive is not None]
+    def ordered_items(self, first: int = 0, last: int = OID_MAX) -> Iterator[Item]:
+        """The LOs with OIDs in ``first..last`` in OID order (merge): the top's and each
+        base's items merged run by run (a run of whole LOs cut where another archive's
+        next LO comes)."""
+        streams = [_Peek(share_items(self.top, first, last))]
+        streams += [_Peek(self._from(k, first, last)) for k in self.links if k.archive is not None]
         while True:
             heads = sorted((h, k) for k, s in enumerate(streams) if (h := s.head()) is not None)
             if not heads:

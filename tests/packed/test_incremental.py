@@ -164,6 +164,8 @@ def test_a_chain_restores_each_snapshot_and_merges(
     _ok("merge", str(inc3), "-o", str(merged))
     _ok("dump", "-d", src, "-o", str(fresh))  # the same snapshot: nothing changed since
     assert _records(merged) == _records(fresh)
+    _ok("merge", str(inc3), "-o", str(tmp_path / "merged2"), "--jobs", "2")
+    assert _records(tmp_path / "merged2") == _records(fresh)
     assert _ok("verify", str(merged))["los"] == len(states[2])
     assert json.loads((merged / "manifest.json").read_text())["version"] == 2
     dst = new_db(pg17)
