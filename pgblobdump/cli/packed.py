@@ -156,6 +156,7 @@ def dump(target: ConnectionTarget, output: str, oids: tuple[int, int],
         record.update({"los_at_snapshot": inc["los"], "bytes_at_snapshot": inc["bytes"],
                        "new": inc["new"], "changed": inc["changed"],
                        "carried": inc["carried"], "gone": inc["gone"],
+                       "metadata_only": inc.get("metadata_only", 0),
                        "base": inc["chain"][-1]["where"],
                        "chain_length": len(inc["chain"]) + 1})  # fmt: skip
     if output == places.STREAM:

@@ -326,7 +326,8 @@ def dump(
                     "chain": work.chain(base),
                     "los": totals.los + work.carried, "bytes": totals.bytes + work.carried_bytes,
                     "new": work.new, "changed": work.changed, "carried": work.carried,
-                    "gone": len(work.gone), "detection": work.detection,
+                    "gone": len(work.gone), "metadata_only": work.metadata,
+                    "detection": work.detection,
                 }  # fmt: skip
             with logs.phase(log, "writing the index and the manifest"):
                 manifest = writer.finish(source, more)

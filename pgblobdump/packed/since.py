@@ -103,6 +103,8 @@ class Plan:
     carried_bytes: int = 0
     taken: dict[int, list[int]] = field(default_factory=dict)
     """Per depth in the chain: [LOs, bytes] whose bytes that base supplies."""
+    metadata: int = 0
+    """LOs whose owner, ACL or comment alone changed: carried (their bytes are the base's)."""
     compared: int = 0
     """LOs the base holds that the workers compare by checksum (no exact detection)."""
     detection: str = "transaction ids"
@@ -145,8 +147,11 @@ def plan(conn: psycopg.Connection, sel: Selection, base: Base, metas: MetaTable,
     out = Plan()
     changed = array.array("I")
     if exact:
-        scan = changes.scan(conn, sel, base.mark, sparse=True)
-        changed.extend(s.oid for s in scan if s.changed)
+        for s in changes.scan(conn, sel, base.mark, sparse=True):
+            if s.bytes_kept:  # its owner, ACL or comment only: carried, metadata read now
+                out.metadata += 1
+            elif s.changed:
+                changed.append(s.oid)
     else:
         out.detection = "checksums"
     records = RawRecords(base.archive.index.raw_blocks())

@@ -189,12 +189,14 @@ def distance_to(conn: psycopg.Connection, since: Mark) -> int:
 class Scan:
     """One LO of the source: ``changed`` since the mark (bytes, owner, ACL or a comment
     written), ``comment`` its comment's md5 (None: no comment), ``digest`` the md5 of its
-    bytes with owner and ACL (digest scans only; None for an LO over 1 GB)."""
+    bytes with owner and ACL (digest scans only; None for an LO over 1 GB).
+    ``bytes_kept``: changed, but its bytes are the mark's (see ``scan``)."""
 
     oid: int
     changed: bool
     comment: str | None
     digest: str | None = None
+    bytes_kept: bool = False
 
 
 _SCAN = """
@@ -205,11 +207,15 @@ COPY (
   SELECT * FROM (
   SELECT m.oid::int8,
          {meta_after} OR coalesce({comment_after}, false) OR m.oid IN (SELECT loid FROM pages),
-         md5(d.description)
+         md5(d.description),
+         CASE WHEN ({meta_after} OR coalesce({comment_after}, false))
+                   AND m.oid NOT IN (SELECT loid FROM pages)
+              THEN EXISTS (SELECT 1 FROM pg_catalog.pg_largeobject q WHERE q.loid = m.oid)
+              ELSE false END
   FROM pg_catalog.pg_largeobject_metadata m
   {comment_join}
   WHERE {cond}
-) s (oid, changed, comment) {sparse}
+) s (oid, changed, comment, bytes_kept) {sparse}
   ORDER BY oid
 ) TO STDOUT (FORMAT binary)
 """
@@ -221,7 +227,11 @@ def scan(
     """Every selected LO in OID order and whether it changed since ``since``: two passes
     over tuple headers (pages filtered by their xmin, metadata with comments), one COPY.
     ``sparse``: only the LOs that changed or have a comment (the others are unchanged
-    and have none). Only when ``unusable`` said None."""
+    and have none). Only when ``unusable`` said None.
+    ``bytes_kept``: an LO whose metadata row or comment is newer than the mark, while
+    every page it has now is older (and it has one): its bytes are the mark's, as no
+    page was written since (a write, a truncation, an LO created again all write pages;
+    an unlink removes them all), only its owner, ACL or comment changed"""
     d = distance_to(conn, since)
     query = sql.SQL(_SCAN).format(
         page_range=page_range("p.loid", sel.first, sel.last),
@@ -231,9 +241,9 @@ def scan(
         sparse=sql.SQL("WHERE changed OR comment IS NOT NULL" if sparse else ""),
     )  # fmt: skip
     with conn.cursor().copy(query) as cp:
-        cp.set_types(["int8", "bool", "text"])
-        for oid, changed, comment in cp.rows():
-            yield Scan(int(oid), bool(changed), comment)
+        cp.set_types(["int8", "bool", "text", "bool"])
+        for oid, changed, comment, kept in cp.rows():
+            yield Scan(int(oid), bool(changed), comment, None, bool(kept))
 
 
 def page_range(loid: str, first: int, last: int) -> sql.Composable:
