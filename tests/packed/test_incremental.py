@@ -101,6 +101,21 @@ def _first_changes(src: str) -> None:
         conn.execute("RELEASE SAVEPOINT s")
 
 
+def _chain_of_two(pg17: EmbeddedCluster, new_db: NewDb, tmp_path: Path,
+                  every_kind: bool = True) -> tuple[str, Path, Path]:  # fmt: skip
+    """A source, its full dump and an incremental after ``_first_changes`` (or one
+    write): (source, full, inc1)."""
+    src = _source(pg17, new_db)
+    full, inc1 = tmp_path / "full", tmp_path / "inc1"
+    _ok("dump", "-d", src, "-o", str(full))
+    if every_kind:
+        _first_changes(src)
+    else:
+        _sql(src, "SELECT lo_put(30003, 0, 'changed')")
+    _ok("dump", "-d", src, "-o", str(inc1), "--since", str(full))
+    return src, full, inc1
+
+
 def test_a_chain_restores_each_snapshot_and_merges(
     pg17: EmbeddedCluster, new_db: NewDb, tmp_path: Path
 ) -> None:
@@ -184,11 +199,8 @@ def test_a_chain_restores_each_snapshot_and_merges(
 def test_bad_bases_are_refused_before_anything_is_written(
     pg17: EmbeddedCluster, new_db: NewDb, tmp_path: Path
 ) -> None:
-    src = _source(pg17, new_db)
-    full, inc1, inc2 = tmp_path / "full", tmp_path / "inc1", tmp_path / "inc2"
-    _ok("dump", "-d", src, "-o", str(full))
-    _first_changes(src)
-    _ok("dump", "-d", src, "-o", str(inc1), "--since", str(full))
+    src, full, inc1 = _chain_of_two(pg17, new_db, tmp_path)
+    inc2 = tmp_path / "inc2"
     _sql(src, "SELECT lo_put(30003, 0, 'second round')")
     _ok("dump", "-d", src, "-o", str(inc2), "--since", str(inc1))
 
@@ -249,11 +261,7 @@ def test_bad_bases_are_refused_before_anything_is_written(
 def test_an_incremental_into_a_database_holding_its_base(
     pg17: EmbeddedCluster, new_db: NewDb, tmp_path: Path
 ) -> None:
-    src = _source(pg17, new_db)
-    full, inc1 = tmp_path / "full", tmp_path / "inc1"
-    _ok("dump", "-d", src, "-o", str(full))
-    _first_changes(src)
-    _ok("dump", "-d", src, "-o", str(inc1), "--since", str(full))
+    src, full, inc1 = _chain_of_two(pg17, new_db, tmp_path)
     dst = new_db(pg17)
     _ok("restore", str(full), "-d", dst)
     before = state(dst)
@@ -303,11 +311,7 @@ def test_since_with_full_and_an_interrupted_incremental(
 def test_old_readers_refuse_an_incremental_and_read_a_full_one(
     pg17: EmbeddedCluster, new_db: NewDb, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    src = _source(pg17, new_db)
-    full, inc1 = tmp_path / "full", tmp_path / "inc1"
-    _ok("dump", "-d", src, "-o", str(full))
-    _sql(src, "SELECT lo_put(30003, 0, 'changed')")
-    _ok("dump", "-d", src, "-o", str(inc1), "--since", str(full))
+    _src, full, inc1 = _chain_of_two(pg17, new_db, tmp_path, every_kind=False)
     monkeypatch.setattr(fmt, "READABLE_VERSIONS", (1, 2))  # a pgblobdump before version 3
     monkeypatch.setattr(fmt, "FORMAT_VERSION", 2)
     assert source.directory(str(full)).manifest is not None
@@ -442,11 +446,7 @@ def test_an_incremental_is_not_read_as_a_whole_archive_and_prev_chain_is_checked
     from pgblobdump.errors import CorruptArchive, UsageError
     from pgblobdump.packed.source import open_source
 
-    src = _source(pg17, new_db)
-    full, inc1 = tmp_path / "full", tmp_path / "inc1"
-    _ok("dump", "-d", src, "-o", str(full))
-    _sql(src, "SELECT lo_put(30003, 0, 'changed')")
-    _ok("dump", "-d", src, "-o", str(inc1), "--since", str(full))
+    src, full, inc1 = _chain_of_two(pg17, new_db, tmp_path, every_kind=False)
     with pytest.raises(UsageError, match="incremental archive"), open_source(str(inc1)) as s:
         list(s.items)
     # PREV whose own base changed: refused at dump time, not at a later restore
