@@ -4,18 +4,12 @@ thin layers over this package; tests use it directly."""
 
 from pgblobdump.packed.dump import DumpRequest, DumpResult, dump
 from pgblobdump.packed.index import Meta
-from pgblobdump.packed.reader import (
-    Item,
-    LoPiece,
-    PackedDirectory,
-    WholeLos,
-    stream_items,
-    stream_pieces,
-)
+from pgblobdump.packed.reader import Item, LoPiece, PackedDirectory, WholeLos
 from pgblobdump.packed.request import OnConflict, RestoreRequest, RestoreResult
 from pgblobdump.packed.restore import restore
 from pgblobdump.packed.restoring import restore_archive
 from pgblobdump.packed.source import open_source
+from pgblobdump.packed.streamread import stream_items, stream_pieces
 
 __all__ = [
     "DumpRequest",

@@ -32,8 +32,9 @@ from pgblobdump import storage
 from pgblobdump.errors import CorruptArchive, NotFound, PgBlobDumpError, UsageError
 from pgblobdump.packed import source
 from pgblobdump.packed.format import CHAIN_VOLUME, INDEX_NAME, INDEX_RECORD
-from pgblobdump.packed.index import COLUMNS_OK, Index, IndexRecord, Meta
+from pgblobdump.packed.index import Index, IndexRecord, Meta
 from pgblobdump.packed.parts import OID_MAX, share_items
+from pgblobdump.packed.rawindex import COLUMNS_OK
 from pgblobdump.packed.reader import Damaged, Item, LoPiece, PackedDirectory, WholeLos
 
 

@@ -27,7 +27,8 @@ from pgblobdump.errors import UsageError
 from pgblobdump.packed.bychecksum import Comparer, merge_taken
 from pgblobdump.packed.chain import Chain, check_index, where_of
 from pgblobdump.packed.format import CHAIN_VOLUME, INDEX_RECORD
-from pgblobdump.packed.index import COLUMNS_OK, IndexBuilder, MetaTable, RawRecords, oid_column
+from pgblobdump.packed.index import IndexBuilder, MetaTable
+from pgblobdump.packed.rawindex import COLUMNS_OK, RawRecords, oid_column
 from pgblobdump.packed.reader import PackedDirectory
 from pgblobdump.pg import changes, lometa
 from pgblobdump.pg.changes import Mark

@@ -12,7 +12,8 @@ from pgblobdump import storage
 from pgblobdump.errors import FileError, NotAnArchive, NotFound, UsageError, from_os_error
 from pgblobdump.packed.format import STREAM_MAGIC
 from pgblobdump.packed.index import Index, Meta
-from pgblobdump.packed.reader import Item, PackedDirectory, stream_items
+from pgblobdump.packed.reader import Item, PackedDirectory
+from pgblobdump.packed.streamread import stream_items
 
 
 @dataclass

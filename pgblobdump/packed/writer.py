@@ -26,11 +26,12 @@ from pgblobdump.packed.format import (
     FrameKind,
 )
 from pgblobdump.packed.frames import encode
-from pgblobdump.packed.index import IndexBuilder, MetaTable, merged_builder, write_index
+from pgblobdump.packed.index import IndexBuilder, MetaTable, write_index
 from pgblobdump.packed.packer import (
     LoPacker,
     Totals,
 )
+from pgblobdump.packed.rawindex import merged_builder
 from pgblobdump.packed.sink import FrameSink, StreamSink, VolumeSink, WorkerStream
 from pgblobdump.storage import FileInfo, Storage
 from pgblobdump.storage.base import NameTaken, why, widened

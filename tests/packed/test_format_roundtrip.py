@@ -17,7 +17,8 @@ from pgblobdump.errors import ArchiveError, CorruptArchive, NotFound
 from pgblobdump.packed.format import FRAME_TARGET, PIECE_MAX
 from pgblobdump.packed.index import Meta
 from pgblobdump.packed.packer import LoPacker
-from pgblobdump.packed.reader import PackedDirectory, stream_pieces
+from pgblobdump.packed.reader import PackedDirectory
+from pgblobdump.packed.streamread import stream_pieces
 from pgblobdump.packed.writer import ArchiveWriter
 from pgblobdump.storage import LocalDirectory
 

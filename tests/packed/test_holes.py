@@ -20,12 +20,8 @@ from pgblobdump.packed import packer as writer
 from pgblobdump.packed.format import LOBLKSIZE, PIECE_MAX, PIECE_RECORD
 from pgblobdump.packed.holes import ZERO_PAGE, runs
 from pgblobdump.packed.index import Meta
-from pgblobdump.packed.reader import (
-    PackedDirectory,
-    each_piece,
-    stream_items,
-    stream_pieces,
-)
+from pgblobdump.packed.reader import PackedDirectory, each_piece
+from pgblobdump.packed.streamread import stream_items, stream_pieces
 from pgblobdump.packed.writer import ArchiveWriter
 from pgblobdump.storage import LocalDirectory
 from tests.clirun import assert_one_line_error, run
