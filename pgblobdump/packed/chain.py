@@ -184,6 +184,9 @@ class Chain:
             heads = sorted((h, k) for k, s in enumerate(streams) if (h := s.head()) is not None)
             if not heads:
                 return
+            if len(heads) > 1 and heads[1][0] == heads[0][0]:
+                raise CorruptArchive(f"{self.path}: LO {heads[0][0]} is in two archives of"
+                                     " the chain: its index places it in one")  # fmt: skip
             limit = heads[1][0] - 1 if len(heads) > 1 else OID_MAX
             yield from streams[heads[0][1]].through(limit)
 

@@ -13,6 +13,7 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
@@ -194,7 +195,7 @@ class SideConnection:
             self._stack.close()
 
 
-def _pack(conn: psycopg.Connection, sels: list[Selection], packer: LoPacker,
+def _pack(conn: psycopg.Connection, sels: Iterable[Selection], packer: LoPacker,
           stop: threading.Event, progress: _Progress, side: SideConnection | None = None,
           compare: Comparer | None = None) -> None:  # fmt: skip
     los = nbytes = 0
@@ -286,17 +287,17 @@ def dump(
                 reporter.totals(len(work.dump), 0)
                 if why is not None:
                     for r in ranges:
-                        c = Comparer(source_dir(req.since), base.depth, r[0].first, r[-1].last,
+                        c = Comparer(source_dir(req.since), base.depth, r.first, r.last,
                                      writer.metas) if r else None  # fmt: skip
                         comparers.append(c)
                         if c is not None:
                             writer.carried.append(c.carried)
             else:
-                ranges = [[r] for r in _ranges(leader, req.selection, req.jobs)]
+                ranges = [since.Share.of(r) for r in _ranges(leader, req.selection, req.jobs)]
                 if reporter.shown:
                     reporter.totals(_count(leader, req.selection), 0)
             log.info("%d worker(s): %s", len(ranges),
-                     ", ".join(f"OIDs {r[0].first}..{r[-1].last}" if r else "nothing"
+                     ", ".join(f"OIDs {r.first}..{r.last}" if r else "nothing"
                                for r in ranges))  # fmt: skip
             pg_dump = None
             if req.full:
@@ -341,7 +342,7 @@ def _run_workers(
     conninfo: str,
     leader: psycopg.Connection,
     snapshot: str,
-    ranges: list[list[Selection]],
+    ranges: list[since.Share],
     packers: list[LoPacker],
     progress: _Progress,
     comparers: list[Comparer | None] | None = None,

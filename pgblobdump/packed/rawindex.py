@@ -8,6 +8,7 @@ import bisect
 import sys
 from collections.abc import Iterator, Sequence
 
+from pgblobdump.errors import CorruptArchive
 from pgblobdump.packed.format import INDEX_RECORD
 from pgblobdump.packed.index import IndexBuilder
 
@@ -18,12 +19,19 @@ def merged_builder(builders: Sequence[IndexBuilder]) -> IndexBuilder:
     run, each run of one builder's records copied whole up to the next builder's OID."""
     out = IndexBuilder()
     cursors = [RawRecords(b.raw_blocks()) for b in builders]
-    while True:
-        heads = sorted((oid, k) for k, c in enumerate(cursors) if (oid := c.peek()) is not None)
-        if not heads:
-            return out
-        limit = heads[1][0] - 1 if len(heads) > 1 else 2**32 - 1
-        out.add_records(cursors[heads[0][1]].run(limit))
+    try:
+        while True:
+            heads = sorted((oid, k) for k, c in enumerate(cursors)
+                           if (oid := c.peek()) is not None)  # fmt: skip
+            if not heads:
+                return out
+            if len(heads) > 1 and heads[1][0] == heads[0][0]:
+                raise CorruptArchive(f"LO {heads[0][0]} is in two parts of one index")
+            limit = heads[1][0] - 1 if len(heads) > 1 else 2**32 - 1
+            out.add_records(cursors[heads[0][1]].run(limit))
+    except BaseException:
+        out.close()
+        raise
 
 
 COLUMNS_OK = INDEX_RECORD.format == "<IIQIQQ" and sys.byteorder == "little"

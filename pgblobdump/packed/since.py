@@ -16,6 +16,7 @@ import bisect
 import copy
 import json
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -232,18 +233,44 @@ def _carry(raw: bytes, ids: list[int], depth: int, out: Plan) -> bytes:
     return bytes(buf)
 
 
-def selections(oids: array.array[int], sel: Selection, jobs: int) -> list[list[Selection]]:
+@dataclass(frozen=True)
+class Share:
+    """What one dump worker reads: the selection ``whole`` (a full dump's OID range), or
+    the OIDs ``oids`` (an incremental's, ascending), given as selections of at most
+    WINDOW of them, made as they are read (held as 4 bytes an OID, not as objects)."""
+
+    first: int
+    last: int
+    whole: Selection | None = None
+    oids: array.array[int] | None = None
+    referenced_by: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def of(cls, sel: Selection) -> Share:
+        return cls(sel.first, sel.last, whole=sel)
+
+    def __bool__(self) -> bool:
+        return self.whole is not None or bool(self.oids)
+
+    def __iter__(self) -> Iterator[Selection]:
+        if self.whole is not None:
+            yield self.whole
+            return
+        oids = self.oids if self.oids is not None else array.array("I")
+        for i in range(0, len(oids), WINDOW):
+            chunk = tuple(oids[i : i + WINDOW])
+            yield Selection(chunk[0], chunk[-1], self.referenced_by, chunk)
+
+
+def selections(oids: array.array[int], sel: Selection, jobs: int) -> list[Share]:
     """The OIDs to dump cut into ``jobs`` contiguous shares of as many LOs each (at least
-    one share, maybe empty), each a list of selections of at most WINDOW OIDs."""
+    one share, maybe empty)."""
     jobs = max(1, min(jobs, len(oids)))
-    out: list[list[Selection]] = []
+    out: list[Share] = []
     for k in range(jobs):
-        lo, hi = len(oids) * k // jobs, len(oids) * (k + 1) // jobs
-        mine = []
-        for i in range(lo, hi, WINDOW):
-            chunk = tuple(oids[i : min(i + WINDOW, hi)])
-            mine.append(Selection(chunk[0], chunk[-1], sel.referenced_by, chunk))
-        out.append(mine)
+        mine = oids[len(oids) * k // jobs : len(oids) * (k + 1) // jobs]
+        first, last = (mine[0], mine[-1]) if mine else (0, -1)
+        out.append(Share(first, last, oids=mine, referenced_by=sel.referenced_by))
     return out
 
 
