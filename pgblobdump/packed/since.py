@@ -107,8 +107,6 @@ class Plan:
     """Per depth in the chain: [LOs, bytes] whose bytes that base supplies."""
     metadata: int = 0
     """LOs whose owner, ACL or comment alone changed: carried (their bytes are the base's)."""
-    compared: int = 0
-    """LOs the base holds that the workers compare by checksum (no exact detection)."""
     detection: str = "transaction ids"
 
     def absorb(self, c: Comparer) -> None:
@@ -196,8 +194,6 @@ def plan(conn: psycopg.Connection, sel: Selection, base: Base, metas: MetaTable,
             carried.add_records(_carry(raw, ids, base.depth, out))
     while rest := records.run(2**32 - 1):  # a block at a time
         out.gone.extend(oid_column(rest))
-    if not exact:
-        out.compared = out.changed
     return out
 
 
@@ -272,8 +268,3 @@ def selections(oids: array.array[int], sel: Selection, jobs: int) -> list[Share]
         first, last = (mine[0], mine[-1]) if mine else (0, -1)
         out.append(Share(first, last, oids=mine, referenced_by=sel.referenced_by))
     return out
-
-
-def describe(inc: dict[str, Any]) -> dict[str, Any]:
-    """The counts of an incremental manifest's ``incremental``, for a summary."""
-    return {k: inc[k] for k in ("new", "changed", "carried", "gone") if k in inc}
