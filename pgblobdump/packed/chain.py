@@ -206,11 +206,13 @@ class Chain:
         yield from link.archive.read_lo(oid)
 
     def holder(self, r: IndexRecord) -> str:
-        """Where the archive holding ``r``'s bytes is (``ls``)."""
+        """Where the archive holding ``r``'s bytes is (``ls``), named as a chain names its
+        bases: an absolute path, or an ``s3://`` URL."""
         if r.volume != CHAIN_VOLUME:
-            return self.top.where
+            return where_of(self.path)
         if r.offset < len(self.links):
-            return self.links[r.offset].where
+            link = self.links[r.offset]
+            return where_of(link.path) if link.path is not None else link.where
         return f"base {r.offset + 1} (not in the chain)"
 
     def totals(self) -> tuple[int, int]:
