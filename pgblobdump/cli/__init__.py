@@ -174,7 +174,7 @@ def cli(s3_endpoint: str | None) -> None:
     Example: pgblobdump doctor
     """
     if s3_endpoint:
-        # Read where every S3 setting is read (storage.s3.S3Settings), like the AWS CLI's.
+        # Read where every S3 setting is read (storage.s3config.S3Settings), like the AWS CLI's.
         os.environ["AWS_ENDPOINT_URL"] = s3_endpoint
 
 

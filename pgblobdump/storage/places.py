@@ -10,7 +10,8 @@ from pathlib import Path
 from pgblobdump.errors import FileError, PgBlobDumpError
 from pgblobdump.storage.base import CLAIM_NAME, Storage, why, widened
 from pgblobdump.storage.local import LocalDirectory
-from pgblobdump.storage.s3 import S3Prefix, is_s3
+from pgblobdump.storage.s3 import S3Prefix
+from pgblobdump.storage.s3config import is_s3
 
 STREAM = "-"
 """The name of standard input (read) or standard output (written)."""

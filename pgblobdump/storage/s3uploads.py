@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from pgblobdump.storage.s3 import S3Settings
+    from pgblobdump.storage.s3config import S3Settings
 
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 NS = "{http://s3.amazonaws.com/doc/2006-03-01/}"
