@@ -161,8 +161,10 @@ def result_table(r: core.RunResult) -> Table:
 @click.option(
     "--allow-acl-widening",
     is_flag=True,
-    help="Move LOs that some role may read in the column but not as an LO: their bytes"
-    " become readable by everyone who may SELECT the column (refused without it).",
+    help="Move LOs that some role may read in the column (or through a view or SECURITY"
+    " DEFINER function over it) but not as an LO: their bytes become readable by all who"
+    " reach the column. With --to lo: a table with row-level security (each reader of the"
+    " column may then read every row's LO). Refused without it.",
 )
 @click.option(
     "--owner",
@@ -206,10 +208,11 @@ def run_cmd(
     resumes. Until the switch the old column is untouched. Exclusive locks are taken with a
     short lock_timeout and retried, never queueing for long.
 
-    No role gains access: LOs that a reader of the column may not read are refused (see
-    --allow-acl-widening), a row written during the run must name an LO its writer may
-    read, and new LOs (--to lo) belong to the table's owner with SELECT for the column's
-    readers.
+    No role gains access: LOs that a reader of the column, or of a view or SECURITY
+    DEFINER function over it, may not read are refused (see --allow-acl-widening), as
+    each reader's lo_compat_privileges has it; a row written during the run must name an
+    LO its writer may read; new LOs (--to lo) belong to the table's owner with SELECT for
+    the column's readers, and a table with row-level security is refused.
 
     Example: pgblobdump migrate run -d mydb docs.lo --unlink
     """

@@ -46,7 +46,7 @@ def run_in_place(
     col = columns.resolve(conn, spec)
     if opts.missing == "skip":
         raise UsageError("--in-place keeps no old column: use --missing error or null")
-    storage, compression = prepare(conn, col, opts, reporter)
+    storage, compression, _ = prepare(conn, col, opts, reporter)
     notes = ["in place", *defaults_note(col, opts.to)]
     new_los = None
     if opts.to == "lo":

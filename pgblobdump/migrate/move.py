@@ -19,7 +19,8 @@ and never fails the application's transaction; the switch re-copies those rows.
 Rights: the BEFORE trigger runs as the writer (SECURITY INVOKER), so a write pointing a row
 at an LO the writer may not read fails with the server's own "permission denied for large
 object N". The deferred copy runs as the migrating role, but never copies an LO that some
-reader of the column may not read (``access.readers_not_of``) unless the run allows it:
+reader of the column may not read (``access.Reach``: through the column, a view or a
+SECURITY DEFINER function) unless the run allows it:
 it logs the row instead, and the switch refuses it by name.
 """
 
@@ -29,7 +30,7 @@ from dataclasses import dataclass
 
 from psycopg import sql
 
-from pgblobdump.migrate.access import readers_not_of
+from pgblobdump.migrate.access import Reach
 from pgblobdump.migrate.columns import Key
 from pgblobdump.pg.catalog import LO_EXISTS, lo_exists
 
@@ -155,8 +156,9 @@ class Move:
         )
 
 
-def trigger_ddl(m: Move, schema: str, run_id: int, relid: int) -> list[sql.Composed]:
-    """The sync functions and triggers of run ``run_id`` on table ``relid``."""
+def trigger_ddl(m: Move, schema: str, run_id: int, reach: Reach) -> list[sql.Composed]:
+    """The sync functions and triggers of run ``run_id`` on the table of ``reach`` (whose
+    readers, paths included, a forward copy must not widen to)."""
     sch = sql.Identifier(schema)
     before, after = names(run_id)
     s, d = sql.Identifier(m.src), sql.Identifier(m.dst)
@@ -181,14 +183,14 @@ def trigger_ddl(m: Move, schema: str, run_id: int, relid: int) -> list[sql.Compo
             "   IF cardinality(wider) > 0 THEN"
             "     INSERT INTO {sch}.migration_redo (run_id, key, error) VALUES ({id}, {kt},"
             "       'large object ' || cur || ' may not be read by '"
-            "       || array_to_string(wider, ', ') || ', who may read the column');"
+            "       || array_to_string(wider, ', ') || ', who may reach the column');"
             "     RETURN NULL;"
             "   END IF;"
             " END IF;"
             " UPDATE {t} SET {d} = {c} WHERE {k};"
         ).format(s=s, d=d, t=m.table, k=m.key_match("new"), sch=sch, id=sql.Literal(run_id),
                  kt=m.key_text("new"), c=m.copy(),
-                 readers=readers_not_of(sql.SQL("cur"), relid, m.src))  # fmt: skip
+                 readers=reach.any_readers_not_of(sql.SQL("cur")))  # fmt: skip
         declare = sql.SQL("cur oid; wider text[];")
     else:
         # On INSERT the new column is always ours to set: a row copied whole from another

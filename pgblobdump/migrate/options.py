@@ -28,8 +28,10 @@ class RunOptions:
     compression: str | None = None
     lock: LockPolicy = field(default_factory=LockPolicy)
     allow_acl_widening: bool = False
-    """Copy LOs into the column even where a reader of the column may not read the LO
-    (each such LO's bytes become readable by everyone who may SELECT the column)."""
+    """To bytea: copy LOs into the column even where a reader of the column (or of a view
+    or SECURITY DEFINER function over it) may not read the LO; each such LO's bytes become
+    readable by all of them. To lo: make LOs of a table with row-level security (each
+    reader of the column may then read every row's LO, not only its rows')."""
     owner: str | None = None
     """Backward: the owner of the new LOs (default: the table's owner)."""
 
@@ -39,10 +41,6 @@ class RunOptions:
             raise UsageError(f"--to must be one of {', '.join(DIRECTIONS)}")
         if self.owner is not None and self.to != "lo":
             raise UsageError("--owner goes with --to lo (it names the new LOs' owner)")
-        if self.allow_acl_widening and self.to != "bytea":
-            raise UsageError(
-                "--allow-acl-widening goes with --to bytea (new LOs get the column's readers)"
-            )
         if self.missing not in MISSING:
             raise UsageError(f"--missing must be one of {', '.join(MISSING)}")
         if self.unlink and self.keep_old:

@@ -42,7 +42,11 @@ class ColumnPlan:
     primary_key: list[str] | None
     stats: RefStats | None = None
     widening: access.Widening | None = None
-    """LOs some reader of the column may not read: moving them would widen access."""
+    """LOs some reader of the column (or of a path) may not read: moving them would widen
+    access."""
+    paths: list[str] = field(default_factory=list)
+    """Views over the column and SECURITY DEFINER routines reading it: their users read
+    what it holds (``migrate/paths.py``)."""
     shared_with_other_columns: int = 0
     compress_ratio: float | None = None
     storage: Storage | None = None
@@ -145,7 +149,9 @@ def _detail(
     ).fetchone()
     cp.shared_with_other_columns = int(row[0]) if row else 0
     present = sql.SQL("SELECT o FROM pg_temp.{} WHERE present").format(sql.Identifier(temp))
-    cp.widening = access.widening(conn, col.relid, col.name, present)
+    reach = access.reach(conn, col.relid, col.name)
+    cp.paths = [str(p) for p in reach.paths]
+    cp.widening = access.widening(conn, reach, present)
     rel = sql.SQL("pg_temp.{}").format(sql.Identifier(temp))
     sample = sql.SQL(
         "SELECT o FROM {} TABLESAMPLE BERNOULLI ({}) WHERE present AND readable"

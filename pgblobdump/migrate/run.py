@@ -32,7 +32,7 @@ from pgblobdump.migrate.columns import Column
 from pgblobdump.migrate.locking import LockClock, exclusively
 from pgblobdump.migrate.move import Move, check_name, drop_triggers_ddl
 from pgblobdump.migrate.options import RunOptions, RunResult
-from pgblobdump.migrate.start import start
+from pgblobdump.migrate.start import refuse_widening, start
 from pgblobdump.migrate.state import Migration
 from pgblobdump.pg import catalog
 from pgblobdump.report.reporter import QUIET, Reporter
@@ -66,6 +66,15 @@ class Runner:
         self.notes: list[str] = list(mig.notes)
         self.kept_referenced = 0
         self.ranges: list[batches.Range] | None = None
+        self._reach: access.Reach | None = None
+
+    @property
+    def reach(self) -> access.Reach:
+        """The column's readers and paths, read once per run of the command (a view or
+        function made while a run was stopped is seen when it resumes)."""
+        if self._reach is None:
+            self._reach = access.reach(self.conn, self.col.relid, self.mig.column_name)
+        return self._reach
 
     def save(self, **values: object) -> None:
         state.update(self.conn, self.opts.schema, self.mig.id, **values)
@@ -198,7 +207,7 @@ class Runner:
         if self.mig.direction != "bytea" or self.mig.allow_widening:
             return
         s = sql.Identifier(self.mig.column_name)
-        wider = access.readers_not_of(s, self.col.relid, self.mig.column_name)
+        wider = self.reach.any_readers_not_of(s)
         rows = self.conn.execute(
             sql.SQL(
                 "SELECT DISTINCT {s}, {r} FROM {t} WHERE {w} AND NOT {e}"
@@ -272,6 +281,11 @@ class Runner:
             )
 
     def switch(self) -> None:
+        if not self.mig.allow_widening:
+            # Again, as it is now: a view, a SECURITY DEFINER function, a grant or a row
+            # policy may have come while the run went. Nothing is switched if so.
+            reach = self.reach if self.mig.direction == "bytea" else None
+            refuse_widening(self.conn, self.col, self.mig.direction, reach)
         if self.col.not_null:
             self.reporter.note("validating the NOT NULL check (writes go on meanwhile)")
             self.conn.execute(

@@ -52,7 +52,7 @@ def start(
             f"table {col.table_name} has no primary key: add one (online batches need it),"
             " or use --in-place, which rewrites the table under an ACCESS EXCLUSIVE lock"
         )
-    storage, compression = prepare(conn, col, opts, reporter)
+    storage, compression, reach = prepare(conn, col, opts, reporter)
     notes = defaults_note(col, opts.to)
     new_los = None
     if opts.to == "lo":
@@ -99,7 +99,7 @@ def start(
                     t, sql.Identifier(check_name(run_id)), d
                 )
             )
-        for stmt in trigger_ddl(m, opts.schema, run_id, col.relid):
+        for stmt in trigger_ddl(m, opts.schema, run_id, reach):
             conn.execute(stmt)
 
     exclusively(conn, col.ident(), f"preparing {col.qualified}", work, opts.lock, clock)
@@ -109,10 +109,14 @@ def start(
 
 def prepare(
     conn: psycopg.Connection, col: Column, opts: RunOptions, reporter: Reporter
-) -> tuple[str | None, str | None]:
+) -> tuple[str | None, str | None, access.Reach]:
     """The checks every run makes before it changes anything (type, rights, dependants,
-    LOs that cannot move); for a move to bytea, the new column's storage and compression."""
+    LOs that cannot move, access it would widen); for a move to bytea, the new column's
+    storage and compression. Also the column's reach, which the sync triggers check."""
     columns.check_migratable(col, opts.to)
+    reach = access.reach(conn, col.relid, col.name) if opts.to == "bytea" else None
+    if not opts.allow_acl_widening:
+        refuse_widening(conn, col, opts.to, reach, opts.owner)
     blocking = [d for d in columns.dependants(conn, col) if d.blocking]
     if blocking:
         listed = "; ".join(f"{d.kind} {d.name}" for d in blocking)
@@ -120,18 +124,9 @@ def prepare(
             f"{col.qualified} has dependants a migration cannot carry over ({listed}):"
             " drop them first and recreate them after"
         )
-    if opts.to != "bytea":
-        return None, None
+    if reach is None:
+        return None, None, access.Reach(col.relid, col.name)
     check_refs(col, refs.blockers(conn, refs.as_lo_column(col)), opts)
-    if not opts.allow_acl_widening:
-        wider = access.widening(conn, col.relid, col.name, refs.as_lo_column(col).select())
-        if wider:
-            raise DatabaseError(
-                f"moving {col.qualified} into bytea would let roles read LOs they may not"
-                f" read today: {wider.describe()}. Grant them SELECT on those LOs, revoke"
-                " their SELECT on the column, or rerun with --allow-acl-widening to accept"
-                " that everyone who may read the column reads these bytes"
-            )
     lz4 = lz4_available(conn)
     advice = advise(compress_ratio(conn, column_sample(conn, col.ident(), col.name)), lz4)
     storage = (opts.storage or advice.storage).upper()
@@ -139,7 +134,38 @@ def prepare(
     if compression == "lz4" and not lz4:
         raise UsageError("this server was built without lz4: use --compression pglz")
     reporter.note(f"new column storage {storage}{f' ({compression})' if compression else ''}")
-    return storage, compression
+    return storage, compression, reach
+
+
+def refuse_widening(
+    conn: psycopg.Connection, col: Column, to: str, reach: access.Reach | None,
+    owner: str | None = None,
+) -> None:  # fmt: skip
+    """DatabaseError, naming the LOs, roles and paths, when the move would let some role
+    read bytes it may not read today: to bytea, an LO some reader of the column (or of a
+    view or SECURITY DEFINER function over it) may not read; to lo, a table whose rows
+    row-level security hides from some of the readers the new LOs would be granted to."""
+    if to == "lo":
+        granted = access.new_lo_access(conn, col.relid, col.name, owner).readers
+        filtered = access.row_security_readers(conn, col.relid, granted)
+        if filtered:
+            raise DatabaseError(
+                f"{col.table_name} has row-level security, which an LO's ACL cannot express:"
+                f" the new LOs would let {', '.join(filtered)} read every row's LO with"
+                " lo_get, not only the rows the policies show them. Keep the column bytea"
+                " (the bytes stay under the policies), or rerun with --allow-acl-widening"
+                " to accept that"
+            )
+        return
+    assert reach is not None
+    wider = access.widening(conn, reach, refs.as_lo_column(col).select())
+    if wider:
+        raise DatabaseError(
+            f"moving {col.qualified} into bytea would let roles read LOs they may not"
+            f" read today: {wider.describe()}. Grant them SELECT on those LOs, revoke"
+            " their SELECT on the column (or their use of the views and functions named),"
+            " or rerun with --allow-acl-widening to accept that all of them read these bytes"
+        )
 
 
 def defaults_note(col: Column, to: str) -> list[str]:

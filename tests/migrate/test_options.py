@@ -17,11 +17,6 @@ NOWHERE = "host=/nonexistent port=1 dbname=x connect_timeout=1"
     ("args", "fields", "fragment"),
     [
         (["--owner", "r"], {"owner": "r"}, "--owner goes with --to lo"),
-        (
-            ["--to", "lo", "--allow-acl-widening"],
-            {"to": "lo", "allow_acl_widening": True},
-            "--allow-acl-widening goes with --to bytea",
-        ),
         (["--unlink", "--keep-old"], {"unlink": True, "keep_old": True}, "--unlink with"),
     ],
 )

@@ -13,7 +13,7 @@ import pytest
 from psycopg import sql
 
 from pgblobdump.migrate import move
-from pgblobdump.migrate.access import NewLoAccess, lo_maker_ddl, readers_not_of
+from pgblobdump.migrate.access import NewLoAccess, Reach, lo_maker_ddl
 from pgblobdump.migrate.columns import Key
 
 SCHEMA = "pgbd State"
@@ -56,7 +56,7 @@ def _create(texts: list[str], name: str) -> str:
 
 def _ddl(to: str) -> list[str]:
     m = _move(to)
-    made = move.trigger_ddl(m, SCHEMA, RUN, RELID)
+    made = move.trigger_ddl(m, SCHEMA, RUN, Reach(RELID, SRC))
     if to == "lo":
         made += lo_maker_ddl(m.lo_fn, NewLoAccess('Own"er', ("PUBLIC", "Ro Le")))
     return _text(made)
@@ -100,7 +100,7 @@ def test_forward_copy_checks_that_the_lo_exists_and_the_deferred_one_its_readers
     )
     assert m.equal("x").as_string(None).startswith('("x"."new""Col" IS NOT DISTINCT FROM CASE')
     after = _create(_ddl("bytea"), move.names(RUN)[1])
-    assert readers_not_of(sql.SQL("cur"), RELID, SRC).as_string(None) in after
+    assert Reach(RELID, SRC).any_readers_not_of(sql.SQL("cur")).as_string(None) in after
     assert "allow_widening" in after
 
 
