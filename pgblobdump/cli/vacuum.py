@@ -27,8 +27,9 @@ REFERENCES = click.option(
     type=COLUMN,
     multiple=True,
     metavar="TABLE.COLUMN",
-    help="A column holding LO OIDs in a type not found by itself (text, jsonb, a composite):"
-    " every integer in its values counts as a reference (repeatable).",
+    help="A column holding LO OIDs in a type not found by itself (int4, int8, text, jsonb,"
+    " a composite): an integer column's values are OIDs (a negative int4 is what oid::int4"
+    " made of one), any other's every integer counts (repeatable).",
 )
 
 
