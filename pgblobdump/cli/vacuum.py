@@ -60,6 +60,7 @@ def inspection_table(r: Any) -> Table:
         else:
             v = f"{c.references:,} OIDs, {c.dangling:,} dangling"
             v += f" ({c.hidden})" if c.hidden else ""
+            v += "" if c.populated else " (a materialized view not populated)"
         rows.append({"what": f"column {c.column} ({c.type})", "value": v})
     rows.append(
         {"what": "orphans", "value": f"{r.orphans:,}" + ("" if r.orphans_exact else " at most")}

@@ -125,7 +125,8 @@ SELECT c.oid::int8, a.attnum::int, n.nspname, c.relname, a.attname,
     + _RLS_APPLIES
     + ", "
     + _LOCKABLE
-    + """, c.relkind::text, pg_catalog.has_table_privilege(c.oid, 'SELECT')
+    + """, c.relkind::text, pg_catalog.has_table_privilege(c.oid, 'SELECT'),
+       c.relispopulated
 FROM pg_catalog.pg_attribute a
 JOIN """
     + _KINDS
@@ -156,7 +157,8 @@ SELECT c.oid::int8, a.attnum::int, n.nspname, c.relname, a.attname,
     + _RLS_APPLIES
     + ", "
     + _LOCKABLE
-    + """, c.relkind::text, pg_catalog.has_table_privilege(c.oid, 'SELECT')
+    + """, c.relkind::text, pg_catalog.has_table_privilege(c.oid, 'SELECT'),
+       c.relispopulated
 FROM pg_catalog.pg_class c
 JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
 JOIN pg_catalog.pg_roles r ON r.rolname = current_user
@@ -196,9 +198,12 @@ class RefColumn:
     """The role may lock the table against writers (LOCK ... IN SHARE MODE)."""
     relkind: str = "r"
     named: bool = False
+    """Named by ``--references``."""
     table_select: bool = True
     """SELECT on the whole table (system columns such as xmin need it)."""
-    """Named by ``--references``."""
+    populated: bool = True
+    """False for a materialized view made WITH NO DATA (or refreshed so): it has no
+    rows, and a scan of it fails ("has not been populated"), so it is not read."""
 
     @property
     def qualified(self) -> str:
@@ -215,6 +220,12 @@ class RefColumn:
         a transaction open then would look seen, and a reference it holds be missed. An
         xid below the snapshot's xmin is the only one certainly finished before it."""
         c, t = sql.Identifier(self.column), sql.Identifier(self.schema, self.table)
+        if not self.populated:
+            # No rows. The planner drops the scan, but the statement still takes the
+            # view's ACCESS SHARE lock, which a REFRESH (ACCESS EXCLUSIVE) waits for.
+            return sql.SQL("SELECT NULL::pg_catalog.oid AS o FROM {t} pgbd_t WHERE false").format(
+                t=t
+            )
         if self.kind == SCALAR:
             q = "SELECT pgbd_t.{c}::pg_catalog.oid AS o FROM {t} pgbd_t WHERE {c} IS NOT NULL"
         elif self.kind == ARRAY:
@@ -317,9 +328,24 @@ class References:
         return frozenset(c.relid for c in self.columns if c.relkind == "m")
 
     @property
-    def fingerprint(self) -> tuple[tuple[int, int, str], ...]:
-        """What must not change while a run goes: the columns, by table and number."""
-        return tuple(sorted((c.relid, c.attnum, c.kind) for c in self.columns))
+    def unpopulated(self) -> tuple[RefColumn, ...]:
+        """The columns of materialized views not populated: they hold no references now;
+        a run holds a REFRESH off while it unlinks (``lock_unpopulated``)."""
+        return tuple(c for c in self.columns if not c.populated)
+
+    @property
+    def fingerprint(self) -> tuple[tuple[int, int, str, bool], ...]:
+        """What must not change while a run goes: the columns, by table and number, and
+        whether a materialized view is populated (a REFRESH fills one)."""
+        return tuple(sorted((c.relid, c.attnum, c.kind, c.populated) for c in self.columns))
+
+    def notes(self) -> tuple[str, ...]:
+        """One line per materialized view not populated (they are read as empty)."""
+        views = dict.fromkeys(f"{c.schema}.{c.table}" for c in self.unpopulated)
+        return tuple(
+            f"materialized view {v} is not populated (WITH NO DATA): it holds no references"
+            for v in views
+        )
 
     def union(
         self, since: str | None = None, seen: frozenset[tuple[int, int]] = frozenset()
@@ -351,7 +377,15 @@ class References:
 def _column(row: Sequence[object], named: bool = False) -> RefColumn:
     return RefColumn(int(row[0]), int(row[1]), str(row[2]), str(row[3]), str(row[4]),  # type: ignore[call-overload]
                      str(row[5]), str(row[6]), bool(row[7]), bool(row[8]), bool(row[9]),
-                     str(row[10]), named, bool(row[11]))  # fmt: skip
+                     str(row[10]), named, bool(row[11]), bool(row[12]))  # fmt: skip
+
+
+def lock_unpopulated(conn: psycopg.Connection, refs: References) -> None:
+    """In ``conn``'s transaction, the ACCESS SHARE lock of every materialized view not
+    populated (LOCK TABLE refuses views): a REFRESH, which would fill one with references,
+    waits until the transaction ends. Needs SELECT on the column, as reading it does."""
+    for c in refs.unpopulated:
+        conn.execute(c.oids())
 
 
 def oid_array(oids: Sequence[int]) -> str:
