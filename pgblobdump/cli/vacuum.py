@@ -27,8 +27,9 @@ REFERENCES = click.option(
     type=COLUMN,
     multiple=True,
     metavar="TABLE.COLUMN",
-    help="A column holding LO OIDs in a type not found by itself (text, jsonb, a composite):"
-    " every integer in its values counts as a reference (repeatable).",
+    help="A column holding LO OIDs in a type not found by itself (int4, int8, text, jsonb,"
+    " a composite): an integer column's values are OIDs (a negative int4 is what oid::int4"
+    " made of one), any other's every integer counts (repeatable).",
 )
 
 
@@ -59,6 +60,7 @@ def inspection_table(r: Any) -> Table:
         else:
             v = f"{c.references:,} OIDs, {c.dangling:,} dangling"
             v += f" ({c.hidden})" if c.hidden else ""
+            v += "" if c.populated else " (a materialized view not populated)"
         rows.append({"what": f"column {c.column} ({c.type})", "value": v})
     rows.append(
         {"what": "orphans", "value": f"{r.orphans:,}" + ("" if r.orphans_exact else " at most")}

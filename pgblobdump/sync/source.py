@@ -83,7 +83,13 @@ def shares(
     bounds.append(sel.last)
     mine = range((k - 1) * jobs + 1, k * jobs + 1)
     out = [Selection(bounds[t - 1] + 1, bounds[t], sel.referenced_by) for t in mine]
-    return [s for s in out if s.first <= s.last] or [out[-1]]
+    live = [s for s in out if s.first <= s.last]
+    if live:
+        return live
+    # No LO in this share: an empty range past the selection's, kept inside the OID space
+    # (the share after LO 4294967295 would start at 2^32, which no statement accepts).
+    first = min(sel.last + 1, OID_MAX)
+    return [Selection(first, first - 1, sel.referenced_by)]
 
 
 def count(conn: psycopg.Connection, sels: list[Selection]) -> int:

@@ -35,7 +35,14 @@ from pgblobdump.pg.connect import connect
 from pgblobdump.report.reporter import QUIET, Reporter
 from pgblobdump.vacuum.age import AgeRule
 from pgblobdump.vacuum.orphans import candidate_chunk, still_orphans
-from pgblobdump.vacuum.refs import References, discover, oid_array, stamp, stamp_sql
+from pgblobdump.vacuum.refs import (
+    References,
+    discover,
+    lock_unpopulated,
+    oid_array,
+    stamp,
+    stamp_sql,
+)
 
 ROUND_SECONDS = 1.0
 """How long the guard holds its locks, about: the longest a writer waits."""
@@ -75,6 +82,7 @@ def _lock(guard: psycopg.Connection, refs: References) -> None:
                 sql.SQL(", ").join(sql.Identifier(s, t) for s, t in tables)
             )
         )
+    lock_unpopulated(guard, refs)
 
 
 def _unlink(
@@ -165,7 +173,12 @@ def remove(
     over ``jobs`` connections. ``since``: the snapshot the orphans were found under: a
     round re-reads only the rows written after it (and new columns whole).
     UnsafeToRemove when a column appearing meanwhile cannot be read."""
-    seen = frozenset((c.relid, c.attnum) for c in refs.columns) if since else frozenset()
+    # Columns read whole under ``since``: a view not populated then was not read at all.
+    seen = (
+        frozenset((c.relid, c.attnum) for c in refs.columns if c.populated)
+        if since
+        else frozenset()
+    )
     done = Removal()
     after, chunk = 0, batch_size * 4 * jobs
     gone: set[int] = set()  # unlinked in a round that was then undone: not again
@@ -203,7 +216,8 @@ def remove(
                         _lock(guard, refs)
                     except (psycopg.errors.UndefinedTable, psycopg.errors.DeadlockDetected) as e:
                         # Dropped between the look and the lock, or a writer holding one
-                        # table wanted another we held: the round again.
+                        # table wanted another we held: the round again. (A view REFRESHed
+                        # meanwhile shows in the look after the lock.)
                         raise _Changed from e
                     except psycopg.errors.LockNotAvailable as e:
                         raise DatabaseError(
@@ -218,7 +232,12 @@ def remove(
                     todo = [o for o in oids if o not in gone]
                     # On the guard: it holds the locks, so a DROP or ALTER queued behind them
                     # cannot make this wait on a lock the guard never lets go.
-                    live = still_orphans(guard, refs, todo, since, seen)
+                    try:
+                        live = still_orphans(guard, refs, todo, since, seen)
+                    except psycopg.errors.ObjectNotInPrerequisiteState as e:
+                        # A view emptied (REFRESH ... WITH NO DATA) since the look: the
+                        # round again, the next look reads it as empty.
+                        raise _Changed from e
                     recheck = time.perf_counter() - t1
                     round_referenced = len(todo) - len(live)
                     done.referenced_meanwhile += round_referenced

@@ -20,6 +20,8 @@ WINDOW = 5_000
 """LOs per statement."""
 RANGE = 256 << 20
 """Bytes per md5 of an LO over 1 GB."""
+OID_MAX = (1 << 32) - 1
+"""The last OID: no window starts past it (the server refuses 2^32 as an OID)."""
 _INV_READ = 0x40000
 
 
@@ -53,6 +55,8 @@ def checksums(conn: psycopg.Connection) -> Checksums:
                 for oid, md5 in rows:
                     h.update(f"{oid} {md5}\n".encode())
                 los += len(rows)
+                if rows[-1][0] >= OID_MAX:
+                    break
                 start = rows[-1][0] + 1
     except psycopg.errors.InsufficientPrivilege as e:
         raise DatabaseError(

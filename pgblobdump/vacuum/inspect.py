@@ -47,6 +47,8 @@ class ColumnRefs:
     references: int | None
     dangling: int | None
     hidden: str = ""
+    populated: bool = True
+    """False for a materialized view not populated: no rows, no references (not read)."""
 
 
 @dataclass(frozen=True)
@@ -124,7 +126,7 @@ def _histogram(conn: psycopg.Connection, los: int) -> tuple[SizeBucket, ...]:
 
 def _column_refs(conn: psycopg.Connection, c: RefColumn, hidden: str) -> ColumnRefs:
     if not c.readable:
-        return ColumnRefs(c.qualified, c.type, c.kind, None, None, hidden)
+        return ColumnRefs(c.qualified, c.type, c.kind, None, None, hidden, c.populated)
     row = _one(
         conn,
         sql.SQL(
@@ -133,7 +135,8 @@ def _column_refs(conn: psycopg.Connection, c: RefColumn, hidden: str) -> ColumnR
             " LEFT JOIN pg_catalog.pg_largeobject_metadata m ON m.oid = r.o"
         ).format(c.oids()),
     )
-    return ColumnRefs(c.qualified, c.type, c.kind, int(row[0]), int(row[1]), hidden)  # type: ignore[call-overload]
+    return ColumnRefs(c.qualified, c.type, c.kind, int(row[0]), int(row[1]), hidden,  # type: ignore[call-overload]
+                      c.populated)  # fmt: skip
 
 
 def inspect(
@@ -185,14 +188,14 @@ def inspect(
     )
     if len(refs.columns) == 1 and seen.columns:  # the one column's figures are the union's
         c = refs.columns[0]
-        one = ColumnRefs(
-            c.qualified, c.type, c.kind, referenced, dangling, hidden.get(c.qualified, "")
-        )
+        one = ColumnRefs(c.qualified, c.type, c.kind, referenced, dangling,
+                         hidden.get(c.qualified, ""), c.populated)  # fmt: skip
         columns: tuple[ColumnRefs, ...] = (one,)
     else:
         columns = tuple(_column_refs(conn, c, hidden.get(c.qualified, "")) for c in refs.columns)
     if hidden:
         notes.append(f"{len(hidden)} columns not seen whole: some orphans may be referenced")
+    notes += refs.notes()
     budget = LockBudget.read(conn)
     safe = max(1, budget.total // 2)
     return Inspection(

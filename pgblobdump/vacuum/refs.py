@@ -1,14 +1,20 @@
 """Where LOs are referenced: every column whose type holds OIDs (``oid``, ``lo``, arrays
 of them, domains over either), and the columns a user names with ``--references``
-(text, jsonb or anything else whose text form holds OIDs); and what keeps us from
-seeing them all (a table the role may not read, row-level security, a column of a type
-that wraps OIDs in a way we do not read).
+(an integer column, text, jsonb or anything else whose text form holds OIDs); and what
+keeps us from seeing them all (a table the role may not read, row-level security, a
+column of a type that wraps OIDs in a way we do not read).
 
 The discovery is one catalog query. A type "bears" OIDs when it is ``oid``, a domain
 over a type that does, an array of one, a composite type with such an attribute, or a
 range over one; the last two (and arrays of anything but a plain OID) are "unknown":
 their values are read only when ``--references`` names the column, by taking every
 integer in their text form (a superset of the OIDs they hold, so never too few).
+
+A named integer column is read as its value: ``int2`` and ``int4`` (domains, arrays) as
+``::oid`` reads them, a negative value being what ``oid::int4`` made of an OID of 2^31
+or more (the OID + 2^32); ``int8`` as the OID it is, a value outside 0..2^32-1 being no
+OID. Reading the digits alone would take ``-1294967296`` for LO 1294967296 and leave
+LO 3000000000, which it names, unreferenced.
 """
 
 from __future__ import annotations
@@ -27,20 +33,23 @@ LIST_MAX = 10
 """How many refused columns a message names before it says ``and N more``."""
 
 # Kinds of reference column: how its values turn into OIDs.
-SCALAR = "oid"  # oid, lo, a domain over either
-ARRAY = "array"  # oid[], lo[], a domain over either
+SCALAR = "oid"  # oid, lo, a domain over either; named: int2, int4, domains over them
+ARRAY = "array"  # oid[], lo[], a domain over either; named: int2[], int4[], domains
+INT8 = "int8"  # named: int8 or a domain over it, a value in 0..2^32-1
+INT8_ARRAY = "int8 array"  # named: int8[] or a domain over it, each element as INT8
 TEXT = "text"  # named by --references: every integer in the value's text form
 UNKNOWN = "unknown"  # a composite or range holding OIDs, not named: refused
 
 _BEARING = """
 WITH RECURSIVE bearing(typ, kind) AS (
-    SELECT 'pg_catalog.oid'::pg_catalog.regtype::oid, 'oid'
+    {seeds}
   UNION
     SELECT x.typ, x.kind FROM bearing b, LATERAL (
         SELECT t.oid AS typ, b.kind FROM pg_catalog.pg_type t
         WHERE t.typtype = 'd' AND t.typbasetype = b.typ
       UNION ALL
-        SELECT t.oid, CASE WHEN b.kind = 'oid' THEN 'array' ELSE 'unknown' END
+        SELECT t.oid, CASE b.kind WHEN 'oid' THEN 'array' WHEN 'int8' THEN 'int8 array'
+                      ELSE 'unknown' END
         FROM pg_catalog.pg_type t WHERE t.typcategory = 'A' AND t.typelem = b.typ
       UNION ALL
         SELECT c.reltype, 'unknown' FROM pg_catalog.pg_attribute a
@@ -55,7 +64,17 @@ WITH RECURSIVE bearing(typ, kind) AS (
     ) x
 )
 """
-"""Every type that holds OIDs, with how: ``oid``, ``array`` or ``unknown``."""
+"""Every type that holds OIDs, with how (``oid``, ``array`` or ``unknown``; from an
+integer seed ``int8`` and ``int8 array`` too), from the ``{seeds}`` given."""
+
+_OID_SEED = "SELECT 'pg_catalog.oid'::pg_catalog.regtype::oid, 'oid'"
+_NAMED_SEEDS = (
+    _OID_SEED + " UNION ALL SELECT 'pg_catalog.int2'::pg_catalog.regtype::oid, 'oid'"
+    " UNION ALL SELECT 'pg_catalog.int4'::pg_catalog.regtype::oid, 'oid'"
+    " UNION ALL SELECT 'pg_catalog.int8'::pg_catalog.regtype::oid, 'int8'"
+)
+"""A named column's integers are OIDs too: int2 and int4 as ``::oid`` reads them (a
+negative one is an OID of 2^31 or more, as ``oid::int4`` wrote it), int8 as they are."""
 
 _VISIBLE = """
     pg_catalog.has_schema_privilege(n.oid, 'USAGE')
@@ -79,15 +98,17 @@ _LOCKABLE = """
 """
 """Whether the connected role may LOCK table ``c`` IN SHARE MODE (what the server asks)."""
 
-_TYPES = (
-    _BEARING
-    + """
+_KIND_OF_TYPE = """
 SELECT typ::int8, CASE WHEN bool_or(kind = 'unknown') THEN 'unknown'
-                       WHEN bool_or(kind = 'array') THEN 'array' ELSE 'oid' END
+                       WHEN bool_or(kind = 'int8 array') THEN 'int8 array'
+                       WHEN bool_or(kind = 'array') THEN 'array'
+                       WHEN bool_or(kind = 'int8') THEN 'int8' ELSE 'oid' END
 FROM bearing GROUP BY typ
 """
-)
+_TYPES = _BEARING.replace("{seeds}", _OID_SEED) + _KIND_OF_TYPE
 """Each type holding OIDs once, with its kind."""
+_NAMED_TYPES = _BEARING.replace("{seeds}", _NAMED_SEEDS) + _KIND_OF_TYPE
+"""The same, for a column ``--references`` names: integer types and theirs too."""
 
 _KINDS = (
     "ROWS FROM (pg_catalog.unnest(%(types)s::int8[]::pg_catalog.oid[]),"
@@ -104,7 +125,8 @@ SELECT c.oid::int8, a.attnum::int, n.nspname, c.relname, a.attname,
     + _RLS_APPLIES
     + ", "
     + _LOCKABLE
-    + """, c.relkind::text, pg_catalog.has_table_privilege(c.oid, 'SELECT')
+    + """, c.relkind::text, pg_catalog.has_table_privilege(c.oid, 'SELECT'),
+       c.relispopulated
 FROM pg_catalog.pg_attribute a
 JOIN """
     + _KINDS
@@ -135,7 +157,8 @@ SELECT c.oid::int8, a.attnum::int, n.nspname, c.relname, a.attname,
     + _RLS_APPLIES
     + ", "
     + _LOCKABLE
-    + """, c.relkind::text, pg_catalog.has_table_privilege(c.oid, 'SELECT')
+    + """, c.relkind::text, pg_catalog.has_table_privilege(c.oid, 'SELECT'),
+       c.relispopulated
 FROM pg_catalog.pg_class c
 JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
 JOIN pg_catalog.pg_roles r ON r.rolname = current_user
@@ -175,9 +198,12 @@ class RefColumn:
     """The role may lock the table against writers (LOCK ... IN SHARE MODE)."""
     relkind: str = "r"
     named: bool = False
+    """Named by ``--references``."""
     table_select: bool = True
     """SELECT on the whole table (system columns such as xmin need it)."""
-    """Named by ``--references``."""
+    populated: bool = True
+    """False for a materialized view made WITH NO DATA (or refreshed so): it has no
+    rows, and a scan of it fails ("has not been populated"), so it is not read."""
 
     @property
     def qualified(self) -> str:
@@ -194,6 +220,12 @@ class RefColumn:
         a transaction open then would look seen, and a reference it holds be missed. An
         xid below the snapshot's xmin is the only one certainly finished before it."""
         c, t = sql.Identifier(self.column), sql.Identifier(self.schema, self.table)
+        if not self.populated:
+            # No rows. The planner drops the scan, but the statement still takes the
+            # view's ACCESS SHARE lock, which a REFRESH (ACCESS EXCLUSIVE) waits for.
+            return sql.SQL("SELECT NULL::pg_catalog.oid AS o FROM {t} pgbd_t WHERE false").format(
+                t=t
+            )
         if self.kind == SCALAR:
             q = "SELECT pgbd_t.{c}::pg_catalog.oid AS o FROM {t} pgbd_t WHERE {c} IS NOT NULL"
         elif self.kind == ARRAY:
@@ -201,15 +233,31 @@ class RefColumn:
                 "SELECT pgbd_u AS o FROM {t} pgbd_t,"
                 " pg_catalog.unnest(pgbd_t.{c}::pg_catalog.oid[]) pgbd_u WHERE pgbd_u IS NOT NULL"
             )
-        else:
-            # Every run of digits (leading zeros dropped) that fits an OID: a superset of
-            # the OIDs the value holds, whatever its shape (text, jsonb, a composite).
+        elif self.kind == INT8:
             q = (
-                "SELECT pgbd_d::pg_catalog.int8::pg_catalog.oid AS o FROM {t} pgbd_t,"
-                " pg_catalog.regexp_matches(pgbd_t.{c}::text, '[0-9]+', 'g') pgbd_m,"
-                " LATERAL (SELECT NULLIF(pg_catalog.ltrim(pgbd_m[1], '0'), '') AS pgbd_d) pgbd_z"
-                " WHERE pg_catalog.length(pgbd_d) <= 10"
-                " AND pgbd_d::pg_catalog.int8 <= " + str(OID_MAX)
+                "SELECT pgbd_t.{c}::pg_catalog.oid AS o FROM {t} pgbd_t"
+                f" WHERE pgbd_t.{{c}} BETWEEN 0 AND {OID_MAX}"
+            )
+        elif self.kind == INT8_ARRAY:
+            q = (
+                "SELECT pgbd_u::pg_catalog.oid AS o FROM {t} pgbd_t,"
+                " pg_catalog.unnest(pgbd_t.{c}::pg_catalog.int8[]) pgbd_u"
+                f" WHERE pgbd_u BETWEEN 0 AND {OID_MAX}"
+            )
+        else:
+            # Every run of digits (leading zeros dropped) that fits an OID, and after a
+            # minus sign also what oid::int4 made of an OID of 2^31 or more (-1294967296
+            # for 3000000000: the OID + 2^32): a superset of the OIDs the value holds,
+            # whatever its shape (text, jsonb, a composite).
+            q = (
+                "SELECT pgbd_v::pg_catalog.oid AS o FROM {t} pgbd_t,"
+                " pg_catalog.regexp_matches(pgbd_t.{c}::text, '(-?)([0-9]+)', 'g') pgbd_m,"
+                " LATERAL (SELECT NULLIF(pg_catalog.ltrim(pgbd_m[2], '0'), '') AS pgbd_d) pgbd_z,"
+                " LATERAL (SELECT CASE WHEN pg_catalog.length(pgbd_d) <= 10"
+                " THEN pgbd_d::pg_catalog.int8 END AS pgbd_n) pgbd_y,"
+                " LATERAL (VALUES (pgbd_n), (CASE WHEN pgbd_m[1] = '-' AND pgbd_n <= "
+                f"{1 << 31} THEN {1 << 32} - pgbd_n END)) pgbd_w(pgbd_v)"
+                f" WHERE pgbd_v BETWEEN 1 AND {OID_MAX}"
             )
         if since is not None:
             xmin = full_xid("pgbd_t.xmin").replace("{", "{{").replace("}", "}}")
@@ -280,9 +328,24 @@ class References:
         return frozenset(c.relid for c in self.columns if c.relkind == "m")
 
     @property
-    def fingerprint(self) -> tuple[tuple[int, int, str], ...]:
-        """What must not change while a run goes: the columns, by table and number."""
-        return tuple(sorted((c.relid, c.attnum, c.kind) for c in self.columns))
+    def unpopulated(self) -> tuple[RefColumn, ...]:
+        """The columns of materialized views not populated: they hold no references now;
+        a run holds a REFRESH off while it unlinks (``lock_unpopulated``)."""
+        return tuple(c for c in self.columns if not c.populated)
+
+    @property
+    def fingerprint(self) -> tuple[tuple[int, int, str, bool], ...]:
+        """What must not change while a run goes: the columns, by table and number, and
+        whether a materialized view is populated (a REFRESH fills one)."""
+        return tuple(sorted((c.relid, c.attnum, c.kind, c.populated) for c in self.columns))
+
+    def notes(self) -> tuple[str, ...]:
+        """One line per materialized view not populated (they are read as empty)."""
+        views = dict.fromkeys(f"{c.schema}.{c.table}" for c in self.unpopulated)
+        return tuple(
+            f"materialized view {v} is not populated (WITH NO DATA): it holds no references"
+            for v in views
+        )
 
     def union(
         self, since: str | None = None, seen: frozenset[tuple[int, int]] = frozenset()
@@ -314,7 +377,15 @@ class References:
 def _column(row: Sequence[object], named: bool = False) -> RefColumn:
     return RefColumn(int(row[0]), int(row[1]), str(row[2]), str(row[3]), str(row[4]),  # type: ignore[call-overload]
                      str(row[5]), str(row[6]), bool(row[7]), bool(row[8]), bool(row[9]),
-                     str(row[10]), named, bool(row[11]))  # fmt: skip
+                     str(row[10]), named, bool(row[11]), bool(row[12]))  # fmt: skip
+
+
+def lock_unpopulated(conn: psycopg.Connection, refs: References) -> None:
+    """In ``conn``'s transaction, the ACCESS SHARE lock of every materialized view not
+    populated (LOCK TABLE refuses views): a REFRESH, which would fill one with references,
+    waits until the transaction ends. Needs SELECT on the column, as reading it does."""
+    for c in refs.unpopulated:
+        conn.execute(c.oids())
 
 
 def oid_array(oids: Sequence[int]) -> str:
@@ -348,6 +419,9 @@ def discover(conn: psycopg.Connection, named: Sequence[tuple[str, str]] = ()) ->
     types = [int(r[0]) for r in kinds]
     params: dict[str, object] = {"types": types, "kinds": [str(r[1]) for r in kinds]}
     found = {(int(r[0]), int(r[1])): _column(r) for r in conn.execute(_COLUMNS, params)}
+    if named:
+        ints = conn.execute(_NAMED_TYPES).fetchall()
+        params = {"types": [int(r[0]) for r in ints], "kinds": [str(r[1]) for r in ints]}
     for table, column in named:
         ident = sql.Identifier(*table.split(".")).as_string(conn)
         row = conn.execute(_NAMED, {**params, "column": column, "table": ident}).fetchone()

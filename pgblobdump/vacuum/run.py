@@ -94,6 +94,9 @@ def vacuum(
     with connect(conninfo, autocommit=True, doing="vacuum") as conn:
         refs = discover(conn, req.references)
         refs.refuse_unsafe(locking=not req.dry_run)
+        for n in refs.notes():
+            notes.append(n)
+            reporter.note(n)
         # horizon samples are read from it and --archive-to's OIDs written to it
         check_state_schema(conn, req.state_schema, "vacuum")
         rule = age.read(conn, req.min_age, req.state_schema)

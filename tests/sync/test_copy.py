@@ -4,6 +4,7 @@ touched, a kill -9 finished by running the copy again, SIGTERM cleaned up exactl
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -290,3 +291,16 @@ def test_a_bare_target_dbname_is_on_the_source_server_given_by_a_string(
     result = run("copy", "-d", src, "--target-dbname", str(name))
     assert result.exit_code == 0, result.output
     assert _los(dst) == 1
+
+
+def test_a_part_after_the_last_oid_is_empty(pg17: EmbeddedCluster, new_db: NewDb) -> None:
+    """The only LO at OID 4294967295: part 1/2 copies it, part 2/2 copies nothing (its
+    range used to start at 2^32: "OID out of range", exit 4)."""
+    src, dst = new_db(pg17), new_db(pg17)
+    with psycopg.connect(src, autocommit=True) as conn:
+        conn.execute("SELECT lo_from_bytea(4294967295, 'the last')")
+    results = [run("copy", "-d", src, "--target-dbname", dst, "--part", p, "--json")
+               for p in ("2/2", "1/2")]  # fmt: skip
+    assert [r.exit_code for r in results] == [0, 0], [r.output for r in results]
+    assert [json.loads(r.stdout)["los"] for r in results] == [0, 1]
+    assert state(dst) == state(src)

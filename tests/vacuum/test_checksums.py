@@ -84,3 +84,16 @@ def test_a_role_that_may_not_read_an_lo_is_told_in_one_line(
         c.execute("SELECT lo_from_bytea(1, 'secret')")
     r = run("inspect", "-d", as_role(db, "ck_reader"), "--checksums")
     assert_one_line_error(r, 4, "permission denied for large object 1")
+
+
+def test_the_last_oid_ends_the_walk(pg17: EmbeddedCluster, new_db: NewDb) -> None:
+    """An LO at OID 4294967295 (the largest): the walk stops there instead of asking for
+    OIDs from 2^32 on ("OID out of range")."""
+    db = new_db(pg17)
+    with psycopg.connect(db, autocommit=True) as c:
+        c.execute("SELECT lo_from_bytea(7, 'seven')")
+        c.execute("SELECT lo_from_bytea(4294967295, 'the last')")
+    r = run("inspect", "-d", db, "--checksums", "--json")
+    assert r.exit_code == 0, r.output
+    got = json.loads(r.stdout)["checksums"]
+    assert (got["los"], got["digest"]) == _expected(db) and got["los"] == 2

@@ -30,7 +30,8 @@ def test_inspect_reports_counts_columns_orphans_and_predictions(
     assert doc["size_bytes"] == 1048577
     assert [b["los"] for b in doc["histogram"]][:5] == [3, 0, 0, 0, 1]
     assert doc["columns"] == [{"column": "public.t.x", "type": "oid", "kind": "oid",
-                               "references": 3, "dangling": 1, "hidden": ""}]  # fmt: skip
+                               "references": 3, "dangling": 1, "hidden": "",
+                               "populated": True}]  # fmt: skip
     tools = {p["tool"] for p in doc["predictions"]}
     assert {"pg_dump 16 -Fc", "pg_dump 17 -Fd", "pg_restore 18 -Fc, one job"} <= tools
     md = run("inspect", "-d", db, "--markdown")
