@@ -139,6 +139,16 @@ class Ledger:
             yield pending
         self._enter(pending)
 
+    def claim(self, los: Sequence[tuple[int, int]]) -> None:
+        """In a transaction opened with no LOs: the OID ranges it creates, known only
+        once it has looked at what exists (a skipping restore, sync's rewrites). Entered
+        when it commits, and told to ``on_change`` as those given at its opening are."""
+        p = self.pending
+        assert p is not None and p.xid is not None and not p.los
+        p.los = list(los)
+        if self.on_change is not None and p.los:
+            self.on_change(self)
+
     def _enter(self, pending: Pending) -> None:
         for lo, hi in pending.los:
             if self.lo_ranges and self.lo_ranges[-1][1] + 1 == lo:

@@ -11,13 +11,14 @@ work in proportion to what changed.
    source has none of that OID at all.
 3. The target's LOs as ours, changed there, or foreign (sync/state.py), merged with the
    source's into a plan (sync/plan.py); ``dry_run`` stops here.
-4. LOs to rewrite are removed (only if still ours and unchanged on the target: metadata,
-   pages and comment checked again in the removing statement),
-   then they and the new ones are copied by copy's jobs (restore's writer, the ledger's
-   clean-up); ``delete``: LOs gone from the source that a copy or sync made are removed.
+4. ``delete``: LOs gone from the source that a copy or sync made are removed (only if
+   still ours and unchanged on the target: metadata, pages and comment checked again in
+   the removing statement). New LOs and those to rewrite are copied by copy's jobs
+   (restore's writer, the ledger's clean-up); the target's copy of an LO to rewrite is
+   removed (checked so too) in the transaction that writes the new one
+   (sync/rewrite.py): a sync cut short leaves the old copy or the new one, never none.
 5. The new mark replaces the old one, only once all of it succeeded: a sync cut short
-   leaves the old mark, and the next one does again whatever was not done (an LO being
-   rewritten is absent on the target until then).
+   leaves the old mark, and the next one does again whatever was not done.
 """
 
 from __future__ import annotations
@@ -35,10 +36,9 @@ from typing import TYPE_CHECKING, TypeVar
 import psycopg
 from psycopg import sql
 
-from pgblobdump.errors import PgBlobDumpError, UsageError
+from pgblobdump.errors import UsageError
 from pgblobdump.pg import catalog, changes
 from pgblobdump.pg.connect import describe, sql_errors
-from pgblobdump.pg.failure import as_error, with_more
 from pgblobdump.pg.ledger import to_ranges
 from pgblobdump.pg.lostream import Selection, Side
 from pgblobdump.report.reporter import QUIET, Reporter
@@ -128,37 +128,29 @@ def sync(src: str, dst: str, req: SyncRequest, reporter: Reporter = QUIET) -> Sy
             source.check_roles(leader, main, [sel])
         state.ensure(main)
         deleted = copied = nbytes = 0
-        progress: list[int] = []  # LOs to copy again removed so far, batch by batch
-        try:
-            with sql_errors("sync: on the target", describe(dst)):
-                if plan.rewrite or plan.forced:
-                    state.unlink(main, plan.rewrite, plan.forced, progress)
-                if req.delete and plan.gone:
-                    deleted = state.unlink(main, plan.gone)
-            if plan.segments:
-                total = len(plan.new) + len(plan.rewrite) + len(plan.forced)
-                reporter.task("syncing LOs", total)
-                # restore's writer, imported only when there is something to write
-                from pgblobdump.packed.request import OnConflict, RestoreRequest
-                from pgblobdump.sync.jobs import run_jobs
+        with sql_errors("sync: on the target", describe(dst)):
+            if req.delete and plan.gone:
+                deleted = state.unlink(main, plan.gone)
+        if plan.segments:
+            total = len(plan.new) + len(plan.rewrite) + len(plan.forced)
+            reporter.task("syncing LOs", total)
+            # restore's writer, imported only when there is something to write
+            from pgblobdump.packed.request import OnConflict, RestoreRequest
+            from pgblobdump.sync.jobs import run_jobs
+            from pgblobdump.sync.rewrite import Rewrites
 
-                rreq = RestoreRequest(on_conflict=OnConflict.SKIP, jobs=req.jobs)
-                feeds = _feeds(plan, sel, req.jobs)
-                workers = run_jobs(src, dst, snapshot, feeds, rreq, reporter, stack, "sync")
-                copied = sum(w.los for w in workers)
-                nbytes = sum(w.bytes for w in workers)
-                if kept := sum(w.skipped for w in workers):  # their removal found them changed
-                    reporter.note(
-                        f"{kept:,} LOs to copy were changed or made on the target while this"
-                        " sync ran: kept as they are (the next sync lists them as conflicts)"
-                    )
-        except (PgBlobDumpError, KeyboardInterrupt) as e:
-            removed = sum(progress)
-            if not removed:
-                raise
-            base = as_error(e, "sync", str, describe(dst))  # Ctrl-C, SIGTERM: Interrupted
-            raise with_more(base, f"the {removed:,} LOs it was copying again are absent from"
-                            " the target until the next sync") from e  # fmt: skip
+            rreq = RestoreRequest(on_conflict=OnConflict.SKIP, jobs=req.jobs)
+            feeds = _feeds(plan, sel, req.jobs)
+            again = Rewrites(plan.rewrite, plan.forced, catalog.pages_readable(main))
+            workers = run_jobs(src, dst, snapshot, feeds, rreq, reporter, stack, "sync",
+                               again or None)  # fmt: skip
+            copied = sum(w.los for w in workers)
+            nbytes = sum(w.bytes for w in workers)
+            if kept := sum(w.skipped for w in workers):  # found changed in their transaction
+                reporter.note(
+                    f"{kept:,} LOs to copy were changed or made on the target while this"
+                    " sync ran: kept as they are (the next sync lists them as conflicts)"
+                )
         with sql_errors("sync: on the target", describe(dst)):
             state.add_mark(main, key, now, replace=True)
             state.compact(main)
@@ -296,8 +288,8 @@ def _items(conn: psycopg.Connection, segments: list[list[int]], actions: list[in
             listed += actions[lo : lo + count]
             continue
         if listed:
-            yield from feed.listed_items(conn, listed)
+            yield from feed.listed_items(conn, listed, side)
             listed = []
         yield from feed.items(conn, Selection(first, last, sel.referenced_by), side)
     if listed:
-        yield from feed.listed_items(conn, listed)
+        yield from feed.listed_items(conn, listed, side)

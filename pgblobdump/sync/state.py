@@ -246,35 +246,47 @@ def held(
             yield Held(int(oid), kind, comment, dig)
 
 
-def unlink(
-    conn: psycopg.Connection,
-    oids: Sequence[int],
-    forced: Sequence[int] = (),
-    done: list[int] | None = None,
-) -> int:
-    """Remove the LOs ``oids`` that are still ours and unchanged here (checked again in the
-    same statement as ``held`` checks it, metadata, pages and comment: a writer on the
-    target meanwhile keeps its LO), and ``forced`` ones
-    whose metadata row is still the one a copy made (sync --force: their pages or comment
-    changed here; an LO made again at the OID, or given another owner or ACL, is never
-    removed). Batches sized from the lock
-    table (lo_unlink holds a lock per LO), each committed: ``done`` gets each batch's
-    count as it commits (what an interrupt leaves removed). Returns how many were."""
+def unlink(conn: psycopg.Connection, oids: Sequence[int], done: list[int] | None = None) -> int:
+    """Remove the LOs ``oids`` (sync --delete: gone from the source) that are still ours
+    and unchanged here (checked again in the same statement as ``held`` checks it,
+    metadata, pages and comment: a writer on the target meanwhile keeps its LO). Batches
+    sized from the lock table (lo_unlink holds a lock per LO), each committed: ``done``
+    gets each batch's count as it commits (what an interrupt leaves removed). Returns
+    how many were."""
     per = LockBudget.read(conn).per_transaction
     removed = 0
-    same = f"{ours('m')} AND {unchanged('m', catalog.pages_readable(conn))}"
-    for group, cond in ((list(oids), same), (list(forced), ours("m"))):
-        for i in range(0, len(group), per):
-            row = conn.execute(
-                "SELECT count(lo_unlink(m.oid)) FROM pg_catalog.pg_largeobject_metadata m"
-                f" WHERE m.oid = ANY(%s::int8[]::oid[]) AND {cond}",
-                (group[i : i + per],),
-            ).fetchone()
-            n = int(row[0]) if row else 0
-            removed += n
-            if done is not None:
-                done.append(n)
+    pages = catalog.pages_readable(conn)
+    group = list(oids)
+    for i in range(0, len(group), per):
+        with conn.transaction():
+            n = len(replace(conn, group[i : i + per], (), pages))
+        removed += n
+        if done is not None:
+            done.append(n)
     return removed
+
+
+def replace(
+    conn: psycopg.Connection, oids: Sequence[int], forced: Sequence[int], pages: bool
+) -> list[int]:
+    """In the caller's transaction: remove the LOs ``oids`` that are still ours and
+    unchanged here (as ``unlink`` checks them; ``pages``: whether this role may read
+    pg_largeobject), and ``forced`` ones whose metadata row is still the one a copy made
+    (sync --force: their pages or comment changed here; an LO made again at the OID, or
+    given another owner or ACL, is never removed). Returns the OIDs removed, ascending.
+    (A rewrite writes the new copy in the same transaction: a failure rolls back to the
+    old one.)"""
+    out: list[int] = []
+    same = f"{ours('m')} AND {unchanged('m', pages)}"
+    for group, cond in ((oids, same), (forced, ours("m"))):
+        if group:
+            rows = conn.execute(
+                "SELECT m.oid::int8, lo_unlink(m.oid) FROM pg_catalog.pg_largeobject_metadata m"
+                f" WHERE m.oid = ANY(%s::int8[]::oid[]) AND {cond}",
+                (list(group),),
+            ).fetchall()
+            out += (int(r[0]) for r in rows)
+    return sorted(out)
 
 
 def compact(conn: psycopg.Connection, at_least: int = 10_000) -> None:
