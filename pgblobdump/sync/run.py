@@ -58,13 +58,16 @@ by OID range (the dump's reader, pages in one COPY); shorter runs by OID list.""
 class SyncRequest:
     """``delete``: remove LOs gone from the source (only those a copy or sync made);
     ``force``: rewrite LOs changed on the target since a copy made them; ``dry_run``:
-    plan only."""
+    plan only; ``source_changed``: the source is not the database the last copy or sync
+    read, on purpose (else such a sync is refused: it would remove and overwrite what
+    was copied from that one)."""
 
     selection: Selection = field(default_factory=Selection)
     jobs: int = 1
     delete: bool = False
     force: bool = False
     dry_run: bool = False
+    source_changed: bool = False
 
     def __post_init__(self) -> None:
         if not 1 <= self.jobs <= 64:
@@ -101,7 +104,13 @@ def sync(src: str, dst: str, req: SyncRequest, reporter: Reporter = QUIET) -> Sy
         snapshot = str(row[0])
         now = changes.mark(leader)
         key = state.key_of(sel)
-        since = state.load_mark(main, key)
+        here = source.recorded(leader, src)
+        since, was = state.load_mark(main, key) or (None, state.Recorded())
+        other = None if since is None else source.another_source(since, was, now, here)
+        if other is not None and not req.source_changed:
+            if not req.dry_run:
+                raise UsageError(f"{other}: {ANOTHER}")
+            reporter.note(f"{other}: without --dry-run, sync refuses ({ANOTHER})")
         why = REFERENCED if sel.referenced_by else changes.unusable(leader, since, now)
         if not catalog.pages_readable(main):
             reporter.note(
@@ -152,7 +161,7 @@ def sync(src: str, dst: str, req: SyncRequest, reporter: Reporter = QUIET) -> Sy
                     " sync ran: kept as they are (the next sync lists them as conflicts)"
                 )
         with sql_errors("sync: on the target", describe(dst)):
-            state.add_mark(main, key, now, replace=True)
+            state.add_mark(main, key, now, here, replace=True)
             state.compact(main)
         with sql_errors("sync: on the source", describe(src)):
             leader.execute("COMMIT")
@@ -188,6 +197,13 @@ def _by_xids(leader: psycopg.Connection, main: psycopg.Connection, sel: Selectio
     plan.equal += sum(n for b, (n, _h) in src.items() if b not in bad) - plan.seen
     plan.sort()
     return plan
+
+
+ANOTHER = (
+    "a sync from another source would remove and overwrite the LOs copied from that one;"
+    " check -d and -p, or sync --source-changed if the source changed on purpose"
+)
+"""What a sync from another database than the last one read would do, and the way on."""
 
 
 REFERENCED = (

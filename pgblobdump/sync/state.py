@@ -45,8 +45,11 @@ COMMENT ON SCHEMA {SCHEMA} IS 'pgblobdump copy/sync state: which LOs they made (
 CREATE TABLE IF NOT EXISTS {SCHEMA}.made (
     first int8 NOT NULL, last int8 NOT NULL, xid xid8 NOT NULL);
 CREATE INDEX IF NOT EXISTS made_first ON {SCHEMA}.made (first, last);
-CREATE TABLE IF NOT EXISTS {SCHEMA}.marks (selection text NOT NULL, mark text NOT NULL);
+CREATE TABLE IF NOT EXISTS {SCHEMA}.marks (selection text NOT NULL, mark text NOT NULL, source text);
+ALTER TABLE {SCHEMA}.marks ADD COLUMN IF NOT EXISTS source text;
 """  # noqa: E501
+"""``marks.source``: where the mark was read (``Recorded`` as JSON; NULL in a state made
+before it was kept, which ``ensure`` brings up to date)."""
 
 LOCK_KEY = 0x70676264
 """The advisory lock under which the schema is created (parts of one copy race for it)."""
@@ -88,9 +91,19 @@ def exists(conn: psycopg.Connection) -> bool:
     return bool(row and row[0])
 
 
+def _current(conn: psycopg.Connection) -> bool:
+    """Whether the state's tables exist as this version makes them."""
+    row = conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_attribute WHERE attrelid = to_regclass(%s)"
+        " AND attname = 'source' AND NOT attisdropped)",
+        (f"{SCHEMA}.marks",),
+    ).fetchone()
+    return bool(row and row[0])
+
+
 def ensure(conn: psycopg.Connection) -> None:
     """Create the schema and its tables unless they exist (``conn`` in autocommit)."""
-    if exists(conn):
+    if _current(conn):
         return
     try:
         with conn.transaction():
@@ -145,30 +158,59 @@ def forget(conn: psycopg.Connection) -> bool:
 
 
 # -- marks: the source snapshots the target's LOs were read under ------------------------
-def load_mark(conn: psycopg.Connection, key: str) -> Mark | None:
-    """The mark of selection ``key`` (else of every LO, which covers any selection):
-    several rows (copy --part, a resumed copy) combine into one that counts as changed
-    whatever any of them would."""
+@dataclass(frozen=True)
+class Recorded:
+    """The source database a mark was read from, as recorded with it: ``name`` as
+    messages give it (``pg.connect.describe``: database, host and port, never a
+    password) and ``datname``, its name on its server. None: not recorded (a state made
+    before they were)."""
+
+    name: str | None = None
+    datname: str | None = None
+
+    def to_json(self) -> str:
+        return json.dumps({"name": self.name, "datname": self.datname})
+
+    @classmethod
+    def from_json(cls, text: str | None) -> Recorded:
+        if text is None:
+            return cls()
+        d = json.loads(text)
+        return cls(d.get("name"), d.get("datname"))
+
+
+def load_mark(conn: psycopg.Connection, key: str) -> tuple[Mark, Recorded] | None:
+    """The mark of selection ``key`` (else of every LO, which covers any selection) and
+    the source it was read from: several rows (copy --part, a resumed copy) combine into
+    one that counts as changed whatever any of them would."""
     if not exists(conn):
         return None
     for k in (key, ALL):
-        rows = conn.execute(f"SELECT mark FROM {SCHEMA}.marks WHERE selection = %s", (k,))
-        marks = [Mark.from_json(r[0]) for r in rows.fetchall()]
+        rows = conn.execute(  # (to_jsonb: a state made before the column was has none)
+            f"SELECT k.mark, to_jsonb(k) ->> 'source' FROM {SCHEMA}.marks k WHERE selection = %s",
+            (k,),
+        ).fetchall()
+        marks = [(Mark.from_json(r[0]), r[1]) for r in rows]
         if marks:
-            out = marks[0]
-            for m in marks[1:]:
-                out = out.union(m) if (m.cluster, m.database) == (out.cluster, out.database) else m
-            return out
+            out, source = marks[0]
+            for m, src in marks[1:]:
+                if (m.cluster, m.database) == (out.cluster, out.database):
+                    out = out.union(m)
+                else:
+                    out, source = m, src
+            return out, Recorded.from_json(source)
     return None
 
 
-def add_mark(conn: psycopg.Connection, key: str, mark: Mark, replace: bool = False) -> None:
-    """Record that selection ``key`` was read under ``mark`` (``replace``: a sync that
-    finished: the earlier ones of the key are no longer needed)."""
+def add_mark(conn: psycopg.Connection, key: str, mark: Mark, source: Recorded,
+             replace: bool = False) -> None:  # fmt: skip
+    """Record that selection ``key`` was read under ``mark`` from ``source`` (``replace``:
+    a sync that finished: the earlier ones of the key are no longer needed)."""
     with conn.transaction():
         if replace:
             conn.execute(f"DELETE FROM {SCHEMA}.marks WHERE selection = %s", (key,))
-        conn.execute(f"INSERT INTO {SCHEMA}.marks VALUES (%s, %s)", (key, mark.to_json()))
+        conn.execute(f"INSERT INTO {SCHEMA}.marks VALUES (%s, %s, %s)",
+                     (key, mark.to_json(), source.to_json()))  # fmt: skip
 
 
 # -- the target's LOs as a sync sees them -------------------------------------------------
