@@ -140,7 +140,8 @@ def copy_cmd(target: ConnectionTarget, to: ConnectionTarget, oids: tuple[int, in
     "--force",
     is_flag=True,
     help="Overwrite LOs whose bytes or comment changed on the target since a copy or sync"
-    " made them (never one given another owner or ACL there, or made again there).",
+    " made them, and copy again those unlinked there (never one given another owner or ACL"
+    " there, or made again there).",
 )
 @click.option(
     "--source-changed",
@@ -171,7 +172,8 @@ def sync_cmd(target: ConnectionTarget, to: ConnectionTarget, oids: tuple[int, in
     removes those a copy or sync made). An LO changed on the target since it was
     copied is a conflict: kept, unless --force overwrites it (only one whose bytes or
     comment changed: one given another owner or ACL on the target, or unlinked and made
-    again there, is always kept) (exit 4 when any is left).
+    again there, is always kept); so is one unlinked on the target ("deleted on the
+    target": not made again unless --force) (exit 4 when any is left).
 
     Changes are found from the source's transaction ids since the snapshot the last
     copy or sync read (kept in the target, schema pgblobdump_sync); when that cannot be
@@ -220,7 +222,7 @@ def sync_cmd(target: ConnectionTarget, to: ConnectionTarget, oids: tuple[int, in
                     f"{conflicts:,} LOs in conflict left as they are (the first: LO"
                     f" {result.plan.conflicts[0].oid}, {result.plan.conflicts[0].why});"
                     " sync --dry-run lists them, --force overwrites those whose bytes or"
-                    " comment changed there"
+                    " comment changed there and copies again those deleted there"
                 )
             return
         click.echo(f"sync {runs}: {_summary(result.record())}", err=True)
@@ -228,5 +230,6 @@ def sync_cmd(target: ConnectionTarget, to: ConnectionTarget, oids: tuple[int, in
 
 
 def _summary(record: dict[str, Any]) -> str:
-    keys = ("new", "rewrite", "gone", "conflicts", "equal", "deleted", "seconds")
-    return ", ".join(f"{k} {record[k]}" for k in keys)
+    keys = ("new", "rewrite", "gone", "conflicts", "deleted_on_target", "equal", "deleted",
+            "seconds")  # fmt: skip
+    return ", ".join(f"{k.replace('_', ' ')} {record[k]}" for k in keys)

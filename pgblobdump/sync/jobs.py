@@ -86,6 +86,7 @@ def run_jobs(
         w = Restorer(conn, Ledger(dst, what), req, reporter)
         w.all_checked = True  # roles were checked for the whole selection
         w.writer.ledger.on_change = _recorder(conn)
+        w.writer.ledger.on_remove = state.uncover  # a clean-up's removals are ours
         w.replacing = replacing
         workers.append(w)
     crew = Crew(workers, f"pgblobdump-{what}")

@@ -122,8 +122,9 @@ def sync(src: str, dst: str, req: SyncRequest, reporter: Reporter = QUIET) -> Sy
             method = f"digests computed on each server: {why}"
             reporter.note(f"comparing per-LO digests on both servers ({why})")
             # the target's pass runs beside the source's: both servers read at once
+            made = state.coverage(main, sel.first, sel.last)
             with _ahead(state.held(main, sel.first, sel.last, True)) as held:
-                plan = decide(changes.digests(leader, sel), held, req.force, True)
+                plan = decide(changes.digests(leader, sel), held, req.force, True, made=made)
             if sel.referenced_by:
                 _only_gone_from_the_source(leader, plan)
         else:
@@ -180,12 +181,13 @@ def _by_xids(leader: psycopg.Connection, main: psycopg.Connection, sel: Selectio
         sql.Literal(sel.first), sql.Literal(sel.last)))  # fmt: skip
     differ = sorted(b for b in src.keys() | tgt.keys() if src.get(b) != tgt.get(b))
     plan = Plan()
+    made = state.coverage(main, sel.first, sel.last) if differ else None
     for lo, hi in to_ranges(differ):
         first = max(sel.first, lo << changes.BUCKET_BITS)
         last = min(sel.last, ((hi + 1) << changes.BUCKET_BITS) - 1)
         with _ahead(state.held(main, first, last, False)) as held:
             decide(changes.scan(leader, Selection(first, last, sel.referenced_by), since), held,
-                   force, False, plan)  # fmt: skip
+                   force, False, plan, made=made)  # fmt: skip
     bad = set(differ)
 
     def equal_buckets(rows: Iterator[T]) -> Iterator[T]:

@@ -8,10 +8,17 @@ all). An LO is *ours* when a row covers its OID and its ``pg_largeobject_metadat
 still carries that transaction's id as ``xmin``: an LO made by another session at an OID
 we once used (after a clean-up removed ours), or one whose owner or ACL was changed on the
 target since, is not ours any more, whatever the rows say.
+
+What copy and sync remove themselves (sync --delete, a failed run's clean-up) leaves the
+rows' ranges in the same transaction (``uncover``), and compaction keeps the OIDs of LOs
+that are gone: so an OID the rows cover whose LO is missing from the target was unlinked
+there, by someone else (``coverage``; sync calls it a conflict, "deleted on the target",
+and copies it again only with --force).
 """
 
 from __future__ import annotations
 
+import bisect
 import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -22,6 +29,7 @@ from psycopg import sql
 from pgblobdump.errors import DatabaseError
 from pgblobdump.pg import catalog
 from pgblobdump.pg.changes import DIGEST, Mark, page_range
+from pgblobdump.pg.ledger import to_ranges
 from pgblobdump.pg.locks import LockBudget
 from pgblobdump.pg.lostream import Selection
 
@@ -301,7 +309,9 @@ def unlink(conn: psycopg.Connection, oids: Sequence[int], done: list[int] | None
     group = list(oids)
     for i in range(0, len(group), per):
         with conn.transaction():
-            n = len(replace(conn, group[i : i + per], (), pages))
+            gone = replace(conn, group[i : i + per], (), pages)
+            uncover(conn, to_ranges(gone))
+        n = len(gone)
         removed += n
         if done is not None:
             done.append(n)
@@ -331,9 +341,68 @@ def replace(
     return sorted(out)
 
 
+_FORGET = f"""
+WITH r AS (SELECT lo, hi FROM unnest(%s::int8[], %s::int8[]) AS u(lo, hi)),
+hit AS (DELETE FROM {SCHEMA}.made d USING r WHERE r.lo <= d.last AND r.hi >= d.first
+        RETURNING d.first, d.last, d.xid),
+cut AS (SELECT h.first, h.last, h.xid, r.lo, r.hi
+        FROM (SELECT DISTINCT first, last, xid FROM hit) h
+        JOIN r ON r.lo <= h.last AND r.hi >= h.first),
+keep AS (SELECT xid, coalesce(lag(hi) OVER w + 1, first) AS f, lo - 1 AS l FROM cut
+         WINDOW w AS (PARTITION BY first, last, xid ORDER BY lo)
+         UNION ALL
+         SELECT xid, max(hi) + 1, last FROM cut GROUP BY first, last, xid)
+INSERT INTO {SCHEMA}.made SELECT f, l, xid FROM keep WHERE f <= l
+"""
+"""Each ``made`` row that meets the ranges ``r`` (ascending, disjoint) replaced by its
+parts outside them: the gaps between the ranges it meets, and what is left at its ends."""
+
+
+def uncover(conn: psycopg.Connection, ranges: Sequence[tuple[int, int]]) -> None:
+    """Leave the OID ranges ``ranges`` (ascending, disjoint) out of ``made``: LOs copy or
+    sync removed (sync --delete, a failed run's clean-up), in the removing transaction. A
+    missing LO that a row still covers was unlinked by someone else (``coverage``)."""
+    if ranges:
+        conn.execute(_FORGET, ([lo for lo, _ in ranges], [hi for _, hi in ranges]))
+
+
+class Coverage:
+    """OIDs as ascending, disjoint, merged inclusive ranges, asked about one by one."""
+
+    def __init__(self, ranges: list[tuple[int, int]]) -> None:
+        self.firsts = [lo for lo, _ in ranges]
+        self.lasts = [hi for _, hi in ranges]
+
+    def __contains__(self, oid: int) -> bool:
+        i = bisect.bisect_right(self.firsts, oid) - 1
+        return i >= 0 and oid <= self.lasts[i]
+
+
+_COVERAGE = f"""
+SELECT min(first), max(last) FROM (
+  SELECT first, last, count(*) FILTER (WHERE brk) OVER (ORDER BY first, last) AS grp FROM (
+    SELECT first, last, coalesce(first > max(last) OVER (ORDER BY first, last ROWS BETWEEN
+                                 UNBOUNDED PRECEDING AND 1 PRECEDING) + 1, true) AS brk
+    FROM {SCHEMA}.made WHERE last >= %s AND first <= %s) a) b
+GROUP BY grp ORDER BY 1
+"""
+"""The rows' ranges meeting first..last, merged where they overlap or touch."""
+
+
+def coverage(conn: psycopg.Connection, first: int, last: int) -> Coverage:
+    """The OIDs in ``first..last`` of LOs a copy or sync made and did not remove since:
+    the target should hold each, and one it does not was unlinked there by someone else."""
+    if not exists(conn):
+        return Coverage([])
+    rows = conn.execute(_COVERAGE, (first, last)).fetchall()
+    return Coverage([(int(lo), int(hi)) for lo, hi in rows])
+
+
 def compact(conn: psycopg.Connection, at_least: int = 10_000) -> None:
-    """Rewrite ``made`` as the ranges of LOs that are ours now (consecutive OIDs of one
-    transaction): rows of LOs since rewritten or removed go. Only past ``at_least`` rows."""
+    """Rewrite ``made`` as the ranges of LOs that are ours now and of those gone from the
+    target (consecutive OIDs of one transaction): rows of LOs since rewritten, made again
+    or given another owner or ACL on the target go, and a missing LO stays covered (it
+    was unlinked there: ``coverage``). Only past ``at_least`` rows."""
     row = conn.execute(f"SELECT count(*) FROM {SCHEMA}.made").fetchone()
     if not row or int(row[0]) < at_least:
         return
@@ -341,12 +410,20 @@ def compact(conn: psycopg.Connection, at_least: int = 10_000) -> None:
         conn.execute(f"LOCK TABLE {SCHEMA}.made")
         conn.execute(
             f"""CREATE TEMP TABLE pgbd_made ON COMMIT DROP AS
-            SELECT min(o) AS first, max(o) AS last, x AS xid FROM (
-              SELECT o, x, o - row_number() OVER (PARTITION BY x ORDER BY o) AS g FROM (
+            WITH kept AS (
                 SELECT DISTINCT ON (m.oid) m.oid::int8 AS o, d.xid AS x
                 FROM pg_catalog.pg_largeobject_metadata m JOIN {SCHEMA}.made d
                   ON d.first <= m.oid::int8 AND d.last >= m.oid::int8 AND {xid_matches("m")}
-                ORDER BY m.oid) s) t
+                ORDER BY m.oid),
+            gone AS (
+                SELECT DISTINCT ON (g.o) g.o, d.xid AS x
+                FROM {SCHEMA}.made d, generate_series(d.first, d.last) g(o)
+                WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_largeobject_metadata m
+                                  WHERE m.oid = g.o::oid)
+                ORDER BY g.o, d.xid DESC)
+            SELECT min(o) AS first, max(o) AS last, x AS xid FROM (
+              SELECT o, x, o - row_number() OVER (PARTITION BY x ORDER BY o) AS g FROM (
+                SELECT o, x FROM kept UNION ALL SELECT o, x FROM gone) s) t
             GROUP BY x, g"""
         )
         conn.execute(f"DELETE FROM {SCHEMA}.made")
