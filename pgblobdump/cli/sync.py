@@ -140,7 +140,15 @@ def copy_cmd(target: ConnectionTarget, to: ConnectionTarget, oids: tuple[int, in
     "--force",
     is_flag=True,
     help="Overwrite LOs whose bytes or comment changed on the target since a copy or sync"
-    " made them (never one given another owner or ACL there, or made again there).",
+    " made them, and copy again those unlinked there (never one given another owner or ACL"
+    " there, or made again there).",
+)
+@click.option(
+    "--source-changed",
+    is_flag=True,
+    help="-d is not the database the last copy or sync read, on purpose (an upgraded or"
+    " restored source): sync from it all the same (else refused, since it would remove and"
+    " overwrite what was copied from the other).",
 )
 @click.option("--dry-run", is_flag=True, help="List what would be done; change nothing.")
 @click.option(
@@ -155,7 +163,7 @@ def copy_cmd(target: ConnectionTarget, to: ConnectionTarget, oids: tuple[int, in
 @output_options
 def sync_cmd(target: ConnectionTarget, to: ConnectionTarget, oids: tuple[int, int],
              referenced_by: tuple[tuple[str, str], ...], jobs: int, delete: bool, force: bool,
-             dry_run: bool, watch: int | None, forget: bool,
+             source_changed: bool, dry_run: bool, watch: int | None, forget: bool,
              fmt: Format) -> None:  # fmt: skip
     """Bring the LOs of --target-dbname to equal those of -d as of one source snapshot,
     with work in proportion to what changed: new LOs copied; LOs written, appended,
@@ -164,12 +172,15 @@ def sync_cmd(target: ConnectionTarget, to: ConnectionTarget, oids: tuple[int, in
     removes those a copy or sync made). An LO changed on the target since it was
     copied is a conflict: kept, unless --force overwrites it (only one whose bytes or
     comment changed: one given another owner or ACL on the target, or unlinked and made
-    again there, is always kept) (exit 4 when any is left).
+    again there, is always kept); so is one unlinked on the target ("deleted on the
+    target": not made again unless --force) (exit 4 when any is left).
 
     Changes are found from the source's transaction ids since the snapshot the last
     copy or sync read (kept in the target, schema pgblobdump_sync); when that cannot be
-    exact (no state, another source, a role that may not read pg_largeobject), per-LO
-    digests are computed on each server instead, and the run says so. With
+    exact (no state, a role that may not read pg_largeobject), per-LO digests are
+    computed on each server instead, and the run says so. A source other than the
+    database the last copy or sync read (a typo in -d, the wrong port) is refused before
+    anything is written, unless --source-changed says it is on purpose. With
     --referenced-by they always are (an LO newly referenced leaves no trace in the
     LOs' transaction ids), and an LO of ours that is no longer referenced is gone
     (listed, deleted with --delete) only when the source has no LO of that OID at all.
@@ -190,7 +201,8 @@ def sync_cmd(target: ConnectionTarget, to: ConnectionTarget, oids: tuple[int, in
         return
     if watch is not None and dry_run:
         raise UsageError("--watch and --dry-run do not go together")
-    req = SyncRequest(Selection(*oids, referenced_by), jobs, delete, force, dry_run)
+    req = SyncRequest(Selection(*oids, referenced_by), jobs, delete, force, dry_run,
+                      source_changed)  # fmt: skip
     runs = 0
     while True:
         with reporter("syncing LOs", 0) as rep:
@@ -210,7 +222,7 @@ def sync_cmd(target: ConnectionTarget, to: ConnectionTarget, oids: tuple[int, in
                     f"{conflicts:,} LOs in conflict left as they are (the first: LO"
                     f" {result.plan.conflicts[0].oid}, {result.plan.conflicts[0].why});"
                     " sync --dry-run lists them, --force overwrites those whose bytes or"
-                    " comment changed there"
+                    " comment changed there and copies again those deleted there"
                 )
             return
         click.echo(f"sync {runs}: {_summary(result.record())}", err=True)
@@ -218,5 +230,6 @@ def sync_cmd(target: ConnectionTarget, to: ConnectionTarget, oids: tuple[int, in
 
 
 def _summary(record: dict[str, Any]) -> str:
-    keys = ("new", "rewrite", "gone", "conflicts", "equal", "deleted", "seconds")
-    return ", ".join(f"{k} {record[k]}" for k in keys)
+    keys = ("new", "rewrite", "gone", "conflicts", "deleted_on_target", "equal", "deleted",
+            "seconds")  # fmt: skip
+    return ", ".join(f"{k.replace('_', ' ')} {record[k]}" for k in keys)

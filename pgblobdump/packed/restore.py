@@ -4,7 +4,10 @@ comments, in batches sized from the server's lock table.
 Every batch is one transaction through the shared LO writer (pg/lo.py) and the run's
 ledger: a failure or an interrupt removes exactly the LOs this run created, and says so.
 ``resume`` (after a kill -9, when no clean-up could run) skips the LOs that exist: batches
-commit whole, so an LO that exists was restored completely.
+commit whole, so an LO that exists was restored completely. A skipping batch finds what
+exists inside its own transaction, and only then tells the ledger what it creates; there
+too, a run that writes LOs anew in place of the target's (sync) removes their old copies
+(``Replacing``), so that a failure leaves the old copy, never no copy.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from concurrent import futures
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import psycopg
 import psycopg.errors
@@ -72,6 +76,22 @@ class _Abandoned(Exception):
     """Rolls back the transaction of a large LO that damage cut short."""
 
 
+class Replacing(Protocol):
+    """LOs a run writes anew in place of the target's copies (sync's rewrites): the old
+    copy goes in the very transaction that writes the new one, so a failure rolls back
+    to it. Each removal holds a lock until commit: batches count them in their budget."""
+
+    def __contains__(self, oid: int) -> bool:
+        """Whether LO ``oid`` is one to replace."""
+        ...
+
+    def remove(self, conn: psycopg.Connection, oids: list[int], xid: str) -> set[int]:
+        """In transaction ``xid`` on ``conn``: remove the old copies of ``oids`` (each one
+        to replace) that may be replaced now; returns those removed. The others, if they
+        exist, are skipped as any existing LO is."""
+        ...
+
+
 class Restorer:
     def __init__(
         self, conn: psycopg.Connection, ledger: Ledger, req: RestoreRequest, reporter: Reporter
@@ -90,9 +110,13 @@ class Restorer:
         self.further = Further()  # the batch's LOs with holes: their runs after the first
         self.gathering = Gatherer()  # the pieces of one, coming
         # Creating LOs and one GRANT (or ACL update) for many takes no lock per LO; a
-        # comment does, until commit: a batch holds at most the lock budget of them.
-        self.batch_comments = 0
-        self.comments_max = max(1, self.writer.budget.per_transaction // req.sharing)
+        # comment does, and so does removing an LO replaced, until commit: a batch holds
+        # at most the lock budget of them.
+        self.batch_locks = 0
+        self.locks_max = max(1, self.writer.budget.per_transaction // req.sharing)
+        self.replacing: Replacing | None = None
+        """LOs to write in place of the target's (needs ``req.skipping``)."""
+        self.batch_replacing: list[int] = []
         self._checked: set[Meta] = set()
         self.all_checked = False  # every Meta of the archive was checked up front
         # What every Meta of the archive holds, once known (``know``): a batch whose LOs
@@ -165,28 +189,30 @@ class Restorer:
     def _take_whole(self, run: WholeLos, holes: Gathering | None = None) -> None:
         """``holes``: the run's one LO has holes, its runs after the first and length."""
         self._check(run.metas)
-        comments = 0
+        locks = 0
         if not self.req.no_comments and self.any_comment:
-            comments = sum(m.comment is not None for m in run.metas)
-            if comments and self.batch_comments + comments > self.comments_max:
-                if len(run.oids) > 1:  # split it where the lock budget says
-                    for one in run.pieces():
-                        self._take_whole(
-                            WholeLos([one.oid], [one.meta], [one.data], [one.checksum])
-                        )
-                    return
-                self.flush()
+            locks = sum(m.comment is not None for m in run.metas)
+        replacing = self.replacing
+        mine = [o for o in run.oids if o in replacing] if replacing is not None else []
+        locks += len(mine)
+        if locks and self.batch_locks + locks > self.locks_max:
+            if len(run.oids) > 1:  # split it where the lock budget says
+                for one in run.pieces():
+                    self._take_whole(WholeLos([one.oid], [one.meta], [one.data], [one.checksum]))
+                return
+            self.flush()
         self.oids += run.oids
         self.metas += run.metas
         self.datas += run.datas
+        self.batch_replacing += mine
         self.batch_bytes += sum(map(len, run.datas))
         if holes is not None:
             self.batch_bytes += self.further.add(holes)
-        self.batch_comments += comments
+        self.batch_locks += locks
         if (
             len(self.oids) >= BATCH_LOS
             or self.batch_bytes >= BATCH_BYTES
-            or self.batch_comments >= self.comments_max
+            or self.batch_locks >= self.locks_max
         ):
             self.flush()
 
@@ -214,13 +240,18 @@ class Restorer:
             self.flush()
             self.wait()
             self._check((p.meta,))
-            if self.req.skipping and self._existing([p.oid]):
-                self.skipped += 1
-                self._large = contextlib.ExitStack()  # swallow its pieces
-                self._large_batch = None
-                return
             self._large = contextlib.ExitStack()
-            self._large_batch = self._large.enter_context(self.writer.batch_of([p.oid]))
+            if not self.req.skipping:
+                self._large_batch = self._large.enter_context(self.writer.batch_of([p.oid]))
+            else:
+                self._large_batch = self._large.enter_context(self.writer.batch_of_ranges([]))
+                mine = [p.oid] if self.replacing is not None and p.oid in self.replacing else []
+                if self._claim([p.oid], mine)[0]:
+                    self.skipped += 1
+                    self._large.close()  # its transaction made nothing
+                    self._large = contextlib.ExitStack()  # swallow its pieces
+                    self._large_batch = None
+                    return
         assert self._large is not None
         if self._large_batch is not None:  # holes between pieces are left missing
             self._large_batch.write_at(p.oid, p.offset, p.data, p.size if p.last else None,
@@ -241,6 +272,22 @@ class Restorer:
     def _existing(self, oids: list[int]) -> set[int]:
         return catalog.existing(self.conn, oids)
 
+    def _claim(self, oids: list[int], replacing: list[int]) -> tuple[set[int], set[int]]:
+        """In a skipping batch's transaction, opened with no LOs: the old copies of
+        ``replacing`` removed, then which of ``oids`` exist (skipped), and the ledger
+        told which it creates. Those replacing a copy are not among them: a failed run's
+        clean-up removes what the ledger holds, and must not leave no copy at all.
+        Returns (OIDs that exist, OIDs replaced)."""
+        ledger = self.writer.ledger
+        replaced: set[int] = set()
+        if replacing:
+            assert self.replacing is not None and ledger.pending is not None
+            assert ledger.pending.xid is not None
+            replaced = self.replacing.remove(self.conn, replacing, ledger.pending.xid)
+        there = self._existing(oids)
+        ledger.claim(to_ranges([o for o in oids if o not in there and o not in replaced]))
+        return there, replaced
+
     def flush(self) -> None:
         """Hand the batch to the writer thread, once it has written the one before: the
         server creates one batch while the next is decoded and planned here (the writer
@@ -248,12 +295,13 @@ class Restorer:
         if not self.oids:
             return
         oids, metas, datas, further = self.oids, self.metas, self.datas, self.further
+        replacing, self.batch_replacing = self.batch_replacing, []
         empty = not self.batch_bytes
         self.oids, self.metas, self.datas, self.further = [], [], [], Further()
-        self.batch_bytes = self.batch_comments = 0
+        self.batch_bytes = self.batch_locks = 0
         plan = None if self.req.skipping else self._plan(oids, metas, datas, empty, further)
         self.wait()
-        self._job = _in_thread(self._write, oids, metas, datas, further, plan)
+        self._job = _in_thread(self._write, oids, metas, datas, further, plan, replacing)
 
     def wait(self) -> None:
         """Wait for the batch being written (its error is raised here): before the
@@ -331,30 +379,36 @@ class Restorer:
         datas: list[bytes | memoryview],
         further: Further,
         plan: _Plan | None,
+        replacing: list[int],
     ) -> None:
         """One batch: one transaction through the ledger (runs in the writer thread)."""
-        if plan is None:  # skipping: what exists is known only now
-            there = self._existing(oids)
-            if there:
-                self.skipped += len(there)
-                keep = [i for i, o in enumerate(oids) if o not in there]
-                if not keep:
-                    return
-                oids = [oids[i] for i in keep]
-                metas = [metas[i] for i in keep]
-                datas = [datas[i] for i in keep]
-                further = further.without(there)
-            plan = self._plan(oids, metas, datas, not any(map(len, datas)), further)
-        with self.writer.batch_of_ranges(plan.ranges) as b:
-            for owner, empty, full, contents in plan.creates:
-                if empty:
-                    b.create_many_empty(empty, owner)
-                if full:
-                    b.create(full, contents, owner)
-            plan.further.write(b)
-            self._decorate(b, plan)
+        if plan is not None:
+            with self.writer.batch_of_ranges(plan.ranges) as b:
+                self._create(b, plan)
+        else:  # skipping: what exists is known only in the batch's transaction
+            with self.writer.batch_of_ranges([]) as b:
+                there, _ = self._claim(oids, replacing)
+                if there:
+                    self.skipped += len(there)
+                    keep = [i for i, o in enumerate(oids) if o not in there]
+                    oids = [oids[i] for i in keep]
+                    metas = [metas[i] for i in keep]
+                    datas = [datas[i] for i in keep]
+                    further = further.without(there)
+                plan = self._plan(oids, metas, datas, not any(map(len, datas)), further)
+                if oids:
+                    self._create(b, plan)
         self.los += plan.los
         self.bytes += plan.bytes
+
+    def _create(self, b: Batch, plan: _Plan) -> None:
+        for owner, empty, full, contents in plan.creates:
+            if empty:
+                b.create_many_empty(empty, owner)
+            if full:
+                b.create(full, contents, owner)
+        plan.further.write(b)
+        self._decorate(b, plan)
 
     def _decorate(self, b: Batch, plan: _Plan) -> None:
         if plan.acls is not None:

@@ -107,6 +107,11 @@ class Ledger:
     on_change: Callable[[Ledger], None] | None = field(default=None, repr=False)
     """Told when a transaction is about to create something, before it can commit (the
     restore journal keeps what a kill -9 would leave, counting what may commit)."""
+    on_remove: Callable[[psycopg.Connection, list[tuple[int, int]]], None] | None = field(
+        default=None, repr=False
+    )
+    """Told of each OID range clean-up removes, on its connection, in the removing
+    transaction (copy and sync: what they made and removed is no longer expected)."""
 
     @property
     def empty(self) -> bool:
@@ -138,6 +143,16 @@ class Ledger:
                 self.on_change(self)
             yield pending
         self._enter(pending)
+
+    def claim(self, los: Sequence[tuple[int, int]]) -> None:
+        """In a transaction opened with no LOs: the OID ranges it creates, known only
+        once it has looked at what exists (a skipping restore, sync's rewrites). Entered
+        when it commits, and told to ``on_change`` as those given at its opening are."""
+        p = self.pending
+        assert p is not None and p.xid is not None and not p.los
+        p.los = list(los)
+        if self.on_change is not None and p.los:
+            self.on_change(self)
 
     def _enter(self, pending: Pending) -> None:
         for lo, hi in pending.los:
@@ -232,11 +247,14 @@ class Ledger:
         while self.lo_ranges:
             lo, hi = self.lo_ranges[0]
             top = min(hi, lo + per_batch - 1)
-            conn.execute(
-                "SELECT count(lo_unlink(oid)) FROM pg_catalog.pg_largeobject_metadata"
-                " WHERE oid BETWEEN %s::int8::oid AND %s::int8::oid",
-                (lo, top),
-            )
+            with conn.transaction():
+                conn.execute(
+                    "SELECT count(lo_unlink(oid)) FROM pg_catalog.pg_largeobject_metadata"
+                    " WHERE oid BETWEEN %s::int8::oid AND %s::int8::oid",
+                    (lo, top),
+                )
+                if self.on_remove is not None:
+                    self.on_remove(conn, [(lo, top)])
             self.lo_ranges[0] = (top + 1, hi)
             if top == hi:
                 self.lo_ranges.pop(0)

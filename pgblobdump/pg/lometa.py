@@ -42,7 +42,7 @@ SELECT w.oids, w.owners, w.acls::text,
        (SELECT json_agg(json_build_array(d.objoid::int8, d.description))::text
         FROM pg_catalog.pg_description d
         WHERE d.classoid = 'pg_catalog.pg_largeobject'::regclass AND d.objsubid = 0
-          AND d.objoid >= {start}::int8::oid AND d.objoid <= w.last),
+          AND d.objoid >= {start}::int8::oid AND d.objoid <= w.last{only}),
        {paged}
 FROM w
 """
@@ -137,11 +137,13 @@ def _learn(conn: psycopg.Connection, owners: list[int], plain: dict[int, MetaTup
 
 def windows(
     conn: psycopg.Connection, cond: sql.Composable, first: int, last: int, size: int,
-    pages: bool = False,
+    pages: bool = False, only: sql.Composable | None = None,
 ) -> Iterator[Window]:  # fmt: skip
     """The LOs from ``first`` to ``last`` selected by ``cond`` (on ``m.oid``), ``size``
     at a time, in OID order; ``pages``: ask whether each window has pages (for a role
-    that may read ``pg_largeobject``: a window without any is all empty LOs)."""
+    that may read ``pg_largeobject``: a window without any is all empty LOs). ``only``
+    (`` AND d.objoid = ANY(...)``): the comments of a list's LOs alone are read, not
+    those of every LO between them."""
     start = first
     plain: dict[int, MetaTuple] = {}  # owner OID -> (its name, None, None)
 
@@ -149,6 +151,7 @@ def windows(
         lit = sql.Literal(start)
         return sql.SQL(_WINDOW).format(
             cond=cond, start=lit, last=sql.Literal(last), n=sql.Literal(size),
+            only=only if only is not None else sql.SQL(""),
             paged=sql.SQL(_PAGED).format(start=lit) if pages else sql.SQL("NULL::bool"),
         )  # fmt: skip
 

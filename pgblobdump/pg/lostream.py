@@ -152,7 +152,9 @@ def iter_los(
     # the window's start; the index alone gives them in order. (The window's COPYs want
     # the same plans: they stay set for them, one statement.)
     in_index_order(conn)
-    for oids, metas, paged in lometa.windows(conn, cond, sel.first, sel.last, WINDOW, by_pages):
+    only = sel.only_sql(sql.SQL("d.objoid"))
+    for oids, metas, paged in lometa.windows(conn, cond, sel.first, sel.last, WINDOW, by_pages,
+                                             only):  # fmt: skip
         if paged is False:  # no page from the window's first OID to its last: all empty
             yield LoRun(oids, metas, [0] * len(oids), b"")
             continue
@@ -237,10 +239,28 @@ def in_index_order(conn: psycopg.Connection) -> None:
     )
 
 
-def _big_sizes(conn: psycopg.Connection, first: int, last: int) -> dict[int, int]:
+_LISTED_BIG_LOS = """
+SELECT o, l.pageno::int8 * {blk} + octet_length(l.data)
+FROM pg_catalog.unnest({oids}::int8[]) o,
+     LATERAL (SELECT p.pageno, p.data FROM pg_catalog.pg_largeobject p
+              WHERE p.loid = o::oid ORDER BY p.pageno DESC LIMIT 1) l
+WHERE l.pageno >= {pages}
+"""
+"""The same for the LOs of a list (``Selection.only``): the last page of each, one index
+probe per LO, where the walk would read the index entries of every LO between them."""
+
+
+def _big_sizes(
+    conn: psycopg.Connection, first: int, last: int, listed: list[int] | None = None
+) -> dict[int, int]:
+    """The LOs over BIG bytes of ``first..last`` (of ``listed`` only, when given) and
+    their sizes."""
+    query = _BIG_LOS if listed is None else _LISTED_BIG_LOS
+    array = "{" + ",".join(map(str, listed or ())) + "}"
     rows = conn.execute(
-        sql.SQL(_BIG_LOS).format(first=sql.Literal(first), last=sql.Literal(last),
-                                 pages=sql.Literal(BIG // LOBLKSIZE), blk=sql.Literal(LOBLKSIZE))
+        sql.SQL(query).format(first=sql.Literal(first), last=sql.Literal(last),
+                              oids=sql.Literal(array), pages=sql.Literal(BIG // LOBLKSIZE),
+                              blk=sql.Literal(LOBLKSIZE))
     ).fetchall()  # fmt: skip
     return {int(o): int(n) for o, n in rows}
 
@@ -249,7 +269,8 @@ def _window_by_pages(
     conn: psycopg.Connection, window: list[tuple[int, MetaTuple]], sel: Selection
 ) -> Iterator[LoRow | LoRun]:
     """The window's pages, in COPYs cut at each LO over BIG bytes (read alone in ranges)."""
-    bigs = _big_sizes(conn, window[0][0], window[-1][0])
+    listed = [o for o, _ in window] if sel.only is not None else None
+    bigs = _big_sizes(conn, window[0][0], window[-1][0], listed)
     at = 0
     selected = {o for o, _ in window} if bigs else set()
     for oid in sorted(o for o in bigs if o in selected):

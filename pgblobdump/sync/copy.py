@@ -88,7 +88,8 @@ def copy(src: str, dst: str, req: CopyRequest, reporter: Reporter = QUIET) -> Co
         state.ensure(main)
         rreq = RestoreRequest(on_conflict=req.on_conflict, resume=skipping,
                               part=req.part, jobs=len(ranges))  # fmt: skip
-        state.add_mark(main, state.key_of(req.selection), mark)  # before any LO is made
+        here = source.recorded(leader, src)
+        state.add_mark(main, state.key_of(req.selection), mark, here)  # before any LO is made
         feeds: list[Feed] = [functools.partial(feed.items, sel=s) for s in ranges]
         workers = run_jobs(src, dst, snapshot, feeds, rreq, reporter, stack)
         with sql_errors("copy: on the source", describe(src)):

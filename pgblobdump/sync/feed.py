@@ -1,20 +1,27 @@
 """The dump's reader (pg/lostream.py) turned into the items restore's writer takes
 (packed/reader.py's WholeLos and LoPiece), in memory: what copy and sync stream from the
-source into the target, by OID range or (sync's scattered changes) by OID list."""
+source into the target, by OID range or (sync's scattered changes) by OID list.
+
+Holes stay holes, as through a dump and a restore: the reader gives an LO's holes as
+zeros (``lo_get`` and the pages path both do), and runs of whole zero pages are left
+out of the pieces handed on (packed/holes.py finds them, as the dump's packer does), so
+restore's writer leaves those pages missing on the target (packed/sparse.py for an LO
+up to 1 MiB, ``Batch.write_at`` range by range for a larger one). An LO over the
+reader's 1 MiB comes in 1 MiB ranges, its size known first: none is ever held whole.
+"""
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 import psycopg
-from psycopg import sql
 
+from pgblobdump.packed.format import LOBLKSIZE
+from pgblobdump.packed.holes import runs
 from pgblobdump.packed.index import Meta
+from pgblobdump.packed.packer import SMALL_HOLE_PAGES
 from pgblobdump.packed.reader import Item, LoPiece, WholeLos
-from pgblobdump.pg import catalog
-from pgblobdump.pg.lo import PUT_CHUNK, read_chunks
-from pgblobdump.pg.lostream import LoRow, LoRun, MetaTuple, Selection, Side, iter_los
+from pgblobdump.pg.lostream import WINDOW, LoRun, MetaTuple, Selection, Side, iter_los
 
 
 class _Metas:
@@ -41,89 +48,87 @@ def items(conn: psycopg.Connection, sel: Selection, side: Side | None = None) ->
     meta = _Metas()
     for row in iter_los(conn, sel, side):
         if isinstance(row, LoRun):
-            n = len(row.oids)
-            view = memoryview(row.data)
-            datas: list[bytes | memoryview] = []
-            at = 0
-            for size in row.sizes:
-                datas.append(view[at : at + size])
-                at += size
-            yield WholeLos(row.oids, [meta(t) for t in row.metas], datas, [0] * n)
-            continue
-        m = meta((row.owner, row.acl, row.comment))
-        if isinstance(row.chunks, list):
-            data = row.chunks[0] if len(row.chunks) == 1 else b"".join(row.chunks)
-            yield WholeLos([row.oid], [m], [data], [0])
+            yield from _run(row, meta)
         else:
-            yield from _pieces(row, m)
+            yield from pieces(row.oid, meta((row.owner, row.acl, row.comment)), row.size,
+                              row.chunks, 0)  # fmt: skip
 
 
-def _pieces(row: LoRow, m: Meta) -> Iterator[LoPiece]:
-    """An LO larger than the reader keeps in memory: its pieces, the last one marked."""
+def _run(row: LoRun, meta: _Metas) -> Iterator[Item]:
+    """A run of LOs of at most 1 MiB each: the dense ones as WholeLos (views of the run's
+    bytes, no copy), each one with holes as pieces of its own."""
+    view = memoryview(row.data)
+    oids: list[int] = []
+    metas: list[Meta] = []
+    datas: list[bytes | memoryview] = []
+    at = 0
+    for oid, t, size in zip(row.oids, row.metas, row.sizes, strict=True):
+        data = view[at : at + size]
+        at += size
+        # a zero page starts with a zero: most LOs are past this test in a few 100 ns
+        if size > SMALL_HOLE_PAGES * LOBLKSIZE and 0 in data[::LOBLKSIZE].tobytes():
+            keep = runs(data.tobytes(), 0, size, SMALL_HOLE_PAGES)
+            if keep != [(0, size)]:
+                if oids:
+                    yield WholeLos(oids, metas, datas, [0] * len(oids))
+                    oids, metas, datas = [], [], []
+                yield from _split(oid, meta(t), size, data, 0, keep, True)
+                continue
+        oids.append(oid)
+        metas.append(meta(t))
+        datas.append(data)
+    if oids:
+        yield WholeLos(oids, metas, datas, [0] * len(oids))
+
+
+def pieces(
+    oid: int, m: Meta, size: int, chunks: Iterable[bytes], min_pages: int
+) -> Iterator[LoPiece]:
+    """LO ``oid`` of ``size`` bytes, given as ``chunks`` from offset 0 (each a multiple of
+    LOBLKSIZE long but the last), as restore's pieces: its runs of whole zero pages that
+    save ``min_pages`` pages left out (``holes.runs``), each piece a view of its chunk.
+    Opened at offset 0 and closed at its size by pieces with no bytes where it starts or
+    ends in a hole, as an archive gives them (docs/format.md, "Holes")."""
     offset = 0
-    chunks = iter(row.chunks)
-    ahead = next(chunks, b"")
-    for nxt in itertools.chain(chunks, [None]):
-        last = nxt is None
-        yield LoPiece(row.oid, m, row.size, offset, ahead, last)
-        offset += len(ahead)
-        if nxt is not None:
-            ahead = nxt
+    for chunk in chunks:
+        start = offset
+        offset += len(chunk)
+        if offset > size:
+            raise psycopg.DataError(f"LO {oid} grew while it was read")
+        final = offset == size
+        keep = runs(chunk, start, size if final else None, min_pages)
+        yield from _split(oid, m, size, memoryview(chunk), start, keep, final)
+    if offset != size:
+        raise psycopg.DataError(f"LO {oid}: {offset:,} bytes read, {size:,} announced")
 
 
-LISTED = 2_000
-"""OIDs per COPY when LOs are read by OID list (sync's scattered changes)."""
+def _split(
+    oid: int, m: Meta, size: int, data: memoryview, start: int, keep: list[tuple[int, int]],
+    final: bool,
+) -> Iterator[LoPiece]:  # fmt: skip
+    """The ``keep`` ranges of ``data`` (the LO's bytes from ``start``) as pieces: opened
+    at 0 when the LO starts in a hole, closed at its size when ``final`` and it ends in
+    one."""
+    if start == 0 and (not keep or keep[0][0] > 0):
+        yield LoPiece(oid, m, size, 0, b"", False)
+    for i, (b, e) in enumerate(keep):
+        last = final and i == len(keep) - 1 and start + e == size
+        yield LoPiece(oid, m, size, start + b, data[b:e], last)
+    if final and (not keep or start + keep[-1][1] < size):
+        yield LoPiece(oid, m, size, size, b"", True)
 
-_LISTED = """
-COPY (SELECT m.oid::int8, pg_get_userbyid(m.lomowner), m.lomacl::text[], d.description,
-             lo_get(m.oid)
-      FROM pg_catalog.pg_largeobject_metadata m {join}
-      WHERE m.oid = ANY({oids}::int8[]::oid[]) ORDER BY m.oid) TO STDOUT (FORMAT binary)
-"""
+
+LISTED = WINDOW
+"""OIDs per selection when LOs are read by OID list (sync's scattered changes)."""
 
 
-def listed_items(conn: psycopg.Connection, oids: list[int]) -> Iterator[Item]:
-    """The LOs ``oids`` (ascending) as items: a COPY of metadata and ``lo_get`` per
-    LISTED of them, so that a few changed LOs scattered among many cost their own bytes
-    only (the dump's reader takes OID ranges, and reads every page in between). An LO
-    over 1 GB (``lo_get``'s limit) and the rest of its list come LO by LO, in pieces."""
-    meta = _Metas()
+def listed_items(conn: psycopg.Connection, oids: list[int], side: Side | None = None
+                 ) -> Iterator[Item]:  # fmt: skip
+    """The LOs ``oids`` (ascending) as items: the dump's reader given the OIDs themselves
+    (``Selection.only``, as an incremental dump reads its changed LOs), so that a few
+    changed LOs scattered among many cost their own bytes only, and one of any size
+    comes in ranges. (They were selected already: a --referenced-by selection's rows
+    are not read again.)"""
     for i in range(0, len(oids), LISTED):
-        chunk = oids[i : i + LISTED]
-        done = -1
-        query = sql.SQL(_LISTED).format(join=sql.SQL(catalog.COMMENT_JOIN),
-                                        oids=sql.Literal(chunk))  # fmt: skip
-        try:
-            with conn.transaction(), conn.cursor().copy(query) as cp:  # a savepoint
-                cp.set_types(["int8", "text", "text[]", "text", "bytea"])
-                for oid, owner, acl, comment, data in cp.rows():
-                    done = int(oid)
-                    m = meta((owner, tuple(acl) if acl is not None else None, comment))
-                    yield WholeLos([done], [m], [bytes(data)], [0])
-            continue
-        except psycopg.Error as e:
-            if "too large" not in str(e):
-                raise
-        for oid in (o for o in chunk if o > done):
-            yield from _one_by_pieces(conn, oid, meta)
-
-
-def _one_by_pieces(conn: psycopg.Connection, oid: int, meta: _Metas) -> Iterator[Item]:
-    row = conn.execute(
-        sql.SQL(
-            "SELECT pg_get_userbyid(m.lomowner), m.lomacl::text[], d.description"
-            " FROM pg_catalog.pg_largeobject_metadata m {} WHERE m.oid = {}::int8::oid"
-        ).format(sql.SQL(catalog.COMMENT_JOIN), sql.Literal(oid))
-    ).fetchone()
-    if row is None:
-        return
-    m = meta((row[0], tuple(row[1]) if row[1] is not None else None, row[2]))
-    offset = 0
-    pieces = read_chunks(conn, oid, PUT_CHUNK)
-    ahead = next(pieces, b"")
-    for nxt in itertools.chain(pieces, [None]):
-        size = offset + len(ahead) if nxt is None else 0
-        yield LoPiece(oid, m, size, offset, ahead, nxt is None)
-        offset += len(ahead)
-        if nxt is not None:
-            ahead = nxt
+        chunk = tuple(oids[i : i + LISTED])
+        yield from items(conn, Selection(chunk[0], chunk[-1], only=chunk), side)

@@ -17,7 +17,7 @@ from pgblobdump.packed.crew import Crew
 from pgblobdump.packed.dump import SideConnection
 from pgblobdump.packed.reader import Item
 from pgblobdump.packed.request import RestoreRequest
-from pgblobdump.packed.restore import Restorer
+from pgblobdump.packed.restore import Replacing, Restorer
 from pgblobdump.pg.connect import connect
 from pgblobdump.pg.failure import failed_all
 from pgblobdump.pg.ledger import Ledger
@@ -73,17 +73,21 @@ def run_jobs(
     reporter: Reporter,
     stack: contextlib.ExitStack,
     what: str = "copy",
+    replacing: Replacing | None = None,
 ) -> list[Restorer]:
     """One thread per feed: its source connection (the snapshot imported) read into its
     own Restorer on its own target connection. The first failure (or Ctrl-C, SIGTERM)
     stops them all and the clean-up removes exactly what each made. ``what`` names the
-    run in messages (``copy``, ``sync``)."""
+    run in messages (``copy``, ``sync``); ``replacing``: the LOs written in place of the
+    target's copies (sync's rewrites, ``req`` skipping)."""
     workers: list[Restorer] = []
     for _ in feeds:
         conn = stack.enter_context(connect(dst, doing=f"{what}: on the target"))
         w = Restorer(conn, Ledger(dst, what), req, reporter)
         w.all_checked = True  # roles were checked for the whole selection
         w.writer.ledger.on_change = _recorder(conn)
+        w.writer.ledger.on_remove = state.uncover  # a clean-up's removals are ours
+        w.replacing = replacing
         workers.append(w)
     crew = Crew(workers, f"pgblobdump-{what}")
 

@@ -1,7 +1,9 @@
 """What a sync does, decided LO by LO from two sorted streams: the source's LOs (changed
 since the mark, or their digests) and the target's (ours, changed there, or foreign).
 
-- on the source only: **new**, copied;
+- on the source only: **new**, copied; but when a copy or sync made it and did not
+  remove it since (``made``, state.coverage), it was unlinked on the target: a
+  **conflict** ("deleted on the target"), copied again only with --force;
 - on both, the target's ours: **rewrite** when the source changed it (or its digest or
   comment differs), else equal;
 - on both, its pages or comment changed on the target since a copy made it: a
@@ -18,7 +20,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from pgblobdump.pg.changes import Scan
-from pgblobdump.sync.state import CHANGED, FOREIGN, OURS, REPLACED, Held
+from pgblobdump.sync.state import CHANGED, FOREIGN, OURS, REPLACED, Coverage, Held
 
 SHOWN = 100_000
 """Conflicts kept by OID for the report (each action's OIDs are all kept: they are the
@@ -39,6 +41,9 @@ class Plan:
     rewrite: list[int] = field(default_factory=list)
     forced: list[int] = field(default_factory=list)  # target-side changes overwritten
     gone: list[int] = field(default_factory=list)
+    deleted_there: list[int] = field(default_factory=list)
+    """LOs a copy or sync made that were unlinked on the target: conflicts, or with
+    --force copied again (in ``forced``)."""
     conflicts: list[Conflict] = field(default_factory=list)
     equal: int = 0
     segments: list[list[int]] = field(default_factory=list)
@@ -49,7 +54,7 @@ class Plan:
 
     def sort(self) -> None:
         """Every list in OID order (a plan made in several passes)."""
-        for oids in (self.new, self.rewrite, self.forced, self.gone):
+        for oids in (self.new, self.rewrite, self.forced, self.gone, self.deleted_there):
             oids.sort()
         self.conflicts.sort(key=lambda c: c.oid)
         self.segments.sort()
@@ -65,10 +70,14 @@ class Plan:
 
     def rows(self, delete: bool) -> Iterator[dict[str, object]]:
         """One row per LO acted on or in conflict, for --dry-run (OID order per action)."""
+        deleted = set(self.deleted_there)
         for what, oids in (("new", self.new), ("rewrite", self.rewrite),
                            ("overwrite (--force)", self.forced)):  # fmt: skip
             for o in oids:
-                yield {"oid": o, "action": what, "detail": ""}
+                if o in deleted:
+                    yield {"oid": o, "action": "copy again (--force)", "detail": DELETED_HERE}
+                else:
+                    yield {"oid": o, "action": what, "detail": ""}
         for o in self.gone:
             yield {"oid": o, "action": "delete" if delete else "gone from the source",
                    "detail": "" if delete else "kept: --delete removes it"}  # fmt: skip
@@ -78,7 +87,7 @@ class Plan:
     def counts(self) -> dict[str, int]:
         return {"new": len(self.new), "rewrite": len(self.rewrite) + len(self.forced),
                 "gone": len(self.gone), "conflicts": len(self.conflicts),
-                "equal": self.equal}  # fmt: skip
+                "deleted_on_target": len(self.deleted_there), "equal": self.equal}  # fmt: skip
 
 
 CHANGED_HERE = "changed on the target since it was copied"
@@ -89,6 +98,7 @@ REPLACED_HERE = (
 GONE_CHANGED = f"gone from the source but {CHANGED_HERE}: kept"
 GONE_REPLACED = f"gone from the source but {REPLACED_HERE}"
 NOT_OURS = "exists on the target and no copy or sync made it"
+DELETED_HERE = "deleted on the target since it was copied: --force copies it again"
 
 
 def decide(
@@ -98,12 +108,14 @@ def decide(
     by_digest: bool,
     plan: Plan | None = None,
     sparse: bool = False,
+    made: Coverage | None = None,
 ) -> Plan:
     """Merge the two OID-ordered streams into ``plan`` (a new one by default; see the
     module's docstring). ``by_digest``: the source's changes are found by comparing
     digests (no usable mark). ``sparse``: the streams hold only the LOs of interest of
     OIDs both sides hold (changes.scan and state.held with ``sparse``): an OID missing
-    from one is unchanged there, with no comment (``plan.seen`` counts those decided)."""
+    from one is unchanged there, with no comment (``plan.seen`` counts those decided).
+    ``made``: the OIDs a copy or sync made and did not remove (state.coverage)."""
     plan = plan if plan is not None else Plan()
     src = iter(source)
     tgt = iter(target)
@@ -116,6 +128,13 @@ def decide(
             if sparse:
                 plan.seen += 1
                 _both(plan, s, Held(s.oid, OURS, None), force, by_digest, False)
+            elif made is not None and s.oid in made:  # unlinked on the target
+                plan.deleted_there.append(s.oid)
+                if force:
+                    plan._take(s.oid, plan.forced, taking)
+                else:
+                    _conflict(plan, s.oid, DELETED_HERE)
+                taking = force
             else:
                 plan._take(s.oid, plan.new, taking)
                 taking = True

@@ -11,13 +11,14 @@ work in proportion to what changed.
    source has none of that OID at all.
 3. The target's LOs as ours, changed there, or foreign (sync/state.py), merged with the
    source's into a plan (sync/plan.py); ``dry_run`` stops here.
-4. LOs to rewrite are removed (only if still ours and unchanged on the target: metadata,
-   pages and comment checked again in the removing statement),
-   then they and the new ones are copied by copy's jobs (restore's writer, the ledger's
-   clean-up); ``delete``: LOs gone from the source that a copy or sync made are removed.
+4. ``delete``: LOs gone from the source that a copy or sync made are removed (only if
+   still ours and unchanged on the target: metadata, pages and comment checked again in
+   the removing statement). New LOs and those to rewrite are copied by copy's jobs
+   (restore's writer, the ledger's clean-up); the target's copy of an LO to rewrite is
+   removed (checked so too) in the transaction that writes the new one
+   (sync/rewrite.py): a sync cut short leaves the old copy or the new one, never none.
 5. The new mark replaces the old one, only once all of it succeeded: a sync cut short
-   leaves the old mark, and the next one does again whatever was not done (an LO being
-   rewritten is absent on the target until then).
+   leaves the old mark, and the next one does again whatever was not done.
 """
 
 from __future__ import annotations
@@ -35,10 +36,9 @@ from typing import TYPE_CHECKING, TypeVar
 import psycopg
 from psycopg import sql
 
-from pgblobdump.errors import PgBlobDumpError, UsageError
+from pgblobdump.errors import UsageError
 from pgblobdump.pg import catalog, changes
 from pgblobdump.pg.connect import describe, sql_errors
-from pgblobdump.pg.failure import as_error, with_more
 from pgblobdump.pg.ledger import to_ranges
 from pgblobdump.pg.lostream import Selection, Side
 from pgblobdump.report.reporter import QUIET, Reporter
@@ -58,13 +58,16 @@ by OID range (the dump's reader, pages in one COPY); shorter runs by OID list.""
 class SyncRequest:
     """``delete``: remove LOs gone from the source (only those a copy or sync made);
     ``force``: rewrite LOs changed on the target since a copy made them; ``dry_run``:
-    plan only."""
+    plan only; ``source_changed``: the source is not the database the last copy or sync
+    read, on purpose (else such a sync is refused: it would remove and overwrite what
+    was copied from that one)."""
 
     selection: Selection = field(default_factory=Selection)
     jobs: int = 1
     delete: bool = False
     force: bool = False
     dry_run: bool = False
+    source_changed: bool = False
 
     def __post_init__(self) -> None:
         if not 1 <= self.jobs <= 64:
@@ -101,7 +104,13 @@ def sync(src: str, dst: str, req: SyncRequest, reporter: Reporter = QUIET) -> Sy
         snapshot = str(row[0])
         now = changes.mark(leader)
         key = state.key_of(sel)
-        since = state.load_mark(main, key)
+        here = source.recorded(leader, src)
+        since, was = state.load_mark(main, key) or (None, state.Recorded())
+        other = None if since is None else source.another_source(since, was, now, here)
+        if other is not None and not req.source_changed:
+            if not req.dry_run:
+                raise UsageError(f"{other}: {ANOTHER}")
+            reporter.note(f"{other}: without --dry-run, sync refuses ({ANOTHER})")
         why = REFERENCED if sel.referenced_by else changes.unusable(leader, since, now)
         if not catalog.pages_readable(main):
             reporter.note(
@@ -113,8 +122,9 @@ def sync(src: str, dst: str, req: SyncRequest, reporter: Reporter = QUIET) -> Sy
             method = f"digests computed on each server: {why}"
             reporter.note(f"comparing per-LO digests on both servers ({why})")
             # the target's pass runs beside the source's: both servers read at once
+            made = state.coverage(main, sel.first, sel.last)
             with _ahead(state.held(main, sel.first, sel.last, True)) as held:
-                plan = decide(changes.digests(leader, sel), held, req.force, True)
+                plan = decide(changes.digests(leader, sel), held, req.force, True, made=made)
             if sel.referenced_by:
                 _only_gone_from_the_source(leader, plan)
         else:
@@ -128,39 +138,31 @@ def sync(src: str, dst: str, req: SyncRequest, reporter: Reporter = QUIET) -> Sy
             source.check_roles(leader, main, [sel])
         state.ensure(main)
         deleted = copied = nbytes = 0
-        progress: list[int] = []  # LOs to copy again removed so far, batch by batch
-        try:
-            with sql_errors("sync: on the target", describe(dst)):
-                if plan.rewrite or plan.forced:
-                    state.unlink(main, plan.rewrite, plan.forced, progress)
-                if req.delete and plan.gone:
-                    deleted = state.unlink(main, plan.gone)
-            if plan.segments:
-                total = len(plan.new) + len(plan.rewrite) + len(plan.forced)
-                reporter.task("syncing LOs", total)
-                # restore's writer, imported only when there is something to write
-                from pgblobdump.packed.request import OnConflict, RestoreRequest
-                from pgblobdump.sync.jobs import run_jobs
-
-                rreq = RestoreRequest(on_conflict=OnConflict.SKIP, jobs=req.jobs)
-                feeds = _feeds(plan, sel, req.jobs)
-                workers = run_jobs(src, dst, snapshot, feeds, rreq, reporter, stack, "sync")
-                copied = sum(w.los for w in workers)
-                nbytes = sum(w.bytes for w in workers)
-                if kept := sum(w.skipped for w in workers):  # their removal found them changed
-                    reporter.note(
-                        f"{kept:,} LOs to copy were changed or made on the target while this"
-                        " sync ran: kept as they are (the next sync lists them as conflicts)"
-                    )
-        except (PgBlobDumpError, KeyboardInterrupt) as e:
-            removed = sum(progress)
-            if not removed:
-                raise
-            base = as_error(e, "sync", str, describe(dst))  # Ctrl-C, SIGTERM: Interrupted
-            raise with_more(base, f"the {removed:,} LOs it was copying again are absent from"
-                            " the target until the next sync") from e  # fmt: skip
         with sql_errors("sync: on the target", describe(dst)):
-            state.add_mark(main, key, now, replace=True)
+            if req.delete and plan.gone:
+                deleted = state.unlink(main, plan.gone)
+        if plan.segments:
+            total = len(plan.new) + len(plan.rewrite) + len(plan.forced)
+            reporter.task("syncing LOs", total)
+            # restore's writer, imported only when there is something to write
+            from pgblobdump.packed.request import OnConflict, RestoreRequest
+            from pgblobdump.sync.jobs import run_jobs
+            from pgblobdump.sync.rewrite import Rewrites
+
+            rreq = RestoreRequest(on_conflict=OnConflict.SKIP, jobs=req.jobs)
+            feeds = _feeds(plan, sel, req.jobs)
+            again = Rewrites(plan.rewrite, plan.forced, catalog.pages_readable(main))
+            workers = run_jobs(src, dst, snapshot, feeds, rreq, reporter, stack, "sync",
+                               again or None)  # fmt: skip
+            copied = sum(w.los for w in workers)
+            nbytes = sum(w.bytes for w in workers)
+            if kept := sum(w.skipped for w in workers):  # found changed in their transaction
+                reporter.note(
+                    f"{kept:,} LOs to copy were changed or made on the target while this"
+                    " sync ran: kept as they are (the next sync lists them as conflicts)"
+                )
+        with sql_errors("sync: on the target", describe(dst)):
+            state.add_mark(main, key, now, here, replace=True)
             state.compact(main)
         with sql_errors("sync: on the source", describe(src)):
             leader.execute("COMMIT")
@@ -179,12 +181,13 @@ def _by_xids(leader: psycopg.Connection, main: psycopg.Connection, sel: Selectio
         sql.Literal(sel.first), sql.Literal(sel.last)))  # fmt: skip
     differ = sorted(b for b in src.keys() | tgt.keys() if src.get(b) != tgt.get(b))
     plan = Plan()
+    made = state.coverage(main, sel.first, sel.last) if differ else None
     for lo, hi in to_ranges(differ):
         first = max(sel.first, lo << changes.BUCKET_BITS)
         last = min(sel.last, ((hi + 1) << changes.BUCKET_BITS) - 1)
         with _ahead(state.held(main, first, last, False)) as held:
             decide(changes.scan(leader, Selection(first, last, sel.referenced_by), since), held,
-                   force, False, plan)  # fmt: skip
+                   force, False, plan, made=made)  # fmt: skip
     bad = set(differ)
 
     def equal_buckets(rows: Iterator[T]) -> Iterator[T]:
@@ -196,6 +199,13 @@ def _by_xids(leader: psycopg.Connection, main: psycopg.Connection, sel: Selectio
     plan.equal += sum(n for b, (n, _h) in src.items() if b not in bad) - plan.seen
     plan.sort()
     return plan
+
+
+ANOTHER = (
+    "a sync from another source would remove and overwrite the LOs copied from that one;"
+    " check -d and -p, or sync --source-changed if the source changed on purpose"
+)
+"""What a sync from another database than the last one read would do, and the way on."""
 
 
 REFERENCED = (
@@ -296,8 +306,8 @@ def _items(conn: psycopg.Connection, segments: list[list[int]], actions: list[in
             listed += actions[lo : lo + count]
             continue
         if listed:
-            yield from feed.listed_items(conn, listed)
+            yield from feed.listed_items(conn, listed, side)
             listed = []
         yield from feed.items(conn, Selection(first, last, sel.referenced_by), side)
     if listed:
-        yield from feed.listed_items(conn, listed)
+        yield from feed.listed_items(conn, listed, side)

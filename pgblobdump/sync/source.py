@@ -12,10 +12,12 @@ import psycopg
 from psycopg import sql
 
 from pgblobdump.errors import DatabaseError, UsageError
+from pgblobdump.pg.changes import Mark
 from pgblobdump.pg.connect import connect, describe
 from pgblobdump.pg.lostream import Selection, check_references
 from pgblobdump.pg.trust import check_state_schema
 from pgblobdump.sync.state import SCHEMA as STATE_SCHEMA
+from pgblobdump.sync.state import Recorded
 
 OID_MAX = 2**32 - 1
 
@@ -58,6 +60,31 @@ def identity(conn: psycopg.Connection) -> Identity:
         r = conn.execute("SELECT system_identifier::text FROM pg_control_system()").fetchone()
         system = str(r[0]) if r else None
     return Identity(system, str(row[0]), int(row[1]), str(row[2]))
+
+
+def recorded(conn: psycopg.Connection, src: str) -> Recorded:
+    """The source at ``src`` as the target's state records it with a mark."""
+    row = conn.execute("SELECT current_database()").fetchone()
+    return Recorded(describe(src), str(row[0]) if row else None)
+
+
+def another_source(since: Mark, was: Recorded, now: Mark, here: Recorded) -> str | None:
+    """Why the mark ``since`` (read from ``was``) was not read from the database that
+    ``now`` is read from (``here``), or None when it was: by system identifier and
+    database OID where both marks have the identifier; else (a role that may not read
+    pg_control_system() names its cluster by when it started, which a restart changes)
+    by database OID and name."""
+    if since.cluster.startswith("system ") and now.cluster.startswith("system "):
+        same = (since.cluster, since.database) == (now.cluster, now.database)
+    else:
+        same = since.database == now.database and was.datname in (None, here.datname)
+    if same:
+        return None
+    return (
+        f"the last copy or sync of these LOs read {was.name or 'another database'}"
+        f" ({since.cluster}, database OID {since.database}); this is {here.name}"
+        f" ({now.cluster}, database OID {now.database})"
+    )
 
 
 def shares(

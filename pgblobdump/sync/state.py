@@ -8,10 +8,17 @@ all). An LO is *ours* when a row covers its OID and its ``pg_largeobject_metadat
 still carries that transaction's id as ``xmin``: an LO made by another session at an OID
 we once used (after a clean-up removed ours), or one whose owner or ACL was changed on the
 target since, is not ours any more, whatever the rows say.
+
+What copy and sync remove themselves (sync --delete, a failed run's clean-up) leaves the
+rows' ranges in the same transaction (``uncover``), and compaction keeps the OIDs of LOs
+that are gone: so an OID the rows cover whose LO is missing from the target was unlinked
+there, by someone else (``coverage``; sync calls it a conflict, "deleted on the target",
+and copies it again only with --force).
 """
 
 from __future__ import annotations
 
+import bisect
 import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -22,6 +29,7 @@ from psycopg import sql
 from pgblobdump.errors import DatabaseError
 from pgblobdump.pg import catalog
 from pgblobdump.pg.changes import DIGEST, Mark, page_range
+from pgblobdump.pg.ledger import to_ranges
 from pgblobdump.pg.locks import LockBudget
 from pgblobdump.pg.lostream import Selection
 
@@ -45,8 +53,11 @@ COMMENT ON SCHEMA {SCHEMA} IS 'pgblobdump copy/sync state: which LOs they made (
 CREATE TABLE IF NOT EXISTS {SCHEMA}.made (
     first int8 NOT NULL, last int8 NOT NULL, xid xid8 NOT NULL);
 CREATE INDEX IF NOT EXISTS made_first ON {SCHEMA}.made (first, last);
-CREATE TABLE IF NOT EXISTS {SCHEMA}.marks (selection text NOT NULL, mark text NOT NULL);
+CREATE TABLE IF NOT EXISTS {SCHEMA}.marks (selection text NOT NULL, mark text NOT NULL, source text);
+ALTER TABLE {SCHEMA}.marks ADD COLUMN IF NOT EXISTS source text;
 """  # noqa: E501
+"""``marks.source``: where the mark was read (``Recorded`` as JSON; NULL in a state made
+before it was kept, which ``ensure`` brings up to date)."""
 
 LOCK_KEY = 0x70676264
 """The advisory lock under which the schema is created (parts of one copy race for it)."""
@@ -88,9 +99,19 @@ def exists(conn: psycopg.Connection) -> bool:
     return bool(row and row[0])
 
 
+def _current(conn: psycopg.Connection) -> bool:
+    """Whether the state's tables exist as this version makes them."""
+    row = conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_attribute WHERE attrelid = to_regclass(%s)"
+        " AND attname = 'source' AND NOT attisdropped)",
+        (f"{SCHEMA}.marks",),
+    ).fetchone()
+    return bool(row and row[0])
+
+
 def ensure(conn: psycopg.Connection) -> None:
     """Create the schema and its tables unless they exist (``conn`` in autocommit)."""
-    if exists(conn):
+    if _current(conn):
         return
     try:
         with conn.transaction():
@@ -145,30 +166,59 @@ def forget(conn: psycopg.Connection) -> bool:
 
 
 # -- marks: the source snapshots the target's LOs were read under ------------------------
-def load_mark(conn: psycopg.Connection, key: str) -> Mark | None:
-    """The mark of selection ``key`` (else of every LO, which covers any selection):
-    several rows (copy --part, a resumed copy) combine into one that counts as changed
-    whatever any of them would."""
+@dataclass(frozen=True)
+class Recorded:
+    """The source database a mark was read from, as recorded with it: ``name`` as
+    messages give it (``pg.connect.describe``: database, host and port, never a
+    password) and ``datname``, its name on its server. None: not recorded (a state made
+    before they were)."""
+
+    name: str | None = None
+    datname: str | None = None
+
+    def to_json(self) -> str:
+        return json.dumps({"name": self.name, "datname": self.datname})
+
+    @classmethod
+    def from_json(cls, text: str | None) -> Recorded:
+        if text is None:
+            return cls()
+        d = json.loads(text)
+        return cls(d.get("name"), d.get("datname"))
+
+
+def load_mark(conn: psycopg.Connection, key: str) -> tuple[Mark, Recorded] | None:
+    """The mark of selection ``key`` (else of every LO, which covers any selection) and
+    the source it was read from: several rows (copy --part, a resumed copy) combine into
+    one that counts as changed whatever any of them would."""
     if not exists(conn):
         return None
     for k in (key, ALL):
-        rows = conn.execute(f"SELECT mark FROM {SCHEMA}.marks WHERE selection = %s", (k,))
-        marks = [Mark.from_json(r[0]) for r in rows.fetchall()]
+        rows = conn.execute(  # (to_jsonb: a state made before the column was has none)
+            f"SELECT k.mark, to_jsonb(k) ->> 'source' FROM {SCHEMA}.marks k WHERE selection = %s",
+            (k,),
+        ).fetchall()
+        marks = [(Mark.from_json(r[0]), r[1]) for r in rows]
         if marks:
-            out = marks[0]
-            for m in marks[1:]:
-                out = out.union(m) if (m.cluster, m.database) == (out.cluster, out.database) else m
-            return out
+            out, source = marks[0]
+            for m, src in marks[1:]:
+                if (m.cluster, m.database) == (out.cluster, out.database):
+                    out = out.union(m)
+                else:
+                    out, source = m, src
+            return out, Recorded.from_json(source)
     return None
 
 
-def add_mark(conn: psycopg.Connection, key: str, mark: Mark, replace: bool = False) -> None:
-    """Record that selection ``key`` was read under ``mark`` (``replace``: a sync that
-    finished: the earlier ones of the key are no longer needed)."""
+def add_mark(conn: psycopg.Connection, key: str, mark: Mark, source: Recorded,
+             replace: bool = False) -> None:  # fmt: skip
+    """Record that selection ``key`` was read under ``mark`` from ``source`` (``replace``:
+    a sync that finished: the earlier ones of the key are no longer needed)."""
     with conn.transaction():
         if replace:
             conn.execute(f"DELETE FROM {SCHEMA}.marks WHERE selection = %s", (key,))
-        conn.execute(f"INSERT INTO {SCHEMA}.marks VALUES (%s, %s)", (key, mark.to_json()))
+        conn.execute(f"INSERT INTO {SCHEMA}.marks VALUES (%s, %s, %s)",
+                     (key, mark.to_json(), source.to_json()))  # fmt: skip
 
 
 # -- the target's LOs as a sync sees them -------------------------------------------------
@@ -246,40 +296,113 @@ def held(
             yield Held(int(oid), kind, comment, dig)
 
 
-def unlink(
-    conn: psycopg.Connection,
-    oids: Sequence[int],
-    forced: Sequence[int] = (),
-    done: list[int] | None = None,
-) -> int:
-    """Remove the LOs ``oids`` that are still ours and unchanged here (checked again in the
-    same statement as ``held`` checks it, metadata, pages and comment: a writer on the
-    target meanwhile keeps its LO), and ``forced`` ones
-    whose metadata row is still the one a copy made (sync --force: their pages or comment
-    changed here; an LO made again at the OID, or given another owner or ACL, is never
-    removed). Batches sized from the lock
-    table (lo_unlink holds a lock per LO), each committed: ``done`` gets each batch's
-    count as it commits (what an interrupt leaves removed). Returns how many were."""
+def unlink(conn: psycopg.Connection, oids: Sequence[int], done: list[int] | None = None) -> int:
+    """Remove the LOs ``oids`` (sync --delete: gone from the source) that are still ours
+    and unchanged here (checked again in the same statement as ``held`` checks it,
+    metadata, pages and comment: a writer on the target meanwhile keeps its LO). Batches
+    sized from the lock table (lo_unlink holds a lock per LO), each committed: ``done``
+    gets each batch's count as it commits (what an interrupt leaves removed). Returns
+    how many were."""
     per = LockBudget.read(conn).per_transaction
     removed = 0
-    same = f"{ours('m')} AND {unchanged('m', catalog.pages_readable(conn))}"
-    for group, cond in ((list(oids), same), (list(forced), ours("m"))):
-        for i in range(0, len(group), per):
-            row = conn.execute(
-                "SELECT count(lo_unlink(m.oid)) FROM pg_catalog.pg_largeobject_metadata m"
-                f" WHERE m.oid = ANY(%s::int8[]::oid[]) AND {cond}",
-                (group[i : i + per],),
-            ).fetchone()
-            n = int(row[0]) if row else 0
-            removed += n
-            if done is not None:
-                done.append(n)
+    pages = catalog.pages_readable(conn)
+    group = list(oids)
+    for i in range(0, len(group), per):
+        with conn.transaction():
+            gone = replace(conn, group[i : i + per], (), pages)
+            uncover(conn, to_ranges(gone))
+        n = len(gone)
+        removed += n
+        if done is not None:
+            done.append(n)
     return removed
 
 
+def replace(
+    conn: psycopg.Connection, oids: Sequence[int], forced: Sequence[int], pages: bool
+) -> list[int]:
+    """In the caller's transaction: remove the LOs ``oids`` that are still ours and
+    unchanged here (as ``unlink`` checks them; ``pages``: whether this role may read
+    pg_largeobject), and ``forced`` ones whose metadata row is still the one a copy made
+    (sync --force: their pages or comment changed here; an LO made again at the OID, or
+    given another owner or ACL, is never removed). Returns the OIDs removed, ascending.
+    (A rewrite writes the new copy in the same transaction: a failure rolls back to the
+    old one.)"""
+    out: list[int] = []
+    same = f"{ours('m')} AND {unchanged('m', pages)}"
+    for group, cond in ((oids, same), (forced, ours("m"))):
+        if group:
+            rows = conn.execute(
+                "SELECT m.oid::int8, lo_unlink(m.oid) FROM pg_catalog.pg_largeobject_metadata m"
+                f" WHERE m.oid = ANY(%s::int8[]::oid[]) AND {cond}",
+                (list(group),),
+            ).fetchall()
+            out += (int(r[0]) for r in rows)
+    return sorted(out)
+
+
+_FORGET = f"""
+WITH r AS (SELECT lo, hi FROM unnest(%s::int8[], %s::int8[]) AS u(lo, hi)),
+hit AS (DELETE FROM {SCHEMA}.made d USING r WHERE r.lo <= d.last AND r.hi >= d.first
+        RETURNING d.first, d.last, d.xid),
+cut AS (SELECT h.first, h.last, h.xid, r.lo, r.hi
+        FROM (SELECT DISTINCT first, last, xid FROM hit) h
+        JOIN r ON r.lo <= h.last AND r.hi >= h.first),
+keep AS (SELECT xid, coalesce(lag(hi) OVER w + 1, first) AS f, lo - 1 AS l FROM cut
+         WINDOW w AS (PARTITION BY first, last, xid ORDER BY lo)
+         UNION ALL
+         SELECT xid, max(hi) + 1, last FROM cut GROUP BY first, last, xid)
+INSERT INTO {SCHEMA}.made SELECT f, l, xid FROM keep WHERE f <= l
+"""
+"""Each ``made`` row that meets the ranges ``r`` (ascending, disjoint) replaced by its
+parts outside them: the gaps between the ranges it meets, and what is left at its ends."""
+
+
+def uncover(conn: psycopg.Connection, ranges: Sequence[tuple[int, int]]) -> None:
+    """Leave the OID ranges ``ranges`` (ascending, disjoint) out of ``made``: LOs copy or
+    sync removed (sync --delete, a failed run's clean-up), in the removing transaction. A
+    missing LO that a row still covers was unlinked by someone else (``coverage``)."""
+    if ranges:
+        conn.execute(_FORGET, ([lo for lo, _ in ranges], [hi for _, hi in ranges]))
+
+
+class Coverage:
+    """OIDs as ascending, disjoint, merged inclusive ranges, asked about one by one."""
+
+    def __init__(self, ranges: list[tuple[int, int]]) -> None:
+        self.firsts = [lo for lo, _ in ranges]
+        self.lasts = [hi for _, hi in ranges]
+
+    def __contains__(self, oid: int) -> bool:
+        i = bisect.bisect_right(self.firsts, oid) - 1
+        return i >= 0 and oid <= self.lasts[i]
+
+
+_COVERAGE = f"""
+SELECT min(first), max(last) FROM (
+  SELECT first, last, count(*) FILTER (WHERE brk) OVER (ORDER BY first, last) AS grp FROM (
+    SELECT first, last, coalesce(first > max(last) OVER (ORDER BY first, last ROWS BETWEEN
+                                 UNBOUNDED PRECEDING AND 1 PRECEDING) + 1, true) AS brk
+    FROM {SCHEMA}.made WHERE last >= %s AND first <= %s) a) b
+GROUP BY grp ORDER BY 1
+"""
+"""The rows' ranges meeting first..last, merged where they overlap or touch."""
+
+
+def coverage(conn: psycopg.Connection, first: int, last: int) -> Coverage:
+    """The OIDs in ``first..last`` of LOs a copy or sync made and did not remove since:
+    the target should hold each, and one it does not was unlinked there by someone else."""
+    if not exists(conn):
+        return Coverage([])
+    rows = conn.execute(_COVERAGE, (first, last)).fetchall()
+    return Coverage([(int(lo), int(hi)) for lo, hi in rows])
+
+
 def compact(conn: psycopg.Connection, at_least: int = 10_000) -> None:
-    """Rewrite ``made`` as the ranges of LOs that are ours now (consecutive OIDs of one
-    transaction): rows of LOs since rewritten or removed go. Only past ``at_least`` rows."""
+    """Rewrite ``made`` as the ranges of LOs that are ours now and of those gone from the
+    target (consecutive OIDs of one transaction): rows of LOs since rewritten, made again
+    or given another owner or ACL on the target go, and a missing LO stays covered (it
+    was unlinked there: ``coverage``). Only past ``at_least`` rows."""
     row = conn.execute(f"SELECT count(*) FROM {SCHEMA}.made").fetchone()
     if not row or int(row[0]) < at_least:
         return
@@ -287,12 +410,20 @@ def compact(conn: psycopg.Connection, at_least: int = 10_000) -> None:
         conn.execute(f"LOCK TABLE {SCHEMA}.made")
         conn.execute(
             f"""CREATE TEMP TABLE pgbd_made ON COMMIT DROP AS
-            SELECT min(o) AS first, max(o) AS last, x AS xid FROM (
-              SELECT o, x, o - row_number() OVER (PARTITION BY x ORDER BY o) AS g FROM (
+            WITH kept AS (
                 SELECT DISTINCT ON (m.oid) m.oid::int8 AS o, d.xid AS x
                 FROM pg_catalog.pg_largeobject_metadata m JOIN {SCHEMA}.made d
                   ON d.first <= m.oid::int8 AND d.last >= m.oid::int8 AND {xid_matches("m")}
-                ORDER BY m.oid) s) t
+                ORDER BY m.oid),
+            gone AS (
+                SELECT DISTINCT ON (g.o) g.o, d.xid AS x
+                FROM {SCHEMA}.made d, generate_series(d.first, d.last) g(o)
+                WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_largeobject_metadata m
+                                  WHERE m.oid = g.o::oid)
+                ORDER BY g.o, d.xid DESC)
+            SELECT min(o) AS first, max(o) AS last, x AS xid FROM (
+              SELECT o, x, o - row_number() OVER (PARTITION BY x ORDER BY o) AS g FROM (
+                SELECT o, x FROM kept UNION ALL SELECT o, x FROM gone) s) t
             GROUP BY x, g"""
         )
         conn.execute(f"DELETE FROM {SCHEMA}.made")

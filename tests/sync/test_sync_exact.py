@@ -13,7 +13,7 @@ from pgblobdump.servers.cluster import EmbeddedCluster
 from pgblobdump.sync.copy import CopyRequest, copy
 from pgblobdump.sync.plan import CHANGED_HERE, REPLACED_HERE
 from pgblobdump.sync.run import SyncRequest, sync
-from pgblobdump.sync.state import unlink
+from pgblobdump.sync.state import replace, unlink
 from tests.clirun import assert_one_line_error, run
 from tests.conftest import NewDb
 from tests.losets import roles, state
@@ -102,8 +102,8 @@ def test_force_never_overwrites_an_lo_whose_metadata_row_is_not_ours(
     got = state(dst)
     assert got[5000] == theirs[5000] and got[8000] == theirs[8000]
     assert got[8001] == state(src)[8001]
-    with psycopg.connect(dst, autocommit=True) as conn:  # the removal checks it again itself
-        assert unlink(conn, [], forced=[5000, 8000]) == 0
+    with psycopg.connect(dst) as conn:  # the removal checks it again itself
+        assert replace(conn, [], [5000, 8000], pages=True) == []
     assert state(dst) == got
     result = run("sync", "-d", src, "--target-dbname", dst, "--force")
     assert_one_line_error(result, 4, "2 LOs in conflict left as they are")
@@ -118,7 +118,9 @@ def test_the_removal_checks_pages_and_comment_again(pair: tuple[str, str]) -> No
     with psycopg.connect(dst, autocommit=True) as conn:
         assert unlink(conn, [5000, 8000, 8001]) == 1  # 5000: ours, unchanged
         assert state(dst) == {o: v for o, v in theirs.items() if o != 5000}
-        assert unlink(conn, [], forced=[8000, 8001]) == 2  # --force: their metadata is ours
+    with psycopg.connect(dst) as conn:  # a rewrite's removal checks the same
+        assert replace(conn, [8000, 8001], [], pages=True) == []
+        assert replace(conn, [], [8000, 8001], pages=True) == [8000, 8001]  # --force
     assert state(dst) == {}
 
 
