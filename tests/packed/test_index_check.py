@@ -27,6 +27,7 @@ from pgblobdump.packed.reader import PackedDirectory
 from pgblobdump.packed.writer import ArchiveWriter
 from pgblobdump.servers.cluster import EmbeddedCluster
 from pgblobdump.storage import LocalDirectory
+from pgblobdump.storage.s3 import S3Prefix
 from tests.clirun import assert_one_line_error, run
 from tests.conftest import NewDb
 from tests.losets import fill, roles, state
@@ -265,6 +266,30 @@ def test_restore_refuses_any_flip_in_the_metadata_table(
     bit = data.draw(st.integers(start * 8, end * 8 - 1), label="bit")
     with _flipped(index, bit):
         _refused(["restore", str(path), "-d", dst], dst)
+
+
+def test_an_s3_archive_is_checked_as_a_local_one(
+    pg16: EmbeddedCluster, new_db: NewDb, dumped: tuple[str, Path], s3_url: str, tmp_path: Path
+) -> None:
+    """On S3 the tables are one ranged GET checked against ``index_tail``, the whole
+    index one more GET for restore: the same refusals, nothing written."""
+    src, path = dumped
+    store = S3Prefix(s3_url, create=True)
+    index = path / INDEX_NAME
+    with _flipped(index, _invoice_bit(index)):
+        for f in path.iterdir():
+            with store.create(f.name) as out:
+                out.write(f.read_bytes())
+    dst = new_db(pg16)
+    _refused(["restore", s3_url, "-d", dst], dst)
+    _refused(["restore", s3_url, "-d", dst, "--jobs", "2"], dst)
+    for args in (["ls", s3_url, "--oids", "40001-40001"], ["cat", s3_url, "40001"]):
+        assert_one_line_error(run(*args), 7, REFUSED)
+    store.remove(INDEX_NAME)
+    with store.create(INDEX_NAME) as out:
+        out.write(index.read_bytes())
+    assert run("restore", s3_url, "-d", dst, "-q").exit_code == 0
+    assert state(dst) == state(src)
 
 
 def test_an_older_writers_archive_restores_checked_whole(
