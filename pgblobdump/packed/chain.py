@@ -26,12 +26,10 @@ from dataclasses import dataclass
 from itertools import compress, repeat
 from typing import Any
 
-import xxhash
-
 from pgblobdump import storage
 from pgblobdump.errors import CorruptArchive, NotFound, PgBlobDumpError, UsageError
 from pgblobdump.packed import source
-from pgblobdump.packed.format import CHAIN_VOLUME, INDEX_NAME, INDEX_RECORD
+from pgblobdump.packed.format import CHAIN_VOLUME, INDEX_RECORD
 from pgblobdump.packed.index import Index, IndexRecord, Meta
 from pgblobdump.packed.parts import OID_MAX, share_items
 from pgblobdump.packed.rawindex import COLUMNS_OK
@@ -58,27 +56,6 @@ def where_of(path: str) -> str:
     restore may run from another directory), an ``s3://`` URL as given."""
     local = storage.local_path(path)
     return str(local.resolve()) if local is not None else path
-
-
-def check_index(archive: PackedDirectory) -> None:
-    """``index.pbi`` against the manifest's size and xxh3-128 (CorruptArchive naming it):
-    a base's index is trusted for every LO it places."""
-    assert archive.manifest is not None
-    listed = {f["name"]: f for f in archive.manifest["files"]}
-    entry = listed.get(INDEX_NAME)
-    where = f"{archive.where}/{INDEX_NAME}"
-    if entry is None:
-        raise CorruptArchive(f"{archive.where}: its manifest lists no {INDEX_NAME}")
-    if not archive.storage.exists(INDEX_NAME):
-        raise CorruptArchive(f"{where}: missing (the manifest lists it)")
-    h = xxhash.xxh3_128()
-    size = 0
-    with archive.storage.open(INDEX_NAME) as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
-            size += len(chunk)
-    if size != entry["size"] or h.hexdigest() != entry["xxh3_128"]:
-        raise CorruptArchive(f"{where}: damaged (its checksum differs from the manifest's)")
 
 
 def _name(top: str, depth: int, count: int, entry: dict[str, Any]) -> str:
@@ -263,7 +240,7 @@ def _check_link(archive: PackedDirectory, entry: dict[str, Any], before: list[di
     own = [str(e.get("manifest")) for e in ((archive.incremental or {}).get("chain") or [])]
     if own != [str(e.get("manifest")) for e in before]:
         raise CorruptArchive(f"{name} at {where}: its own chain differs from the one named")
-    check_index(archive)
+    archive.check_index()
     assert archive.manifest is not None
     for f in archive.manifest["files"]:
         n = str(f["name"])

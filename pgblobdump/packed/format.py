@@ -15,8 +15,9 @@ An archive is a few named files:
     one block and the frames holding the LO, whatever the archive's size.
 ``manifest.json``
     Written last, after every other file is complete: format version, source server and
-    snapshot, counts, bytes, and every file's size and xxh3-128. Without it an archive is
-    an interrupted dump, and restore refuses it.
+    snapshot, counts, bytes, every file's size and xxh3-128, and (``index_tail``) the
+    xxh3-128 of the index's tables, which a reader checks on opening the index. Without
+    it an archive is an interrupted dump, and restore refuses it.
 
 A frame is ``FRAME_HEADER`` + a payload (zstd or stored). A DATA frame's payload is a
 directory of ``PIECE_RECORD``s followed by their bytes, so volumes read front to back

@@ -20,6 +20,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, BinaryIO, NamedTuple
 
+import xxhash
 import zstandard
 
 from pgblobdump.errors import CorruptArchive, UnsupportedArchive
@@ -34,6 +35,7 @@ from pgblobdump.packed.format import (
     ZSTD_LEVEL,
     version_problem,
 )
+from pgblobdump.packed.indexcheck import DAMAGED, IndexTail, block_compressor
 
 
 @dataclass(frozen=True)
@@ -96,6 +98,7 @@ class MetaTable:
 
     def encode(self) -> bytes:
         data = json.dumps([m.to_json() for m in self.values], ensure_ascii=False)
+        # no zstd checksum of its own: the manifest's index_tail covers it (128 bits)
         return zstandard.ZstdCompressor(level=ZSTD_LEVEL).compress(data.encode())
 
     @classmethod
@@ -149,7 +152,7 @@ class IndexBuilder:
         self.blocks: list[BlockEntry] = []
         self.count = 0
         self._size = 0
-        self._cctx = zstandard.ZstdCompressor(level=ZSTD_LEVEL)
+        self._cctx = block_compressor()
 
     def add(self, oid: int, meta: int, size: int, volume: int, offset: int, checksum: int) -> None:
         """One LO's record (the fields of IndexRecord; no object per LO on this hot path)."""
@@ -304,9 +307,10 @@ class SortingIndexBuilder(IndexBuilder):
 
 
 def write_index(out: BinaryIO, builders: Sequence[IndexBuilder], metas: MetaTable,
-                version: int = FULL_VERSION) -> None:  # fmt: skip
+                version: int = FULL_VERSION) -> IndexTail:  # fmt: skip
     """The index file: every builder's blocks in order, the block table, the metadata
-    table, the footer. Builders must cover ascending, disjoint OID ranges."""
+    table, the footer. Builders must cover ascending, disjoint OID ranges. Returns where
+    the tables begin and their checksum, for the manifest."""
     offset = 0
     table: list[BlockEntry] = []
     last = -1
@@ -323,27 +327,43 @@ def write_index(out: BinaryIO, builders: Sequence[IndexBuilder], metas: MetaTabl
             size += len(chunk)
         offset += size
     table_at = offset
-    for e in table:
-        out.write(BLOCK_ENTRY.pack(e.first, e.last, e.offset, e.stored, e.records))
+    tail = xxhash.xxh3_128()
+
+    def put(data: bytes) -> None:
+        out.write(data)
+        tail.update(data)
+
+    put(b"".join(BLOCK_ENTRY.pack(e.first, e.last, e.offset, e.stored, e.records)
+                 for e in table))  # fmt: skip
     meta_at = table_at + len(table) * BLOCK_ENTRY.size
     meta = metas.encode()
-    out.write(meta)
+    put(meta)
     count = sum(e.records for e in table)
-    out.write(
-        INDEX_FOOTER.pack(INDEX_MAGIC, version, 0, len(table), table_at, meta_at, len(meta), count)
-    )
+    put(INDEX_FOOTER.pack(INDEX_MAGIC, version, 0, len(table), table_at, meta_at, len(meta), count))
+    return IndexTail(table_at, tail.hexdigest())
 
 
 class Index:
     """A read index: the footer, block table and metadata in memory (24 bytes per 4,096
-    LOs), blocks read on demand through ``read(offset, length)``."""
+    LOs), blocks read on demand through ``read(offset, length)``. With ``tail`` (the
+    manifest's): the tables are read in one piece and checked against it, and every
+    block is checked as it is read (its zstd checksum); without, nothing is checked here
+    (an older archive's index is checked whole by its reader, reader.py)."""
 
-    def __init__(self, read: Any, size: int, where: str) -> None:
+    def __init__(self, read: Any, size: int, where: str, tail: IndexTail | None = None) -> None:
         self._read = read
         self.where = where
+        self._checked_blocks = tail is not None
         if size < INDEX_FOOTER.size:
             raise CorruptArchive(f"{where}: too short for an index ({size} bytes; truncated?)")
-        footer = read(size - INDEX_FOOTER.size, INDEX_FOOTER.size)
+        read_tables = read
+        if tail is not None:  # the tables in one read, checked, then read from memory
+            tables = self._tables(tail, size)
+
+            def read_tables(offset: int, length: int) -> bytes:
+                return tables[offset - tail.offset : offset - tail.offset + length]
+
+        footer = read_tables(size - INDEX_FOOTER.size, INDEX_FOOTER.size)
         magic, version, _r, blocks, table_at, meta_at, meta_len, count = INDEX_FOOTER.unpack(footer)
         if magic != INDEX_MAGIC:
             raise CorruptArchive(f"{where}: not a packed archive index (no footer; truncated?)")
@@ -352,19 +372,30 @@ class Index:
         if (
             table_at + blocks * BLOCK_ENTRY.size != meta_at
             or meta_at + meta_len + INDEX_FOOTER.size != size
+            or (tail is not None and table_at != tail.offset)
         ):
             raise CorruptArchive(f"{where}: the index footer does not match its size (damaged)")
-        raw = read(table_at, blocks * BLOCK_ENTRY.size)
+        raw = read_tables(table_at, blocks * BLOCK_ENTRY.size)
         self.blocks = [
             BlockEntry(*BLOCK_ENTRY.unpack_from(raw, i * BLOCK_ENTRY.size)) for i in range(blocks)
         ]
         self.count = count
         if sum(b.records for b in self.blocks) != count:
             raise CorruptArchive(f"{where}: the index's block table is damaged")
-        self.metas = MetaTable.decode(read(meta_at, meta_len), where)
+        self.metas = MetaTable.decode(read_tables(meta_at, meta_len), where)
         self._firsts = [b.first for b in self.blocks]
         self._dctx = zstandard.ZstdDecompressor()
         self._last: tuple[int, list[IndexRecord]] | None = None
+
+    def _tables(self, tail: IndexTail, size: int) -> bytes:
+        """The bytes from the block table to the end, read at once and checked."""
+        if not 0 <= tail.offset <= size - INDEX_FOOTER.size:
+            raise CorruptArchive(f"{self.where}: {size:,} bytes, too short for its tables at"
+                                 f" byte {tail.offset:,} (the manifest's): truncated")  # fmt: skip
+        tables = self._read(tail.offset, size - tail.offset)
+        if xxhash.xxh3_128_hexdigest(tables) != tail.xxh3_128:
+            raise CorruptArchive(f"{self.where}: {DAMAGED}")
+        return bytes(tables)
 
     def _block(self, e: BlockEntry) -> list[IndexRecord]:
         if self._last is not None and self._last[0] == e.offset:  # find() of close OIDs
@@ -383,11 +414,21 @@ class Index:
     def _raw_block(self, e: BlockEntry) -> bytes:
         """A block's records as stored (decompressed and checked for length)."""
         stored = self._read(e.offset, e.stored)
+        want = e.records * INDEX_RECORD.size
         try:
-            raw = self._dctx.decompress(stored, max_output_size=e.records * INDEX_RECORD.size)
+            frame = zstandard.get_frame_parameters(stored)
+            # decompress() sizes its buffer by the size a frame says: a damaged one could
+            # ask for exabytes (a MemoryError, not a message)
+            if frame.content_size not in (want, zstandard.CONTENTSIZE_UNKNOWN):
+                raise zstandard.ZstdError(f"it says {frame.content_size:,} bytes, not {want:,}")
+            if self._checked_blocks and not frame.has_checksum:
+                raise zstandard.ZstdError("no checksum, where every block has one")
+            raw = self._dctx.decompress(stored, max_output_size=want)
         except zstandard.ZstdError as ex:
-            raise CorruptArchive(f"{self.where}: index block at byte {e.offset:,}: {ex}") from ex
-        if len(raw) != e.records * INDEX_RECORD.size:
+            raise CorruptArchive(
+                f"{self.where}: index block at byte {e.offset:,} is damaged ({ex})"
+            ) from ex
+        if len(raw) != want:
             raise CorruptArchive(f"{self.where}: index block at byte {e.offset:,} is damaged")
         return raw
 

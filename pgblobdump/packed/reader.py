@@ -33,6 +33,7 @@ from pgblobdump.packed.format import (
 from pgblobdump.packed.frames import Frame, FrameReader, Piece
 from pgblobdump.packed.holes import filled, hash_zeros
 from pgblobdump.packed.index import Index, IndexRecord, Meta, MetaTable
+from pgblobdump.packed.indexcheck import UNREAD, IndexTail, check_whole, listed_index
 from pgblobdump.packed.manifest import parse_manifest
 from pgblobdump.storage import Storage
 from pgblobdump.storage.base import CLAIM_NAME
@@ -255,15 +256,40 @@ class PackedDirectory:
                 )
             raise NotAnArchive(f"{self.where}: not a packed archive (no {MANIFEST_NAME})")
         self._index: Index | None = None
+        self._index_checked = False
         self._frame_starts: dict[str, list[tuple[int, list[int]]]] | None = None
 
     @property
     def index(self) -> Index:
+        """The index, checked against the manifest on opening: its tables against
+        ``index_tail`` and each block as it is read (the index of an archive written
+        before ``index_tail``: the whole file first, ``check_index``). An archive without
+        a manifest (verify of an interrupted dump) has nothing to check it against."""
         if self._index is None:
             name = f"{self.where}/{INDEX_NAME}"
+            tail = None
             size = self.storage.size(INDEX_NAME)
-            self._index = Index(lambda off, n: self._exact(INDEX_NAME, off, n), size, name)
+            if self.manifest is not None:
+                listed = listed_index(self.manifest, self.where)
+                if size != listed["size"]:
+                    raise CorruptArchive(
+                        f"{name}: {size:,} bytes, the manifest says {listed['size']:,}"
+                        f" (truncated or damaged): {UNREAD}"
+                    )
+                tail = IndexTail.from_manifest(self.manifest, f"{self.where}/{MANIFEST_NAME}")
+                if tail is None:
+                    self.check_index()
+            self._index = Index(lambda off, n: self._exact(INDEX_NAME, off, n), size, name, tail)
         return self._index
+
+    def check_index(self) -> None:
+        """``index.pbi`` whole against the manifest (``indexcheck.check_whole``): what
+        restore does before it writes anything, what a chain does for each base, and
+        every reader of an index older than ``index_tail``. Once per archive opened."""
+        if not self._index_checked:
+            assert self.manifest is not None
+            check_whole(self.storage, self.where, listed_index(self.manifest, self.where))
+            self._index_checked = True
 
     def _exact(self, name: str, offset: int, length: int) -> bytes:
         data = self.storage.read_range(name, offset, length)

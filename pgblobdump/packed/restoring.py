@@ -56,8 +56,9 @@ def restore_archive(
     """Restore the packed archive named ``archive`` into the database at ``conninfo`` as
     ``req`` says. ``again``: the command that resumes this restore, for messages."""
     chain = _chain(archive, req)
-    if chain is not None:
+    if chain is not None and chain.incremental:
         return _restore_chain(conninfo, chain, req, reporter, again)
+    opened = chain.top if chain is not None else None
     if req.full:
         if archive == storage.STREAM:
             raise UsageError(
@@ -67,16 +68,16 @@ def restore_archive(
         if req.jobs > 1:
 
             def los() -> RestoreResult:
-                return _restore_jobs(conninfo, archive, req, reporter, again)
+                return _restore_jobs(conninfo, archive, req, reporter, again, opened)
 
-        directory = source.directory(archive)
+        directory = opened or source.directory(archive)
         announce(reporter, directory)
         return restore_full(conninfo, directory, req, req.jobs, reporter, los)
     if req.jobs > 1:
-        return _restore_jobs(conninfo, archive, req, reporter, again)
+        return _restore_jobs(conninfo, archive, req, reporter, again, opened)
     if req.part is not None:
         k, n = req.part
-        directory = source.directory(archive)
+        directory = opened or source.directory(archive)
         first, last = share(directory, k, n)
         reporter.note(f"part {k}/{n}: OIDs {first}..{last}")
         announce(reporter, directory, (first, last))
@@ -84,21 +85,23 @@ def restore_archive(
         metas = directory.index.metas.values
         return restore(conninfo, items, req, reporter, directory.index, metas, (first, last),
                        again)  # fmt: skip
-    with source.open_source(archive, req.skip_damaged) as src:
+    with source.open_source(archive, req.skip_damaged, opened) as src:
         if src.directory is not None:
             announce(reporter, src.directory)
         return restore(conninfo, src.items, req, reporter, src.index, src.metas, again=again)
 
 
 def _restore_jobs(
-    conninfo: str, archive: str, req: RestoreRequest, reporter: Reporter, again: str
-) -> RestoreResult:
+    conninfo: str, archive: str, req: RestoreRequest, reporter: Reporter, again: str,
+    opened: PackedDirectory | None,
+) -> RestoreResult:  # fmt: skip
     """``--jobs N`` without --full: the archive (or its ``--part K/N``) cut into N
     contiguous OID ranges by the index, one connection each. Share j of part K/N is
-    share (K-1)*N_jobs + j of N*N_jobs: the same cuts, so the parts still tile."""
+    share (K-1)*N_jobs + j of N*N_jobs: the same cuts, so the parts still tile.
+    ``opened``: the archive, opened and checked already."""
     if archive == storage.STREAM:
         raise UsageError("--jobs restores a directory archive over N connections, not a stream")
-    directory = source.directory(archive)
+    directory = opened or source.directory(archive)
     k, n = req.part or (1, 1)
     j = req.jobs
     part = share(directory, k, n) if req.part is not None else None
@@ -113,15 +116,19 @@ def _restore_jobs(
 
 
 def _chain(archive: str, req: RestoreRequest) -> Chain | None:
-    """The chain of an incremental directory archive, its bases found and checked; None
-    for any other archive."""
+    """The chain of a directory archive (a full one is a chain of one), its bases found
+    and checked, and its own index whole against its manifest: before anything is
+    written, since restore takes every LO's owner, ACL and comment from it (and the
+    OIDs it checks for conflicts). None for a stream, whose metadata comes in frames
+    each checked as it comes (streamread.py)."""
     if archive == storage.STREAM or not storage.is_directory(archive):
         if req.bases:
             raise UsageError("--base goes with an incremental archive, a directory")
         return None
     chain = Chain.open(archive, req.bases)
+    chain.top.check_index()
     if not chain.incremental:
-        return None
+        return chain
     if req.skip_damaged:
         raise UsageError(
             f"--skip-damaged reads one archive; {archive} is incremental (a chain of"

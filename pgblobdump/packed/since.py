@@ -26,7 +26,7 @@ from psycopg import sql
 
 from pgblobdump.errors import UsageError
 from pgblobdump.packed.bychecksum import Comparer, merge_taken
-from pgblobdump.packed.chain import Chain, check_index, where_of
+from pgblobdump.packed.chain import Chain, where_of
 from pgblobdump.packed.format import CHAIN_VOLUME, INDEX_RECORD
 from pgblobdump.packed.index import IndexBuilder, MetaTable
 from pgblobdump.packed.rawindex import COLUMNS_OK, RawRecords, oid_column
@@ -66,7 +66,7 @@ def open_base(path: str) -> Base:
             f"--since {path}: {what}, it records no snapshot to compare with; take a full"
             " dump with this pgblobdump first"
         )
-    check_index(archive)  # PREV's index places every LO: trusted only as its manifest says
+    archive.check_index()  # PREV's index places every LO: trusted only as its manifest says
     inc = archive.incremental or {}
     chain = [dict(link) for link in inc.get("chain", [])]
     link = {"manifest": archive.manifest_sum, "where": where_of(path),

@@ -29,11 +29,14 @@ class Source:
 
 
 @contextlib.contextmanager
-def open_source(path: str, skip_damaged: bool = False) -> Iterator[Source]:
+def open_source(
+    path: str, skip_damaged: bool = False, opened: PackedDirectory | None = None
+) -> Iterator[Source]:
     """``skip_damaged``: a directory archive's damaged frames become Damaged items (only
-    a directory has the index that names what a damaged frame held)."""
+    a directory has the index that names what a damaged frame held). ``opened``: the
+    directory archive at ``path``, opened already."""
     if path != storage.STREAM and storage.is_directory(path):
-        archive = PackedDirectory(storage.open(path))
+        archive = opened or PackedDirectory(storage.open(path))
         items = archive.items(skip_damaged)
         yield Source(items, archive.index, archive.index.metas.values, archive)
         return

@@ -15,7 +15,7 @@ import xxhash
 from pgblobdump.errors import CorruptArchive, PgBlobDumpError
 from pgblobdump.packed.chain import Chain
 from pgblobdump.packed.dump import SideConnection
-from pgblobdump.packed.format import CHAIN_VOLUME
+from pgblobdump.packed.format import CHAIN_VOLUME, INDEX_NAME
 from pgblobdump.packed.index import IndexRecord, Meta, SortingIndexBuilder
 from pgblobdump.packed.reader import PackedDirectory
 from pgblobdump.pg.connect import connect
@@ -78,6 +78,8 @@ def check_archive(archive: PackedDirectory, reporter: Reporter = QUIET) -> Archi
         if h.hexdigest() != f["xxh3_128"]:
             result.problems.append(f"{name}: damaged (its checksum differs from the manifest's)")
     reporter.progress(len(listed), hashed)
+    if any(p.startswith(f"{INDEX_NAME}: ") for p in result.problems):
+        return result  # the LOs are checked against the index, which is not to be read
     reporter.task("checking LOs", int(archive.manifest["los"]))  # those its volumes hold
     reporter.totals(int(archive.manifest["los"]), int(archive.manifest["bytes"]))
     try:

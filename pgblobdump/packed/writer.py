@@ -139,13 +139,14 @@ class ArchiveWriter:
             builders = [merged_builder([*builders, *self.carried])]
         with tempfile.TemporaryFile() as tmp:
             try:
-                write_index(tmp, builders, self.metas, self.version)
+                tail = write_index(tmp, builders, self.metas, self.version)
             finally:
                 if self.carried:
                     builders[0].close()
             size = tmp.tell()
             tmp.seek(0)
             self.files.append(self._put_index(tmp, size))
+        manifest["index_tail"] = tail.to_json()  # a reader checks the tables it reads first
         manifest["files"] = [f.__dict__ for f in self.files]
         body = (json.dumps(manifest, indent=1) + "\n").encode()
         if self._stream is not None:
