@@ -21,7 +21,8 @@ The other way, a new LO made from a bytea value is given to the table's owner (o
 ``--owner``) with SELECT for the roles the table grants SELECT on the column, so the
 column's readers keep reading it and nobody else starts to. That cannot hold for a table
 with row-level security: a policy lets a reader see some rows, an LO's ACL lets it read
-every LO (``row_security_readers``).
+every LO; nor for an owner (``--owner``) that may not read every row, since an LO's owner
+reads it (``new_lo_widening``).
 
 "Roles" are those that matter: login roles that are not superusers (superusers read
 everything already), and roles some such login is a member of (it may SET ROLE to them).
@@ -73,9 +74,11 @@ _DB = sql.SQL(
 
 def compat_of(role: sql.Composable, server: bool) -> sql.Composed:
     """Whether the sessions of login ``role`` run with ``lo_compat_privileges`` on: its
-    setting in this database, its own, this database's, else the server's (``server``)."""
-    return sql.SQL("coalesce({}, {}, {}, {})").format(
-        _setting(role, _DB), _setting(role, sql.SQL("0")), _setting(sql.SQL("0"), _DB),
+    setting in this database, its own, this database's, every role's (``ALTER ROLE ALL``),
+    else the server's (``server``), the order in which the server applies them."""
+    zero = sql.SQL("0")
+    return sql.SQL("coalesce({}, {}, {}, {}, {})").format(
+        _setting(role, _DB), _setting(role, zero), _setting(zero, _DB), _setting(zero, zero),
         sql.Literal(server),
     )  # fmt: skip
 
@@ -94,7 +97,10 @@ def compat_as(role: sql.Composable, server: bool) -> sql.Composed:
 def compat_public(server: bool) -> sql.Composed:
     """Whether a role with no setting of its own (PUBLIC: any role, a new one too) has
     ``lo_compat_privileges`` on in this database."""
-    return sql.SQL("coalesce({}, {})").format(_setting(sql.SQL("0"), _DB), sql.Literal(server))
+    zero = sql.SQL("0")
+    return sql.SQL("coalesce({}, {}, {})").format(
+        _setting(zero, _DB), _setting(zero, zero), sql.Literal(server)
+    )
 
 
 def server_compat(conn: psycopg.Connection) -> bool:
@@ -285,26 +291,6 @@ def widening(conn: psycopg.Connection, reach: Reach, oids: sql.Composable) -> Wi
         conn.execute("DROP TABLE IF EXISTS pg_temp.pgbd_widening")
 
 
-def row_security_readers(
-    conn: psycopg.Connection, relid: int, readers: tuple[str, ...]
-) -> tuple[str, ...]:
-    """Those of ``readers`` (role names, ``PUBLIC`` too) whose reads of table ``relid``
-    row-level security filters: every one but roles with BYPASSRLS, when the table has it
-    enabled; none when it has not."""
-    row = conn.execute(
-        "SELECT relrowsecurity FROM pg_catalog.pg_class WHERE oid = %s", (relid,)
-    ).fetchone()
-    if not (row and row[0]):
-        return ()
-    bypass = {
-        str(r[0])
-        for r in conn.execute(
-            "SELECT rolname FROM pg_catalog.pg_roles WHERE rolbypassrls OR rolsuper"
-        )
-    }
-    return tuple(r for r in readers if r not in bypass)
-
-
 @dataclass(frozen=True)
 class NewLoAccess:
     """What a new LO made from a bytea value gets: an owner, and SELECT for ``readers``
@@ -356,6 +342,52 @@ def new_lo_access(
             " (GRANT {who} TO this role), or name another with --owner"
         )
     return NewLoAccess(who, tuple(str(r) for r in row[1]))
+
+
+_UNFILTERED = """
+SELECT r.name FROM pg_catalog.unnest(%(names)s::text[]) r(name)
+JOIN pg_catalog.pg_roles g ON g.rolname = r.name
+JOIN pg_catalog.pg_class c ON c.oid = %(rel)s
+WHERE NOT EXISTS (
+    SELECT 1 FROM pg_catalog.pg_roles l
+    WHERE (l.oid = g.oid OR (l.rolcanlogin AND pg_catalog.pg_has_role(l.oid, g.oid, 'MEMBER')))
+      AND NOT (l.rolsuper OR l.rolbypassrls
+               OR pg_catalog.pg_has_role(l.oid, c.relowner, 'USAGE')))
+"""
+"""Those of ``names`` that read every row of table ``rel`` whatever its policies: a
+role row-level security does not filter (a superuser, one with BYPASSRLS itself, the
+table's owner or a role with its rights; an owner under FORCE may turn it off), and so
+does every login that may act as it (BYPASSRLS is not inherited: a member's sessions are
+filtered by its own attributes)."""
+
+
+def new_lo_widening(
+    conn: psycopg.Connection, relid: int, column: str, new: NewLoAccess
+) -> tuple[str, ...]:
+    """The roles that new LOs made from ``column`` of ``relid`` with owner and readers
+    ``new`` would let read bytes they may not read today: the owner when it may not read
+    every row of the column (it reads every LO it owns), and, on a table with row-level
+    security, every reader whose reads the policies filter (an LO's ACL cannot hold a
+    row policy; PUBLIC always is). Empty when none."""
+    row = conn.execute(
+        "SELECT relrowsecurity FROM pg_catalog.pg_class WHERE oid = %s", (relid,)
+    ).fetchone()
+    rls = bool(row and row[0])
+    owner_reads = conn.execute(
+        "SELECT pg_catalog.has_column_privilege(r.oid, %s::oid, %s, 'SELECT')"
+        " FROM pg_catalog.pg_roles r WHERE r.rolname = %s",
+        (relid, column, new.owner),
+    ).fetchone()
+    named = [new.owner, *(r for r in new.readers if r != "PUBLIC")]
+    whole = {
+        str(r[0]) for r in conn.execute(_UNFILTERED, {"names": named, "rel": relid}).fetchall()
+    }
+    out: list[str] = []
+    if not (owner_reads and owner_reads[0]) or (rls and new.owner not in whole):
+        out.append(new.owner)
+    if rls:
+        out += [r for r in new.readers if r != new.owner and (r == "PUBLIC" or r not in whole)]
+    return tuple(out)
 
 
 def lo_maker_ddl(fn: sql.Identifier, access: NewLoAccess) -> list[sql.Composed]:

@@ -203,6 +203,17 @@ class Runner:
             " run again when the writes calm down"
         )
 
+    def _new_lo_owner(self) -> str | None:
+        """The owner the run gives its new LOs (``--owner`` at its start), read off one of
+        them; None (the table's owner) when it has made none."""
+        row = self.conn.execute(
+            sql.SQL(
+                "SELECT pg_catalog.pg_get_userbyid(m.lomowner) FROM {t} x"
+                " JOIN pg_catalog.pg_largeobject_metadata m ON m.oid = x.{d} LIMIT 1"
+            ).format(t=self.col.ident(), d=sql.Identifier(self.mig.new_column))
+        ).fetchone()
+        return str(row[0]) if row else None
+
     def _check_widening(self, where: sql.Composable, params: Mapping[str, object]) -> None:
         if self.mig.direction != "bytea" or self.mig.allow_widening:
             return
@@ -284,8 +295,11 @@ class Runner:
         if not self.mig.allow_widening:
             # Again, as it is now: a view, a SECURITY DEFINER function, a grant or a row
             # policy may have come while the run went. Nothing is switched if so.
-            reach = self.reach if self.mig.direction == "bytea" else None
-            refuse_widening(self.conn, self.col, self.mig.direction, reach)
+            if self.mig.direction == "bytea":
+                self._reach = None  # read afresh: the verify pass may have read it
+                refuse_widening(self.conn, self.col, "bytea", self.reach)
+            else:
+                refuse_widening(self.conn, self.col, "lo", None, self._new_lo_owner())
         if self.col.not_null:
             self.reporter.note("validating the NOT NULL check (writes go on meanwhile)")
             self.conn.execute(

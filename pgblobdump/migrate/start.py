@@ -144,25 +144,35 @@ def refuse_widening(
     """DatabaseError, naming the LOs, roles and paths, when the move would let some role
     read bytes it may not read today: to bytea, an LO some reader of the column (or of a
     view or SECURITY DEFINER function over it) may not read; to lo, a table whose rows
-    row-level security hides from some of the readers the new LOs would be granted to."""
+    row-level security hides from some of the readers the new LOs would be granted to
+    (their owner ``owner`` included), or an owner that may not read the column."""
     if to == "lo":
-        granted = access.new_lo_access(conn, col.relid, col.name, owner).readers
-        filtered = access.row_security_readers(conn, col.relid, granted)
-        if filtered:
+        new = access.new_lo_access(conn, col.relid, col.name, owner)
+        wider = access.new_lo_widening(conn, col.relid, col.name, new)
+        if not wider:
+            return
+        row = conn.execute(
+            "SELECT relrowsecurity FROM pg_catalog.pg_class WHERE oid = %s", (col.relid,)
+        ).fetchone()
+        if row and row[0]:
             raise DatabaseError(
                 f"{col.table_name} has row-level security, which an LO's ACL cannot express:"
-                f" the new LOs would let {', '.join(filtered)} read every row's LO with"
+                f" the new LOs would let {', '.join(wider)} read every row's LO with"
                 " lo_get, not only the rows the policies show them. Keep the column bytea"
                 " (the bytes stay under the policies), or rerun with --allow-acl-widening"
                 " to accept that"
             )
-        return
+        raise DatabaseError(
+            f"the new LOs' owner {new.owner} may not read every row of {col.qualified} today,"
+            " and an LO's owner reads it: name one that may with --owner, or rerun with"
+            " --allow-acl-widening to accept that"
+        )
     assert reach is not None
-    wider = access.widening(conn, reach, refs.as_lo_column(col).select())
-    if wider:
+    widened = access.widening(conn, reach, refs.as_lo_column(col).select())
+    if widened:
         raise DatabaseError(
             f"moving {col.qualified} into bytea would let roles read LOs they may not"
-            f" read today: {wider.describe()}. Grant them SELECT on those LOs, revoke"
+            f" read today: {widened.describe()}. Grant them SELECT on those LOs, revoke"
             " their SELECT on the column (or their use of the views and functions named),"
             " or rerun with --allow-acl-widening to accept that all of them read these bytes"
         )

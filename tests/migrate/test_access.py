@@ -211,6 +211,10 @@ def test_to_lo_owner_option_and_in_place(pg17: EmbeddedCluster, new_db: NewDb) -
             conn.execute(f"GRANT SELECT (id, v) ON {t} TO {W}")
         with pytest.raises(NotFound, match="no role pgbd_nosuch"):
             run(conn, "b.v", RunOptions(to="lo", owner="pgbd_nosuch"))
+        # An LO's owner reads it: R, who may not read b.v, may not own its bytes.
+        with pytest.raises(DatabaseError, match=rf"owner {R} may not read every row of"):
+            run(conn, "b.v", RunOptions(to="lo", owner=R))
+        conn.execute(f"GRANT SELECT (id, v) ON b TO {R}")
         run(conn, "b.v", RunOptions(to="lo", owner=R))
         run_in_place(conn, "c.v", RunOptions(to="lo"))
     b, c = _lo_rows(db, "b"), _lo_rows(db, "c")

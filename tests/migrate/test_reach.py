@@ -284,8 +284,8 @@ def test_reaching_routines_offline() -> None:
         _routine(9, "", touches=True),  # a BEGIN ATOMIC body, or RETURNS SETOF docs
         _routine(10, "PERFORM f3(0)"),  # two calls away
     ]
-    assert [r.oid for r in reaching(rs, ["docs"])] == [1, 3, 5, 6, 9, 10]
-    assert [r.oid for r in reaching(rs, [])] == [5, 6, 9]
+    assert sorted(r.oid for r in reaching(rs, ["docs"])) == [1, 3, 5, 6, 9, 10]
+    assert sorted(r.oid for r in reaching(rs, [])) == [5, 6, 9]
 
 
 # -- 3. lo_compat_privileges as each reader's sessions see it --------------------------
@@ -354,3 +354,194 @@ def test_a_reader_whose_sessions_read_every_lo_widens_nothing(
         finally:
             conn.execute(f"ALTER ROLE {A} RESET ALL")
             conn.execute(f"ALTER ROLE {A} IN DATABASE {name} RESET ALL")
+
+
+# -- what a second review found --------------------------------------------------------
+
+
+def test_reaching_offline_calls_quoted_names_query_runners_and_owner_chains() -> None:
+    rs = [
+        _routine(1, "", language="sql", calls=frozenset({2})),  # BEGIN ATOMIC calling 2
+        _routine(2, "SELECT doc FROM docs", secdef=False),
+        _routine(3, 'SELECT 1 FROM "We""ird Docs"'),  # a quoted name with a quote in it
+        _routine(4, "SELECT schema_to_xml('public', true, false, '')", language="sql"),
+        _routine(5, "SELECT f6()", owner_reads=False),  # its owner may call 6
+        _routine(6, "SELECT doc FROM docs"),
+        _routine(7, "SELECT f6()", owner_reads=False),  # its owner may not
+    ]
+    may = {5: True, 7: False}
+    found = reaching(
+        rs, ["docs", 'we"ird docs'], lambda r, ps: may[r.oid] and 6 in {p.oid for p in ps}
+    )
+    assert sorted(r.oid for r in found) == [1, 3, 4, 5, 6]
+
+
+def test_views_naming_the_whole_row_and_other_columns_count_and_counting_ones_do_not(
+    pg17: EmbeddedCluster, new_db: NewDb
+) -> None:
+    """``SELECT d FROM docs d WHERE d.id > 0`` names the whole row and a column: pg_depend
+    records only the column; ``SELECT count(*) FROM docs`` names no column and hands out
+    nothing."""
+    db = new_db(pg17)
+    _api_table(db)
+    with psycopg.connect(db, autocommit=True) as conn:
+        conn.execute("DROP FUNCTION api_doc(int)")
+        conn.execute("CREATE VIEW mine AS SELECT d FROM docs d WHERE d.id > 0")
+        conn.execute("CREATE VIEW counted AS SELECT count(*) FROM docs")
+        conn.execute("CREATE VIEW as_json AS SELECT row_to_json(d) AS j, d.id FROM docs d")
+        conn.execute(f"GRANT SELECT ON mine, counted, as_json TO {A}")
+        col = next(c for c in plan(conn, "test").columns if c.column == "public.docs.doc")
+    assert col.paths == ["view as_json", "view mine"]
+    with pytest.raises(DatabaseError, match=rf"{A}, who may read view as_json; by {A}, who"):
+        _go(_as_mig(db), "docs.doc")
+    with psycopg.connect(db, autocommit=True) as conn:
+        conn.execute("DROP VIEW mine, as_json")
+    assert _go(_as_mig(db), "docs.doc").phase == "done"  # type: ignore[attr-defined]
+
+
+def test_definer_chains_atomic_bodies_and_xml_exports_are_paths(
+    pg17: EmbeddedCluster, new_db: NewDb
+) -> None:
+    db = new_db(pg17)
+    _api_table(db)
+    api = "pgbd_reach_api"
+    with psycopg.connect(db, autocommit=True) as conn:
+        conn.execute("DROP FUNCTION api_doc(int)")
+        conn.execute(f"DO $$ BEGIN CREATE ROLE {api} NOLOGIN; EXCEPTION WHEN duplicate_object"
+                     " THEN NULL; END $$")  # fmt: skip
+        for stmt in (
+            # A SQL-standard body calling a plain function that reads docs
+            "CREATE FUNCTION doc_text(i int) RETURNS text LANGUAGE sql STABLE"
+            " AS $$ SELECT doc::text FROM docs WHERE id = i $$",
+            "CREATE FUNCTION atomic_doc(i int) RETURNS text LANGUAGE sql SECURITY DEFINER"
+            " BEGIN ATOMIC SELECT doc_text(i); END",
+            # the server's XML export of a whole schema
+            "CREATE FUNCTION export_all() RETURNS xml LANGUAGE sql SECURITY DEFINER"
+            " AS $$ SELECT schema_to_xml('public', true, false, '') $$",
+            # a definer that only api may call, and api's own definer over it
+            "CREATE FUNCTION get_doc(i int) RETURNS text LANGUAGE sql SECURITY DEFINER"
+            " AS $$ SELECT doc::text FROM public.docs WHERE id = i $$",
+        ):
+            conn.execute(stmt)
+        for fn in ("doc_text(int)", "atomic_doc(int)", "export_all()", "get_doc(int)"):
+            conn.execute(f"ALTER FUNCTION {fn} OWNER TO {MIG}")
+        conn.execute("REVOKE EXECUTE ON FUNCTION get_doc(int), atomic_doc(int), export_all()"
+                     " FROM PUBLIC")  # fmt: skip
+        conn.execute(f"GRANT EXECUTE ON FUNCTION get_doc(int) TO {api}")
+        conn.execute(f"GRANT CREATE ON SCHEMA public TO {api}")
+        conn.execute(f"SET ROLE {api}")
+        conn.execute("CREATE FUNCTION api_doc(i int) RETURNS text LANGUAGE sql SECURITY DEFINER"
+                     " AS $$ SELECT get_doc(i) $$")  # fmt: skip
+        conn.execute("RESET ROLE")
+        conn.execute(f"GRANT EXECUTE ON FUNCTION atomic_doc(int), export_all() TO {A}")
+        col = next(c for c in plan(conn, "test").columns if c.column == "public.docs.doc")
+    assert col.paths == [
+        "SECURITY DEFINER function api_doc(integer)",
+        "SECURITY DEFINER function atomic_doc(integer)",
+        "SECURITY DEFINER function export_all()",
+        "SECURITY DEFINER function get_doc(integer)",
+    ]
+    assert col.widening is not None
+    through = dict(col.widening.through)
+    assert A in through["SECURITY DEFINER function atomic_doc(integer)"]
+    assert A in through["SECURITY DEFINER function export_all()"]
+    assert "PUBLIC" in through["SECURITY DEFINER function api_doc(integer)"]
+    with pytest.raises(DatabaseError, match=r"call SECURITY DEFINER function api_doc"):
+        _go(_as_mig(db), "docs.doc")
+
+
+def test_a_quoted_table_name_is_found_in_function_bodies(
+    pg17: EmbeddedCluster, new_db: NewDb
+) -> None:
+    db = new_db(pg17)
+    with psycopg.connect(db, autocommit=True) as conn:
+        _roles(conn)
+        conn.execute('CREATE TABLE "We""ird Docs" (id int PRIMARY KEY, "Da ta" oid)')
+        conn.execute("""INSERT INTO "We""ird Docs" VALUES (1, lo_from_bytea(0, 'x'))""")
+        conn.execute(
+            "CREATE FUNCTION get_it(i int) RETURNS oid LANGUAGE sql SECURITY DEFINER"
+            ' AS $$ SELECT "Da ta" FROM "We""ird Docs" WHERE id = i $$'
+        )
+        col = next(c for c in plan(conn, "test").columns if c.column.endswith('"Da ta"'))
+    assert col.paths == ["SECURITY DEFINER function get_it(integer)"]
+    assert col.widening is not None and col.widening.los == 1
+
+
+def test_to_lo_owner_under_row_security_and_bypassrls_of_a_group_are_refused(
+    pg17: EmbeddedCluster, new_db: NewDb
+) -> None:
+    """--owner A on an RLS table: A would own, so read, every row's LO. And BYPASSRLS is
+    not inherited: a group with it, whose member may not SET ROLE to it, does not lift
+    the policy for the member."""
+    db = new_db(pg17)
+    _rls_table(db)
+    grp = "pgbd_reach_grp"
+    with pytest.raises(DatabaseError, match=rf"row-level security.*{A}"):
+        _go(db, "docs.doc", to="lo", owner=A)
+    with psycopg.connect(db, autocommit=True) as conn:
+        assert conn.execute("SELECT count(*) FROM pg_largeobject_metadata").fetchone() == (0,)
+        conn.execute(f"REVOKE SELECT ON docs FROM {A}, {B}")
+        conn.execute(f"DO $$ BEGIN CREATE ROLE {grp} NOLOGIN BYPASSRLS; EXCEPTION WHEN"
+                     " duplicate_object THEN NULL; END $$")  # fmt: skip
+        conn.execute(f"GRANT {grp} TO {B} WITH SET FALSE")
+        conn.execute(f"GRANT SELECT ON docs TO {grp}")
+    with as_role(db, B) as b:  # B reads through the group's grant, under the policy
+        assert b.execute("SELECT doc FROM docs").fetchall() == [(b"secret of b",)]
+    try:
+        with pytest.raises(DatabaseError, match=rf"row-level security.*{grp}"):
+            _go(db, "docs.doc", to="lo")
+    finally:
+        with psycopg.connect(db, autocommit=True) as conn:
+            conn.execute(f"REVOKE {grp} FROM {B}")
+            conn.execute(f"REVOKE SELECT ON docs FROM {grp}")
+
+
+def test_a_view_made_after_the_verify_pass_read_the_paths_is_refused_at_the_switch(
+    pg17: EmbeddedCluster, new_db: NewDb, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The verify pass reads the column's paths when it re-copies a row; the switch reads
+    them again, as they are then."""
+    from pgblobdump.migrate.run import Runner
+    from tests.migrate.test_access import started
+
+    db = new_db(pg17)
+    _api_table(db)
+    with psycopg.connect(db, autocommit=True) as conn:
+        conn.execute("REVOKE EXECUTE ON FUNCTION api_doc(int) FROM PUBLIC")
+        oid = conn.execute("SELECT doc FROM docs").fetchone()[0]  # type: ignore[index]
+    started(_as_mig(db), "docs.doc")
+    fill, verify = Runner.fill, Runner.verify
+
+    def then_a_write(self: Runner) -> None:
+        fill(self)
+        with psycopg.connect(db, autocommit=True) as conn:  # the verify pass re-copies it
+            conn.execute("SELECT lo_put(%s, 0, 'S')", (oid,))
+
+    def then_a_view(self: Runner) -> None:
+        verify(self)
+        assert self._reach is not None  # read by the re-copy
+        with psycopg.connect(db, autocommit=True) as conn:
+            conn.execute("CREATE VIEW whole AS SELECT d FROM docs d")
+            conn.execute(f"GRANT SELECT ON whole TO {B}")
+
+    monkeypatch.setattr(Runner, "fill", then_a_write)
+    monkeypatch.setattr(Runner, "verify", then_a_view)
+    with pytest.raises(DatabaseError, match=rf"{B}, who may read view whole"):
+        _go(_as_mig(db), "docs.doc")
+    assert col_type(db, "docs", "doc") == "oid"
+
+
+def test_every_roles_setting_counts(pg17: EmbeddedCluster, new_db: NewDb) -> None:
+    """``ALTER ROLE ALL SET`` comes between the database's setting and the server's."""
+    db = new_db(pg17)
+    oid = _compat_table(db)
+    with psycopg.connect(db, autocommit=True) as conn:
+        conn.execute(f"GRANT SELECT ON LARGE OBJECT {oid} TO {MIG}")
+        conn.execute("ALTER ROLE ALL SET lo_compat_privileges = on")
+        try:
+            col = next(c for c in plan(conn, "test").columns if c.column == "public.docs.doc")
+            assert col.widening is not None and not col.widening, col.widening
+        finally:
+            conn.execute("ALTER ROLE ALL RESET lo_compat_privileges")
+        col = next(c for c in plan(conn, "test").columns if c.column == "public.docs.doc")
+        assert col.widening is not None and col.widening.roles == (A,)
