@@ -5,7 +5,7 @@ is read from it for restore's writer is sync/feed.py's."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import psycopg
@@ -17,7 +17,7 @@ from pgblobdump.pg.connect import connect, describe
 from pgblobdump.pg.lostream import Selection, check_references
 from pgblobdump.pg.trust import check_state_schema
 from pgblobdump.sync.state import SCHEMA as STATE_SCHEMA
-from pgblobdump.sync.state import Recorded
+from pgblobdump.sync.state import Marked, Recorded
 
 OID_MAX = 2**32 - 1
 
@@ -103,6 +103,25 @@ def another_source(since: Mark, was: Recorded, now: Mark, here: Recorded) -> str
             f" pg_control_system()), and {how}"
         )
     return why
+
+
+def other_sources(
+    rows: Sequence[Marked], now: Mark, here: Recorded
+) -> tuple[str | None, list[Marked]]:
+    """Why the marks ``rows`` are not all of the database ``now`` is read from
+    (``here``), or None when they are; and the rows that are not. Rows of this source
+    beside others (a state an older version let two copies write) are not picked from:
+    which LOs came from which source is not known, so that is refused the same way."""
+    others: list[Marked] = []
+    why: str | None = None
+    for r in rows:
+        w = another_source(r.mark, r.source, now, here)
+        if w is not None:
+            others.append(r)
+            why = why or w
+    if why is not None and len(others) < len(rows):
+        why += "; the state holds marks of both (a copy from each)"
+    return why, others
 
 
 def shares(
