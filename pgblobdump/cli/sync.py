@@ -70,6 +70,16 @@ REFERENCED_BY = click.option(
 )
 
 
+def source_changed_option(verb: str, why: str) -> Callable[[F], F]:
+    """``--source-changed``, worded alike for copy and sync."""
+    return click.option(
+        "--source-changed",
+        is_flag=True,
+        help="-d is not the database the last copy or sync read, on purpose (an upgraded or"
+        f" restored source): {verb} from it all the same (else refused, since {why}).",
+    )
+
+
 @click.command("copy")
 @connection_options
 @TARGET
@@ -95,10 +105,14 @@ REFERENCED_BY = click.option(
     metavar="K/N",
     help="Copy share K of N of the LOs (OID ranges of equal counts): N copies at once.",
 )
+@source_changed_option(
+    "copy", "a sync from either would remove and overwrite what was copied from the other"
+)
 @output_options
 def copy_cmd(target: ConnectionTarget, to: ConnectionTarget, oids: tuple[int, int],
              referenced_by: tuple[tuple[str, str], ...], jobs: int, on_conflict: str,
-             resume: bool, part: tuple[int, int] | None, fmt: Format) -> None:  # fmt: skip
+             resume: bool, part: tuple[int, int] | None, source_changed: bool,
+             fmt: Format) -> None:  # fmt: skip
     """Copy large objects from the database -d into the one --target-dbname names:
     same OIDs, owners, ACLs and comments, from one snapshot of the source, streamed
     over --jobs connections per side, nothing written to disk.
@@ -107,7 +121,10 @@ def copy_cmd(target: ConnectionTarget, to: ConnectionTarget, oids: tuple[int, in
     source's. An OID that exists on the target is refused before anything is written
     (--on-conflict skip keeps it). On failure or interrupt the LOs this run made are
     removed; after a kill -9, running the copy again finishes it: which LOs a copy made
-    is kept in the target, in schema pgblobdump_sync (sync --forget drops it).
+    is kept in the target, in schema pgblobdump_sync (sync --forget drops it). A source
+    other than the database earlier copies and syncs into the target read (a typo in -d,
+    the wrong port) is refused before anything is written, unless --source-changed says
+    it is on purpose.
 
     Example: pgblobdump copy -d olddb --target-dbname newdb --target-port 5433 --jobs 2
     """
@@ -116,7 +133,7 @@ def copy_cmd(target: ConnectionTarget, to: ConnectionTarget, oids: tuple[int, in
     from pgblobdump.sync.copy import copy as run_copy
 
     req = CopyRequest(Selection(*oids, referenced_by), jobs, OnConflict(on_conflict), resume,
-                      part)  # fmt: skip
+                      part, source_changed)  # fmt: skip
     dst = target_of(target, to)
     with reporter("copying LOs", 0) as rep:
         result = run_copy(target.conninfo(), dst.conninfo(), req, rep)
@@ -143,13 +160,7 @@ def copy_cmd(target: ConnectionTarget, to: ConnectionTarget, oids: tuple[int, in
     " made them, and copy again those unlinked there (never one given another owner or ACL"
     " there, or made again there).",
 )
-@click.option(
-    "--source-changed",
-    is_flag=True,
-    help="-d is not the database the last copy or sync read, on purpose (an upgraded or"
-    " restored source): sync from it all the same (else refused, since it would remove and"
-    " overwrite what was copied from the other).",
-)
+@source_changed_option("sync", "it would remove and overwrite what was copied from the other")
 @click.option("--dry-run", is_flag=True, help="List what would be done; change nothing.")
 @click.option(
     "--watch",

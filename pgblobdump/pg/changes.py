@@ -144,6 +144,14 @@ def unusable(conn: psycopg.Connection, since: Mark | None, now: Mark,
     if since is None:
         return "no earlier copy or sync of this selection is recorded in the target"
     if (since.cluster, since.database) != (now.cluster, now.database):
+        if since.database == now.database and not (
+            since.cluster.startswith("system ") and now.cluster.startswith("system ")
+        ):
+            # a cluster named by its start time: a restart, or another cluster
+            return (
+                f"{last} read a cluster {since.cluster}, this one {now.cluster} (a restart"
+                " or another cluster: the role may not run pg_control_system() to tell)"
+            )
         return f"{last} read another source ({since.cluster}, database {since.database})"
     if now.xmax - since.xmin >= HORIZON - MARGIN:
         return f"{last} is older than the transaction-id horizon (2^31 transactions)"

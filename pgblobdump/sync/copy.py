@@ -7,12 +7,14 @@ sized from the lock table, each one transaction entered in a Ledger): the same c
 rules as restore, the same exact clean-up on failure. Each batch also enters its OID
 ranges in the target's state (sync/state.py) in its own transaction, so a rerun after a
 kill -9 knows which existing LOs an earlier copy made and resumes, while an LO it did not
-make is a conflict.
+make is a conflict. A copy from another source than the earlier copies and syncs into
+the target read is refused before anything is written (as sync refuses it).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import time
 from dataclasses import dataclass, field
@@ -38,13 +40,17 @@ class CopyRequest:
     K of N of the selection by LO count (N copies at once, on N hosts). ``on_conflict``:
     an OID that exists on the target and that no copy made: refuse (before anything is
     written) or keep what is there. ``resume``: say that an earlier copy was interrupted
-    (a rerun finds it out alone: the LOs an earlier copy made are kept either way)."""
+    (a rerun finds it out alone: the LOs an earlier copy made are kept either way).
+    ``source_changed``: the source is not the database the target's earlier copies and
+    syncs of these LOs read, on purpose (else refused: LOs of two sources in one target
+    would be removed and overwritten by a sync from either); their marks are replaced."""
 
     selection: Selection = field(default_factory=Selection)
     jobs: int = 1
     on_conflict: OnConflict = OnConflict.ERROR
     resume: bool = False
     part: tuple[int, int] | None = None
+    source_changed: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "on_conflict", OnConflict(self.on_conflict))
@@ -77,6 +83,17 @@ def copy(src: str, dst: str, req: CopyRequest, reporter: Reporter = QUIET) -> Co
         assert row is not None
         snapshot = str(row[0])
         mark = changes.mark(leader)
+        here = source.recorded(leader, src)
+        # before anything is written: which source earlier copies and syncs read
+        marks = state.overlapping(main, req.selection)
+        other, drop = source.other_sources(marks, mark, here)
+        if other is not None and not req.source_changed:
+            raise UsageError(f"{other}: {ANOTHER}")
+        # LOs the other source's copy made are kept below as a resumed copy's would be:
+        # the mark says so, and the next sync compares digests (state.Recorded)
+        here = dataclasses.replace(
+            here, replaced=bool(drop) or any(m.source.replaced for m in marks)
+        )
         ranges = source.shares(leader, req.selection, req.part, req.jobs)
         covered = f"{ranges[0].first}..{ranges[-1].last}"
         if req.part is not None:
@@ -88,8 +105,8 @@ def copy(src: str, dst: str, req: CopyRequest, reporter: Reporter = QUIET) -> Co
         state.ensure(main)
         rreq = RestoreRequest(on_conflict=req.on_conflict, resume=skipping,
                               part=req.part, jobs=len(ranges))  # fmt: skip
-        here = source.recorded(leader, src)
-        state.add_mark(main, state.key_of(req.selection), mark, here)  # before any LO is made
+        # before any LO is made
+        state.add_mark(main, state.key_of(req.selection), mark, here, drop=drop)
         feeds: list[Feed] = [functools.partial(feed.items, sel=s) for s in ranges]
         workers = run_jobs(src, dst, snapshot, feeds, rreq, reporter, stack)
         with sql_errors("copy: on the source", describe(src)):
@@ -98,6 +115,14 @@ def copy(src: str, dst: str, req: CopyRequest, reporter: Reporter = QUIET) -> Co
     skipped = sum(w.skipped for w in workers) - kept
     return CopyResult(los, sum(w.bytes for w in workers), kept, max(0, skipped),
                       time.perf_counter() - t0, snapshot, covered)  # fmt: skip
+
+
+ANOTHER = (
+    "a copy from another source would leave LOs of two sources in the target, which a"
+    " sync from either would remove and overwrite; check -d and -p, or copy"
+    " --source-changed if the source changed on purpose"
+)
+"""What a copy from another database than the one earlier copies read would do."""
 
 
 def _conflicts(

@@ -2,7 +2,9 @@
 work in proportion to what changed.
 
 1. The source's snapshot is exported and its mark taken; the target's state gives the
-   mark of the last copy or sync of this selection (sync/state.py).
+   mark of the last copy or sync of this selection (sync/state.py). A mark of the
+   selection's LOs read from another source is refused (sync/source.py
+   ``another_source``) unless ``source_changed``.
 2. What changed on the source: from tuple xids since that mark (pg/changes.py), or, when
    that cannot be exact (no state, another source, past the xid horizon, a role that may
    not read pg_largeobject, a --referenced-by selection: it changes with the rows that
@@ -105,13 +107,14 @@ def sync(src: str, dst: str, req: SyncRequest, reporter: Reporter = QUIET) -> Sy
         now = changes.mark(leader)
         key = state.key_of(sel)
         here = source.recorded(leader, src)
-        since, was = state.load_mark(main, key) or (None, state.Recorded())
-        other = None if since is None else source.another_source(since, was, now, here)
+        other, drop = source.other_sources(state.overlapping(main, sel), now, here)
         if other is not None and not req.source_changed:
             if not req.dry_run:
                 raise UsageError(f"{other}: {ANOTHER}")
             reporter.note(f"{other}: without --dry-run, sync refuses ({ANOTHER})")
-        why = REFERENCED if sel.referenced_by else changes.unusable(leader, since, now)
+        marks = state.load_marks(main, key)
+        since = state.combine(marks)
+        why = _inexact(leader, sel, marks, since, now)
         if not catalog.pages_readable(main):
             reporter.note(
                 "this role may not read the target's pg_largeobject: bytes written on the"
@@ -162,7 +165,7 @@ def sync(src: str, dst: str, req: SyncRequest, reporter: Reporter = QUIET) -> Sy
                     " sync ran: kept as they are (the next sync lists them as conflicts)"
                 )
         with sql_errors("sync: on the target", describe(dst)):
-            state.add_mark(main, key, now, here, replace=True)
+            state.add_mark(main, key, now, here, replace=True, drop=drop)
             state.compact(main)
         with sql_errors("sync: on the source", describe(src)):
             leader.execute("COMMIT")
@@ -199,6 +202,26 @@ def _by_xids(leader: psycopg.Connection, main: psycopg.Connection, sel: Selectio
     plan.equal += sum(n for b, (n, _h) in src.items() if b not in bad) - plan.seen
     plan.sort()
     return plan
+
+
+def _inexact(leader: psycopg.Connection, sel: Selection, marks: list[state.Marked],
+             since: changes.Mark | None, now: changes.Mark) -> str | None:  # fmt: skip
+    """Why the changes since ``marks`` (combined: ``since``) cannot be found exactly
+    from transaction ids, or None when they can."""
+    if sel.referenced_by:
+        return REFERENCED
+    if any(m.source.replaced for m in marks):
+        return (
+            "a copy --source-changed made the last mark, and LOs copied from the other"
+            " source may still be there"
+        )
+    if marks and since is None:
+        return (
+            "the marks of these LOs name more than one cluster or database (a restart"
+            " between copies, with a role that may not run pg_control_system(), or a"
+            " source changed on purpose)"
+        )
+    return changes.unusable(leader, since, now)
 
 
 ANOTHER = (

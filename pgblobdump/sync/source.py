@@ -5,7 +5,7 @@ is read from it for restore's writer is sync/feed.py's."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import psycopg
@@ -17,7 +17,7 @@ from pgblobdump.pg.connect import connect, describe
 from pgblobdump.pg.lostream import Selection, check_references
 from pgblobdump.pg.trust import check_state_schema
 from pgblobdump.sync.state import SCHEMA as STATE_SCHEMA
-from pgblobdump.sync.state import Recorded
+from pgblobdump.sync.state import Marked, Recorded
 
 OID_MAX = 2**32 - 1
 
@@ -69,22 +69,59 @@ def recorded(conn: psycopg.Connection, src: str) -> Recorded:
 
 
 def another_source(since: Mark, was: Recorded, now: Mark, here: Recorded) -> str | None:
-    """Why the mark ``since`` (read from ``was``) was not read from the database that
-    ``now`` is read from (``here``), or None when it was: by system identifier and
-    database OID where both marks have the identifier; else (a role that may not read
-    pg_control_system() names its cluster by when it started, which a restart changes)
-    by database OID and name."""
-    if since.cluster.startswith("system ") and now.cluster.startswith("system "):
-        same = (since.cluster, since.database) == (now.cluster, now.database)
-    else:
-        same = since.database == now.database and was.datname in (None, here.datname)
-    if same:
-        return None
-    return (
+    """Why the mark ``since`` (read from ``was``) cannot be taken as read from the
+    database that ``now`` is read from (``here``), or None when it can.
+
+    Proven the same: the same database OID in the cluster of the same system
+    identifier, or of the same postmaster start time. A role that may not run
+    pg_control_system() names its cluster by start time alone, and another cluster may
+    hold a database of the same name and OID (CREATE DATABASE ... OID, pg_upgrade keeps
+    both): so when the start times differ (a restart, or another cluster), the mark is
+    taken as this source's only when the database's OID and name are the same and so is
+    the connection it was read through (database, host and port as ``describe`` gives
+    them); a state that did not record that connection is not."""
+    both = since.cluster.startswith("system ") and now.cluster.startswith("system ")
+    if since.database == now.database:
+        if since.cluster == now.cluster:
+            return None
+        named = was.name is not None and (was.name, was.datname) == (here.name, here.datname)
+        if not both and named:
+            return None
+    why = (
         f"the last copy or sync of these LOs read {was.name or 'another database'}"
         f" ({since.cluster}, database OID {since.database}); this is {here.name}"
         f" ({now.cluster}, database OID {now.database})"
     )
+    if since.database == now.database and not both:
+        how = (
+            "the state does not record through which host and port it was read (an older version's)"
+            if was.name is None
+            else "it was not read through this host, port and database name"
+        )
+        why += (
+            "; the cluster could not be identified (the role may not run"
+            f" pg_control_system()), and {how}"
+        )
+    return why
+
+
+def other_sources(
+    rows: Sequence[Marked], now: Mark, here: Recorded
+) -> tuple[str | None, list[Marked]]:
+    """Why the marks ``rows`` are not all of the database ``now`` is read from
+    (``here``), or None when they are; and the rows that are not. Rows of this source
+    beside others (a state an older version let two copies write) are not picked from:
+    which LOs came from which source is not known, so that is refused the same way."""
+    others: list[Marked] = []
+    why: str | None = None
+    for r in rows:
+        w = another_source(r.mark, r.source, now, here)
+        if w is not None:
+            others.append(r)
+            why = why or w
+    if why is not None and len(others) < len(rows):
+        why += "; the state holds marks of both (a copy from each)"
+    return why, others
 
 
 def shares(

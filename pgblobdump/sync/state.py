@@ -171,52 +171,114 @@ class Recorded:
     """The source database a mark was read from, as recorded with it: ``name`` as
     messages give it (``pg.connect.describe``: database, host and port, never a
     password) and ``datname``, its name on its server. None: not recorded (a state made
-    before they were)."""
+    before they were). ``replaced``: a copy told that the source changed
+    (--source-changed) replaced the marks of another source here; the LOs copied from
+    that one may still be there (a copy keeps the LOs an earlier copy made, as a
+    resumed copy does), so the next sync of them compares digests."""
 
     name: str | None = None
     datname: str | None = None
+    replaced: bool = False
 
     def to_json(self) -> str:
-        return json.dumps({"name": self.name, "datname": self.datname})
+        d: dict[str, object] = {"name": self.name, "datname": self.datname}
+        if self.replaced:
+            d["replaced"] = True
+        return json.dumps(d)
 
     @classmethod
     def from_json(cls, text: str | None) -> Recorded:
         if text is None:
             return cls()
         d = json.loads(text)
-        return cls(d.get("name"), d.get("datname"))
+        return cls(d.get("name"), d.get("datname"), bool(d.get("replaced", False)))
 
 
-def load_mark(conn: psycopg.Connection, key: str) -> tuple[Mark, Recorded] | None:
-    """The mark of selection ``key`` (else of every LO, which covers any selection) and
-    the source it was read from: several rows (copy --part, a resumed copy) combine into
-    one that counts as changed whatever any of them would."""
+@dataclass(frozen=True)
+class Marked:
+    """One row of the marks: selection ``key``, ``mark``, the ``source`` it was read
+    from, and the row as stored (``stored``: to remove exactly that row)."""
+
+    key: str
+    mark: Mark
+    source: Recorded
+    stored: tuple[str, str | None]
+
+
+def _span(key: str) -> tuple[int, int]:
+    """The OID range a selection key covers (ALL: every OID)."""
+    if key == ALL:
+        return Selection().first, Selection().last
+    first, last, _refs = json.loads(key)
+    return int(first), int(last)
+
+
+def _rows(conn: psycopg.Connection) -> list[Marked]:
+    # ORDER BY: whatever reads them gets them in one order, run after run
+    rows = conn.execute(  # (to_jsonb: a state made before the column was has none)
+        f"SELECT k.selection, k.mark, to_jsonb(k) ->> 'source' FROM {SCHEMA}.marks k"
+        " ORDER BY 1, 2, 3"
+    ).fetchall()
+    return [Marked(str(k), Mark.from_json(m), Recorded.from_json(s), (str(m), s))
+            for k, m, s in rows]  # fmt: skip
+
+
+def load_marks(conn: psycopg.Connection, key: str) -> list[Marked]:
+    """The marks of selection ``key`` (else of every LO, which covers any selection):
+    several rows (copy --part, a resumed copy) are several snapshots, all of which a
+    sync's changes must be counted from (``combine``)."""
     if not exists(conn):
-        return None
+        return []
+    rows = _rows(conn)
     for k in (key, ALL):
-        rows = conn.execute(  # (to_jsonb: a state made before the column was has none)
-            f"SELECT k.mark, to_jsonb(k) ->> 'source' FROM {SCHEMA}.marks k WHERE selection = %s",
-            (k,),
-        ).fetchall()
-        marks = [(Mark.from_json(r[0]), r[1]) for r in rows]
-        if marks:
-            out, source = marks[0]
-            for m, src in marks[1:]:
-                if (m.cluster, m.database) == (out.cluster, out.database):
-                    out = out.union(m)
-                else:
-                    out, source = m, src
-            return out, Recorded.from_json(source)
-    return None
+        if mine := [r for r in rows if r.key == k]:
+            return mine
+    return []
+
+
+def overlapping(conn: psycopg.Connection, sel: Selection) -> list[Marked]:
+    """The marks of every selection whose OID range meets ``sel``'s (ALL's too): the
+    LOs they read may be among those a copy or sync of ``sel`` makes, keeps or
+    removes, so each must have been read from the same source."""
+    if not exists(conn):
+        return []
+    out = []
+    for r in _rows(conn):
+        first, last = _span(r.key)
+        if first <= sel.last and sel.first <= last:
+            out.append(r)
+    return out
+
+
+def combine(rows: Sequence[Marked]) -> Mark | None:
+    """One mark before which nothing is counted that any of ``rows`` counts as after
+    (``Mark.union``), or None when they are not all of one cluster and database as their
+    marks name them (one source read before and after a restart by a role that may not
+    run pg_control_system(): no one mark is exact, so the caller compares digests)."""
+    if not rows:
+        return None
+    out = rows[0].mark
+    for r in rows[1:]:
+        if (r.mark.cluster, r.mark.database) != (out.cluster, out.database):
+            return None
+        out = out.union(r.mark)
+    return out
 
 
 def add_mark(conn: psycopg.Connection, key: str, mark: Mark, source: Recorded,
-             replace: bool = False) -> None:  # fmt: skip
+             replace: bool = False, drop: Sequence[Marked] = ()) -> None:  # fmt: skip
     """Record that selection ``key`` was read under ``mark`` from ``source`` (``replace``:
-    a sync that finished: the earlier ones of the key are no longer needed)."""
+    a sync that finished: the earlier ones of the key are no longer needed; ``drop``:
+    rows to remove with it, another source's that --source-changed replaces)."""
     with conn.transaction():
         if replace:
             conn.execute(f"DELETE FROM {SCHEMA}.marks WHERE selection = %s", (key,))
+        for r in drop:
+            conn.execute(
+                f"DELETE FROM {SCHEMA}.marks k WHERE selection = %s AND mark = %s"
+                " AND (to_jsonb(k) ->> 'source') IS NOT DISTINCT FROM %s",
+                (r.key, *r.stored),
+            )
         conn.execute(f"INSERT INTO {SCHEMA}.marks VALUES (%s, %s, %s)",
                      (key, mark.to_json(), source.to_json()))  # fmt: skip
 
