@@ -15,7 +15,7 @@ from psycopg.conninfo import make_conninfo
 
 from pgblobdump.cli import cli
 from pgblobdump.errors import DatabaseError
-from pgblobdump.migrate import RunOptions, plan, run
+from pgblobdump.migrate import ColumnPlan, RunOptions, plan, run
 from pgblobdump.migrate.paths import Routine, reaching
 from pgblobdump.servers.cluster import EmbeddedCluster
 from tests.conftest import NewDb
@@ -29,6 +29,11 @@ def _roles(conn: psycopg.Connection) -> None:
     for role in (A, B, MIG):
         conn.execute(f"DO $$ BEGIN CREATE ROLE {role} LOGIN; EXCEPTION WHEN duplicate_object"
                      " THEN NULL; END $$")  # fmt: skip
+
+
+def _docs_plan(conn: psycopg.Connection) -> ColumnPlan:
+    """``migrate plan``'s column public.docs.doc."""
+    return next(c for c in plan(conn, "test").columns if c.column == "public.docs.doc")
 
 
 def _go(db: str, spec: str, **opts: object) -> object:
@@ -166,7 +171,7 @@ def test_a_security_definer_function_handing_out_the_column_is_a_widening_path(
         conn.execute("REVOKE EXECUTE ON FUNCTION api_doc(int) FROM PUBLIC")
         conn.execute(f"GRANT EXECUTE ON FUNCTION api_doc(int) TO {B}")
         conn.execute(f"GRANT SELECT ON LARGE OBJECT {oid} TO {B}")
-        col = next(c for c in plan(conn, "test").columns if c.column == "public.docs.doc")
+        col = _docs_plan(conn)
     assert col.widening is not None and not col.widening
     assert _go(_as_mig(db), "docs.doc").phase == "done"  # type: ignore[attr-defined]
     with as_role(db, B) as b:
@@ -203,7 +208,7 @@ def test_functions_reaching_the_table_through_other_functions_or_dynamic_sql_cou
         for fn in ("inner_doc(int)", "outer_doc(int)", "any_table(text)", "other_x()",
                    "archive_x()"):  # fmt: skip
             conn.execute(f"ALTER FUNCTION {fn} OWNER TO {MIG}")
-        col = next(c for c in plan(conn, "test").columns if c.column == "public.docs.doc")
+        col = _docs_plan(conn)
     assert col.paths == [
         "SECURITY DEFINER function any_table(text)",
         "SECURITY DEFINER function outer_doc(integer)",
@@ -225,7 +230,7 @@ def test_views_over_the_column_are_widening_paths(pg17: EmbeddedCluster, new_db:
         conn.execute("CREATE VIEW invoker WITH (security_invoker = true) AS SELECT doc FROM docs")
         conn.execute("CREATE VIEW ids AS SELECT id FROM docs")  # not the column
         conn.execute(f"GRANT SELECT ON whole, over_cols, invoker, ids TO {A}")
-        col = next(c for c in plan(conn, "test").columns if c.column == "public.docs.doc")
+        col = _docs_plan(conn)
     assert col.paths == ["view cols", "view over_cols", "view whole"]
     assert col.widening is not None
     assert col.widening.through == (("view over_cols", (A,)), ("view whole", (A,)))
@@ -317,7 +322,7 @@ def test_lo_compat_privileges_of_the_migrator_alone_does_not_hide_a_widening(
         conn.execute(f"ALTER ROLE {MIG} IN DATABASE {name} SET lo_compat_privileges = on")
     with psycopg.connect(_as_mig(db), autocommit=True) as conn:
         assert conn.execute("SHOW lo_compat_privileges").fetchone() == ("on",)
-        col = next(c for c in plan(conn, "test").columns if c.column == "public.docs.doc")
+        col = _docs_plan(conn)
     assert col.widening is not None and col.widening.roles == (A,)
     with pytest.raises(DatabaseError, match=rf"{oid}.*{A}.*--allow-acl-widening"):
         _go(_as_mig(db), "docs.doc")
@@ -346,10 +351,10 @@ def test_a_reader_whose_sessions_read_every_lo_widens_nothing(
         conn.execute(f"GRANT SELECT ON LARGE OBJECT {oid} TO {MIG}")  # A alone may not
         conn.execute(setting.format(a=A, db=name))
         try:
-            col = next(c for c in plan(conn, "test").columns if c.column == "public.docs.doc")
+            col = _docs_plan(conn)
             assert col.widening is not None and not col.widening, col.widening
             conn.execute(f"ALTER ROLE {A} IN DATABASE {name} SET lo_compat_privileges = off")
-            col = next(c for c in plan(conn, "test").columns if c.column == "public.docs.doc")
+            col = _docs_plan(conn)
             assert col.widening is not None and col.widening.roles == (A,)
         finally:
             conn.execute(f"ALTER ROLE {A} RESET ALL")
@@ -390,7 +395,7 @@ def test_views_naming_the_whole_row_and_other_columns_count_and_counting_ones_do
         conn.execute("CREATE VIEW counted AS SELECT count(*) FROM docs")
         conn.execute("CREATE VIEW as_json AS SELECT row_to_json(d) AS j, d.id FROM docs d")
         conn.execute(f"GRANT SELECT ON mine, counted, as_json TO {A}")
-        col = next(c for c in plan(conn, "test").columns if c.column == "public.docs.doc")
+        col = _docs_plan(conn)
     assert col.paths == ["view as_json", "view mine"]
     with pytest.raises(DatabaseError, match=rf"{A}, who may read view as_json; by {A}, who"):
         _go(_as_mig(db), "docs.doc")
@@ -434,7 +439,7 @@ def test_definer_chains_atomic_bodies_and_xml_exports_are_paths(
                      " AS $$ SELECT get_doc(i) $$")  # fmt: skip
         conn.execute("RESET ROLE")
         conn.execute(f"GRANT EXECUTE ON FUNCTION atomic_doc(int), export_all() TO {A}")
-        col = next(c for c in plan(conn, "test").columns if c.column == "public.docs.doc")
+        col = _docs_plan(conn)
     assert col.paths == [
         "SECURITY DEFINER function api_doc(integer)",
         "SECURITY DEFINER function atomic_doc(integer)",
@@ -539,9 +544,9 @@ def test_every_roles_setting_counts(pg17: EmbeddedCluster, new_db: NewDb) -> Non
         conn.execute(f"GRANT SELECT ON LARGE OBJECT {oid} TO {MIG}")
         conn.execute("ALTER ROLE ALL SET lo_compat_privileges = on")
         try:
-            col = next(c for c in plan(conn, "test").columns if c.column == "public.docs.doc")
+            col = _docs_plan(conn)
             assert col.widening is not None and not col.widening, col.widening
         finally:
             conn.execute("ALTER ROLE ALL RESET lo_compat_privileges")
-        col = next(c for c in plan(conn, "test").columns if c.column == "public.docs.doc")
+        col = _docs_plan(conn)
         assert col.widening is not None and col.widening.roles == (A,)
