@@ -1,0 +1,1 @@
+"""Where LOs are referenced from: the forms a value names an LO in (``values``)."""
