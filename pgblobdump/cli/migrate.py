@@ -79,6 +79,7 @@ def plan_table(p: core.Plan) -> Table:
 
 @migrate.command("plan")
 @connection_options
+@click.argument("columns", nargs=-1, metavar="[COLUMN]...")
 @click.option(
     "--measure",
     is_flag=True,
@@ -86,7 +87,9 @@ def plan_table(p: core.Plan) -> Table:
     " storage it offers and compare size and time (as bench toast does).",
 )
 @output_options
-def plan_cmd(target: ConnectionTarget, measure: bool, fmt: Format) -> None:
+def plan_cmd(
+    target: ConnectionTarget, columns: tuple[str, ...], measure: bool, fmt: Format
+) -> None:
     """List the columns that reference LOs and what moving each to bytea would meet.
 
     Per column: rows, LOs referenced, dangling OIDs, total and largest size, LOs over 1 GB,
@@ -95,11 +98,16 @@ def plan_cmd(target: ConnectionTarget, measure: bool, fmt: Format) -> None:
     to give the new column from a zstd sample (EXTERNAL when incompressible, EXTENDED with
     lz4 or pglz otherwise). Orphans are counted as vacuumlo finds them. Read only.
 
-    Example: pgblobdump migrate plan -d mydb --json
+    Every oid and lo column is looked at; a text, varchar, char, integer, bigint or
+    numeric column holding OIDs only when named ([schema.]table.column): its values are
+    read as refs.values reads them (an integer as oid::int4 stored it; a text when it is
+    an OID's digits), the others counted as inline.
+
+    Example: pgblobdump migrate plan -d mydb --json public.task_comment.text
     """
     conninfo = target.conninfo()
     with connect(conninfo, doing="planning the migration") as conn:
-        p = core.plan(conn, describe(conninfo), measure)
+        p = core.plan(conn, describe(conninfo), measure, list(columns))
     emit(plan_table(p), fmt, jsonable(p))
 
 
@@ -125,18 +133,22 @@ def result_table(r: core.RunResult) -> Table:
 @click.argument("column")
 @click.option(
     "--to",
-    type=click.Choice(["bytea", "lo"]),
+    type=click.Choice(list(core.DIRECTIONS)),
     default="bytea",
     show_default=True,
-    help="bytea: LO references become the bytes; lo: bytea values become new LOs.",
+    help="bytea: LO references become the bytes; lo: bytea values become new LOs; text:"
+    " a text/varchar column's OIDs (Hibernate/JDBC CLOBs) become the LOs' text, decoded in"
+    " the database encoding, inline values staying; oid: a column of OIDs in integers or"
+    " digits is retyped oid (no bytes move), so pg_dump and vacuumlo see them.",
 )
 @click.option(
     "--missing",
     type=click.Choice(list(core.MISSING)),
     default="error",
     show_default=True,
-    help="OIDs that name no LO: refuse (error), give those rows NULL (null), or NULL and"
-    " keep the old column with their OIDs (skip).",
+    help="Values that name no LO (dangling OIDs; in an integer or text column, values not"
+    " an OID's form too): refuse (error), give those rows NULL (null), or NULL and keep the"
+    " old column with their values (skip). Not with --to text, which keeps them.",
 )
 @click.option(
     "--unlink", is_flag=True, help="After the switch, unlink the LOs nothing else references."
@@ -150,12 +162,12 @@ def result_table(r: core.RunResult) -> Table:
 @click.option(
     "--storage",
     type=click.Choice(["external", "extended"]),
-    help="Storage of the new bytea column (default: from a compressibility sample).",
+    help="Storage of the new bytea or text column (default: from a compressibility sample).",
 )
 @click.option(
     "--compression",
     type=click.Choice(["lz4", "pglz"]),
-    help="TOAST compression of the new bytea column (with --storage extended).",
+    help="TOAST compression of the new bytea or text column (with --storage extended).",
 )
 @click.option("--batch-rows", type=click.IntRange(min=1), help="Rows per batch (default: ~32 MB).")
 @click.option(
@@ -207,6 +219,12 @@ def run_cmd(
     dropped. The state lives in the database: after a kill or Ctrl-C, the same command
     resumes. Until the switch the old column is untouched. Exclusive locks are taken with a
     short lock_timeout and retried, never queueing for long.
+
+    A column of another type that holds OIDs moves the same way: integers (a negative
+    int4 is an OID of 2^31 or more) and text in an OID's digits go --to bytea or --to oid;
+    a text/varchar column of CLOB OIDs goes --to text, where a value is an LO's only when
+    it is an OID's digits and the LO exists (any other value is inline text and stays),
+    and an LO that is not valid text in the database encoding is refused by OID.
 
     No role gains access: LOs that a reader of the column, or of a view or SECURITY
     DEFINER function over it, may not read are refused (see --allow-acl-widening), as

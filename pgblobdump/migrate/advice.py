@@ -56,13 +56,16 @@ def compress_ratio(conn: psycopg.Connection, oids: sql.Composable) -> float | No
     return sum(len(packer.compress(bytes(r[0]))) for r in rows) / raw
 
 
-def column_sample(conn: psycopg.Connection, table: sql.Identifier, column: str) -> sql.Composed:
-    """A sampling query of the existing LOs a column names, for ``compress_ratio``."""
-    c = sql.Identifier(column)
+def column_sample(
+    conn: psycopg.Connection, table: sql.Identifier, oid: sql.Composable
+) -> sql.Composed:
+    """A sampling query of the existing LOs a column names (``oid``: the OID a row's
+    value names), for ``compress_ratio``."""
     return sql.SQL(
-        "SELECT {c} AS o FROM {t} TABLESAMPLE BERNOULLI ({p}) WHERE {c} IS NOT NULL AND EXISTS"
-        " (SELECT 1 FROM pg_catalog.pg_largeobject_metadata m WHERE m.oid = {c})"
-    ).format(c=c, t=table, p=sql.Literal(sample_percent(conn, table)))
+        "SELECT o FROM (SELECT {c} AS o FROM {t} TABLESAMPLE BERNOULLI ({p})) s"
+        " WHERE o IS NOT NULL AND EXISTS"
+        " (SELECT 1 FROM pg_catalog.pg_largeobject_metadata m WHERE m.oid = s.o)"
+    ).format(c=oid, t=table, p=sql.Literal(sample_percent(conn, table)))
 
 
 def advise(ratio: float | None, lz4: bool) -> Storage:

@@ -15,6 +15,7 @@ import psycopg
 from psycopg import sql
 
 from pgblobdump.errors import DatabaseError, NotFound, UsageError
+from pgblobdump.migrate import forms
 
 LO_TYPES = ("oid", "lo")
 """Column types that hold LO references: ``oid`` and the ``lo`` extension's domain."""
@@ -127,6 +128,11 @@ class Column:
     def qualified(self) -> str:
         """``schema.table.column`` quoted where needed, for messages and the state table."""
         return ".".join(quote(p) for p in (self.schema, self.table, self.name))
+
+    @property
+    def form(self) -> forms.Form:
+        """How its values name LOs (``forms``); ``oid`` for a type whose values do not."""
+        return forms.of_type(self.base_type) or forms.OID
 
     @property
     def table_name(self) -> str:
@@ -275,6 +281,8 @@ def dependants(conn: psycopg.Connection, col: Column) -> list[Dependant]:
           AND d.refobjsubid = (SELECT attnum FROM pg_attribute
                                WHERE attrelid = %s AND attname = %s)
           AND d.deptype IN ('n', 'a')
+          -- the column's default: the switch drops it, or carries it to text
+          AND d.classid <> 'pg_attrdef'::regclass
         ORDER BY 1, 2
         """,
         (col.relid, col.relid, col.name),
@@ -296,11 +304,22 @@ def lo_manage_triggers(conn: psycopg.Connection, col: Column) -> list[str]:
 
 
 def check_migratable(col: Column, to: str) -> None:
-    """UsageError unless ``col`` can go ``to`` ``bytea`` or ``lo`` (by type and rights)."""
-    want = ("oid",) if to == "bytea" else ("bytea",)
-    if col.base_type not in want:
-        kinds = "oid or lo" if to == "bytea" else "bytea"
-        raise UsageError(f"{col.qualified} is {col.type}, not {kinds}: nothing to migrate")
+    """UsageError unless ``col`` can go ``to`` ``bytea``, ``lo``, ``text`` or ``oid`` (by
+    type and rights)."""
+    form = forms.of_type(col.base_type)
+    takes = {
+        "bytea": ("oid or lo, an integer, numeric or text type holding OIDs",
+                  form is not None),
+        "lo": ("bytea", col.base_type == "bytea"),
+        "text": ("text, varchar or char holding OIDs", form is not None and form.is_text),
+        "oid": ("an integer, numeric or text type holding OIDs",
+                form is not None and form.name != "oid"),
+    }  # fmt: skip
+    kinds, ok = takes[to]
+    if not ok:
+        raise UsageError(
+            f"{col.qualified} is {col.type}: --to {to} takes {kinds}, so nothing to migrate"
+        )
     if not col.owner_ok:
         raise DatabaseError(f"must own table {col.table_name} to migrate {col.qualified}")
     if col.partitioning:

@@ -20,6 +20,7 @@ from psycopg import sql
 
 from pgblobdump.errors import DatabaseError
 from pgblobdump.migrate import refs, state
+from pgblobdump.migrate.forms import Form
 from pgblobdump.migrate.locking import LockClock, LockPolicy, exclusively
 from pgblobdump.migrate.state import Migration
 from pgblobdump.pg import catalog
@@ -105,13 +106,17 @@ def finish(
                     f" OIDs: {refs.listed(late[1], late[0])}): their rows hold the bytes from"
                     f" before; the old column {mig.old_column} is kept and nothing is unlinked."
                     f" Compare: SELECT * FROM {mig.table_name} WHERE {mig.column_name} IS"
-                    f" DISTINCT FROM lo_get({mig.old_column})"
+                    f" DISTINCT FROM {compared(mig)}"
                 )
                 reporter.note(msg)
                 if notes is not None:
                     notes.append(msg)
-            if unlink and mig.direction == "bytea" and has_column(conn, mig.relid, mig.old_column):
-                remember(conn, schema, mig.id, sql.SQL("SELECT {} AS o FROM {}").format(old, table))
+            if unlink and moved_bytes(mig) and has_column(conn, mig.relid, mig.old_column):
+                # The LOs whose bytes moved: a text column's inline values name none, and
+                # one that looks like an OID names no LO (none there now: none moved).
+                remember(conn, schema, mig.id, sql.SQL(
+                    "SELECT o FROM (SELECT {} AS o FROM {}) s WHERE " + lo_exists("s.o")
+                ).format(old_oid(mig), table))  # fmt: skip
             state.update(conn, schema, mig.id, phase="finishing", unlink=unlink)
     if not mig.keep_old and has_column(conn, mig.relid, mig.old_column):
 
@@ -121,14 +126,14 @@ def finish(
         exclusively(conn, table, f"dropping the old column {mig.old_column}", drop, lock, clock)
         reporter.note(f"dropped the old column {mig.old_column}")
     kept = 0
-    if unlink and mig.direction == "bytea":
+    if unlink and moved_bytes(mig):
         kept = unlink_los(conn, mig, schema, reporter)
-    elif mig.direction == "bytea" and pending(conn, schema, mig.id):
+    elif moved_bytes(mig) and pending(conn, schema, mig.id):
         reporter.note(
             "the LOs the old column named are kept; `migrate run --unlink` on the same column"
             " unlinks those nothing else references"
         )
-    elif mig.direction == "bytea" and mig.phase == "switched":
+    elif moved_bytes(mig) and mig.phase == "switched":
         reporter.note(
             "the LOs the old column named are kept (vacuumlo or `migrate plan` finds them as"
             " orphans)"
@@ -145,7 +150,7 @@ def written_after_verify(
     of them touches the row) after the verify pass began, whose bytes now differ from the
     row's: ``(count, sample)``, or None. Every page such a write leaves has an xmin at or
     past ``verify_xmin``; finding them reads pg_largeobject, which only some roles may."""
-    if mig.direction != "bytea" or mig.verify_xmin is None:
+    if not moved_bytes(mig) or mig.verify_xmin is None:
         return None
     if not has_column(conn, mig.relid, mig.old_column):
         return None
@@ -155,7 +160,9 @@ def written_after_verify(
             " this role (it may not read pg_largeobject)"
         )
         return None
-    old, new = sql.Identifier(mig.old_column), sql.Identifier(mig.column_name)
+    form, new = Form(mig.source), sql.Composed([sql.Identifier("w", mig.column_name)])
+    if mig.direction == "text":  # compared as bytes: an LO written since may not decode
+        new = sql.SQL("pg_catalog.convert_to({}, pg_catalog.getdatabaseencoding())").format(new)
     with conn.transaction():
         row = conn.execute("SELECT txid_current() - %s", (mig.verify_xmin,)).fetchone()
         assert row is not None
@@ -164,17 +171,37 @@ def written_after_verify(
         # pushes the comparison down to the scan of the table and reads every LO again.
         found = conn.execute(
             sql.SQL(
-                "WITH w AS MATERIALIZED (SELECT x.{o} AS o, x.{n} AS n FROM {t} x WHERE x.{o}"
+                "WITH w AS MATERIALIZED (SELECT {o} AS o, x.{n} FROM {t} x WHERE {o}"
                 " IN (SELECT p.loid FROM pg_catalog.pg_largeobject p WHERE age(p.xmin) <= %s))"
-                " SELECT w.o FROM w WHERE CASE WHEN " + lo_exists("w.o")
-                + " THEN w.n IS DISTINCT FROM pg_catalog.lo_get(w.o) ELSE false END ORDER BY 1"
-            ).format(o=old, n=new, t=table),
+                " SELECT DISTINCT w.o FROM w WHERE CASE WHEN " + lo_exists("w.o")
+                + " THEN {v} IS DISTINCT FROM pg_catalog.lo_get(w.o) ELSE false END ORDER BY 1"
+            ).format(o=form.oid(sql.Identifier("x", mig.old_column)), n=sql.Identifier(
+                mig.column_name), t=table, v=new),
             (min(int(row[0]), 2**31 - 1),),
         ).fetchall()  # fmt: skip
     if not found:
         return None
     oids = tuple(int(r[0]) for r in found)
     return len(oids), oids[: refs.LIST_MAX]
+
+
+def compared(mig: Migration) -> str:
+    """What a row's new value is compared with, as a user would write it."""
+    got = f"lo_get({old_oid(mig).as_string(None)})"
+    if mig.direction == "text":
+        return f"convert_from({got}, getdatabaseencoding())"
+    return got
+
+
+def moved_bytes(mig: Migration) -> bool:
+    """Whether the run moved LOs' bytes into the column (``bytea``, ``text``): their LOs
+    are then orphans, which ``--unlink`` removes."""
+    return mig.direction in ("bytea", "text")
+
+
+def old_oid(mig: Migration) -> sql.Composable:
+    """The OID a value of the run's old column names (by its form)."""
+    return Form(mig.source).oid(sql.Identifier(mig.old_column))
 
 
 def unlink_los(conn: psycopg.Connection, mig: Migration, schema: str, reporter: Reporter) -> int:

@@ -16,12 +16,12 @@ import psycopg
 from psycopg import sql
 
 from pgblobdump.errors import DatabaseError, UsageError
-from pgblobdump.migrate import access, columns, finish, state
+from pgblobdump.migrate import access, columns, decode, finish, state
 from pgblobdump.migrate.locking import LockClock, exclusively
 from pgblobdump.migrate.move import Move
 from pgblobdump.migrate.options import RunOptions, RunResult
 from pgblobdump.migrate.start import defaults_note, prepare
-from pgblobdump.pg.catalog import LO_EXISTS
+from pgblobdump.pg.catalog import LO_EXISTS, lo_exists
 from pgblobdump.report.reporter import QUIET, Reporter
 
 
@@ -38,12 +38,66 @@ def _digest(
     return int(row[0]), str(row[1])
 
 
+FUNCTION = "pgbd_in_place"
+"""``pg_temp.pgbd_in_place(value)``: a row's new value, where it needs a subquery (whether
+the LO exists), which ``ALTER COLUMN ... USING`` does not take."""
+
+
+def _hashable(move: Move, value: sql.Composable) -> sql.Composable:
+    """``value`` as ``md5`` takes it (an OID as text)."""
+    if move.dst_type == "oid" and move.to == "oid":
+        return sql.SQL("({})::pg_catalog.text").format(value)
+    return value
+
+
+def _through_function(
+    conn: psycopg.Connection, col: columns.Column, move: Move, unlink: bool
+) -> tuple[tuple[int, str], sql.Composable]:
+    """Forward from another form than oid, or to oid: the digest of every row's new value
+    and the USING expression computing it (``FUNCTION``). ``--to text``: LOs that do not
+    decode are refused by OID. ``unlink``: the LOs that move are remembered."""
+    t = col.ident()
+    if unlink and move.reads_bytes:
+        finish.remember(conn, move.schema, move.run_id, sql.SQL(
+            "SELECT o FROM (SELECT {} AS o FROM {}) s WHERE " + lo_exists("s.o")
+        ).format(move.ref(), t))  # fmt: skip
+    try:
+        with conn.transaction():
+            before = _digest(conn, t, _hashable(move, move.copy()))
+    except decode.ERRORS:
+        decode.define(conn)
+        rows = sql.SQL("SELECT {} AS o FROM {}").format(move.ref(), t)
+        bad = [int(r[0]) for r in conn.execute(sql.SQL("{} ORDER BY 1").format(
+            decode.failing(rows)))]  # fmt: skip
+        raise DatabaseError(
+            decode.refusal(col.qualified, decode.encoding(conn), bad, online=False)
+        ) from None
+    fn = sql.Identifier("pg_temp", FUNCTION)
+    # The body names the value by the function's name: a column of the catalogs it asks
+    # (pg_largeobject_metadata's "oid") would take a bare name for itself.
+    create = sql.SQL(
+        "CREATE OR REPLACE FUNCTION {fn}({a} {typ}) RETURNS {dst} LANGUAGE sql STABLE"
+        " SET search_path = pg_catalog, pg_temp AS $pgbd$ SELECT {v} $pgbd$"
+    ).format(fn=fn, a=sql.Identifier(col.name), typ=sql.SQL(col.type),
+             dst=sql.SQL(move.dst_type), v=move.copy(FUNCTION))  # fmt: skip
+    conn.execute(create)
+    for name in columns.lo_manage_triggers(conn, col):
+        conn.execute(sql.SQL("DROP TRIGGER {} ON {}").format(sql.Identifier(name), t))
+    return before, sql.SQL("{}({})").format(fn, sql.Identifier(col.name))
+
+
 def run_in_place(
     conn: psycopg.Connection, spec: str, opts: RunOptions, reporter: Reporter = QUIET
 ) -> RunResult:
     t0 = time.monotonic()
     state.ensure(conn, opts.schema)
     col = columns.resolve(conn, spec)
+    running = state.active(conn, opts.schema, col.relid, col.name)
+    if running is not None:
+        raise UsageError(
+            f"a migration of {col.qualified} to {running.direction} is under way (run"
+            f" {running.id}): resume it without --in-place, or `migrate abort` it first"
+        )
     if opts.missing == "skip":
         raise UsageError("--in-place keeps no old column: use --missing error or null")
     storage, compression, _ = prepare(conn, col, opts, reporter)
@@ -62,15 +116,18 @@ def run_in_place(
             conn, opts.schema, relid=col.relid, table_name=col.table_name, column_name=col.name,
             new_column=col.name, old_column="", direction=opts.to, phase="switched",
             missing=opts.missing, keep_old=False, storage=storage, compression=compression,
-            notes=notes, allow_widening=opts.allow_acl_widening,
+            notes=notes, allow_widening=opts.allow_acl_widening, source=col.form.name,
         )  # fmt: skip
         holder.append(run_id)
-        move = Move(opts.to, t, col.name, col.name, columns.Key((), ()), opts.schema, run_id)
+        move = Move(opts.to, t, col.name, col.name, columns.Key((), ()), opts.schema, run_id,
+                    col.form)  # fmt: skip
         if new_los is not None:
             for stmt in access.lo_maker_ddl(move.lo_fn, new_los):
                 conn.execute(stmt)
-        using = move.copy()
-        if opts.to == "bytea":
+        using: sql.Composable = move.copy()
+        if (opts.to != "lo" and col.form.name != "oid") or opts.to == "oid":
+            before, using = _through_function(conn, col, move, opts.unlink)
+        elif opts.to == "bytea":
             if opts.unlink:
                 everything = sql.SQL("SELECT {} AS o FROM {}").format(c, t)
                 finish.remember(conn, opts.schema, run_id, everything)
@@ -86,7 +143,7 @@ def run_in_place(
                 conn.execute(sql.SQL("DROP TRIGGER {} ON {}").format(sql.Identifier(name), t))
         else:
             before = _digest(conn, t, c)
-        if col.default is not None:
+        if col.default is not None and opts.to != "text":  # text's goes on applying
             conn.execute(sql.SQL("ALTER TABLE {} ALTER COLUMN {} DROP DEFAULT").format(t, c))
         extra = sql.Composed([])
         if storage:
@@ -102,8 +159,10 @@ def run_in_place(
         )
         if new_los is not None:
             conn.execute(sql.SQL("DROP FUNCTION {}(bytea)").format(move.lo_fn))
-        after_value = c if opts.to == "bytea" else sql.SQL("pg_catalog.lo_get({})").format(c)
-        after = _digest(conn, t, after_value)
+        after_value: sql.Composable = c
+        if opts.to == "lo":
+            after_value = sql.SQL("pg_catalog.lo_get({})").format(c)
+        after = _digest(conn, t, _hashable(move, after_value))
         if after != before:
             raise DatabaseError(
                 f"the rewritten {col.qualified} does not match what it held"

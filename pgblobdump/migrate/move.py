@@ -32,6 +32,7 @@ from psycopg import sql
 
 from pgblobdump.migrate.access import Reach
 from pgblobdump.migrate.columns import Key
+from pgblobdump.migrate.forms import OID, Form
 from pgblobdump.pg.catalog import LO_EXISTS, lo_exists
 
 LOBLKSIZE = 2048
@@ -40,10 +41,16 @@ FILL_ROW = "pgbd_row"
 """The table's alias in a fill that reads pages (``Move.copy_from_pages``)."""
 
 
+ENCODING = sql.SQL("pg_catalog.getdatabaseencoding()")
+"""The database encoding, which ``--to text`` decodes LOs in."""
+PLACEHOLDER = {"bytea": "'\\x'::bytea", "text": "''::pg_catalog.text", "oid": "0::pg_catalog.oid"}
+"""Forward: the value the BEFORE trigger gives a changed row until its copy is made."""
+
+
 @dataclass(frozen=True)
 class Move:
     to: str
-    """``bytea`` or ``lo``."""
+    """``bytea``, ``lo``, ``text`` or ``oid`` (``options.DIRECTIONS``)."""
     table: sql.Composable
     src: str
     dst: str
@@ -51,11 +58,18 @@ class Move:
     schema: str = ""
     run_id: int = 0
     """The run's state schema and id: backward, ``copy`` calls the run's LO maker."""
+    form: Form = OID
+    """Forward: the form the old column's values name LOs in."""
 
     @property
     def lo_fn(self) -> sql.Identifier:
         """The run's function making a new LO of a bytea value (``access.lo_maker_ddl``)."""
         return sql.Identifier(self.schema, lo_maker_name(self.run_id))
+
+    @property
+    def reads_bytes(self) -> bool:
+        """Whether the new value is made of the LO's bytes (``bytea``, ``text``)."""
+        return self.to in ("bytea", "text")
 
     def _s(self, prefix: str = "") -> sql.Identifier:
         return sql.Identifier(prefix, self.src) if prefix else sql.Identifier(self.src)
@@ -63,26 +77,44 @@ class Move:
     def _d(self, prefix: str = "") -> sql.Identifier:
         return sql.Identifier(prefix, self.dst) if prefix else sql.Identifier(self.dst)
 
+    def ref(self, prefix: str = "") -> sql.Composable:
+        """Forward: the OID a row's old value names (NULL when it names none by form)."""
+        return self.form.oid(self._s(prefix))
+
     @property
     def dst_type(self) -> str:
-        return "bytea" if self.to == "bytea" else "oid"
+        return {"bytea": "bytea", "lo": "oid", "text": "text", "oid": "oid"}[self.to]
+
+    def _made_of(self, data: sql.Composable) -> sql.Composable:
+        """The new value made of an LO's bytes ``data``: decoded in the database encoding
+        for ``text`` (which raises for bytes not valid in it), the bytes for ``bytea``."""
+        if self.to == "text":
+            return sql.SQL("pg_catalog.convert_from({}, {})").format(data, ENCODING)
+        return data
+
+    def _else(self, s: sql.Composable) -> sql.Composable:
+        """The new value of a row whose value names no LO: ``text`` keeps it (the
+        column's inline text); otherwise NULL (the ``--missing`` policy's)."""
+        if self.to == "text":
+            return sql.SQL(" ELSE ({})::pg_catalog.text").format(s)
+        return sql.SQL("")
 
     def copy(self, prefix: str = "") -> sql.Composed:
         """The new column's value for a row (columns qualified by ``prefix`` if given)."""
         s = self._s(prefix)
-        if self.to == "bytea":
-            return sql.SQL(
-                "CASE WHEN {s} IS NULL THEN NULL WHEN "
-                + LO_EXISTS
-                + " THEN pg_catalog.lo_get({s}) END"
-            ).format(s=s, o=s)
-        assert self.schema and self.run_id, "a move to LOs needs its run's LO maker"
-        return sql.SQL("{fn}({s})").format(fn=self.lo_fn, s=s)
+        if self.to == "lo":
+            assert self.schema and self.run_id, "a move to LOs needs its run's LO maker"
+            return sql.SQL("{fn}({s})").format(fn=self.lo_fn, s=s)
+        o = self.ref(prefix)
+        value = o if self.to == "oid" else self._made_of(sql.SQL("pg_catalog.lo_get({})").format(o))
+        return sql.SQL(
+            "CASE WHEN {s} IS NULL THEN NULL WHEN " + LO_EXISTS + " THEN {v}{e} END"
+        ).format(s=s, o=o, v=value, e=self._else(s))
 
     def equal(self, prefix: str = "") -> sql.Composed:
         """Whether a row's new column holds exactly its old column's content."""
         s, d = self._s(prefix), self._d(prefix)
-        if self.to == "bytea":
+        if self.to != "lo":
             return sql.SQL("({d} IS NOT DISTINCT FROM {c})").format(d=d, c=self.copy(prefix))
         return sql.SQL(
             "(CASE WHEN {s} IS NULL THEN {d} IS NULL WHEN {d} IS NULL OR NOT " + LO_EXISTS
@@ -99,27 +131,46 @@ class Move:
         ``lo_get`` all the same."""
         # The column is qualified inside the subquery: a column named like one of
         # pg_largeobject's ("data") would name the page's there. The row is FILL_ROW.
-        return sql.SQL(
-            "COALESCE((SELECT CASE WHEN count(*) = 1 AND min(pg.pageno) = 0"
-            " AND max(pg_catalog.octet_length(pg.data)) <= {blk}"
-            " THEN pg_catalog.string_agg(pg.data, ''::bytea) END"
-            " FROM pg_catalog.pg_largeobject pg WHERE pg.loid = {s}), {c})"
-        ).format(blk=sql.Literal(LOBLKSIZE), s=self._s(FILL_ROW), c=self.copy())
+        assert self.reads_bytes
+        return sql.SQL("COALESCE({}, {})").format(self._one_page(FILL_ROW), self.copy())
 
-    def equal_if_found(self) -> sql.Composed:
+    def _one_page(self, prefix: str = "") -> sql.Composable:
+        """The new value made of the row's LO's page 0 when that is all the LO holds (at
+        most LOBLKSIZE bytes), NULL otherwise (several pages, a hole, none, no LO). The
+        LO's last page is read (one probe backwards on the pages' index, no aggregate):
+        when it is page 0, there is no other. Decoded (``--to text``) outside the
+        subquery: no other page is ever decoded on its own."""
+        return self._made_of(sql.SQL(
+            "(SELECT CASE WHEN pg.pageno = 0 AND pg_catalog.octet_length(pg.data) <= {blk}"
+            " THEN pg.data END"
+            " FROM pg_catalog.pg_largeobject pg WHERE pg.loid = {o}"
+            " ORDER BY pg.pageno DESC LIMIT 1)"
+        ).format(blk=sql.Literal(LOBLKSIZE), o=self.ref(prefix)))  # fmt: skip
+
+    def equal_if_found(self, pages: bool = False) -> sql.Composed:
         """``equal`` without asking whether the LO exists (one index probe a row less):
         for a dangling OID ``lo_get`` raises undefined_object, and the caller compares
-        with ``equal`` instead. Forward only."""
-        assert self.to == "bytea"
+        with ``equal`` instead. Forward, of bytes only. ``pages`` (``--to text``, a role
+        that may read pg_largeobject): an LO of one page is read from it, as the fill
+        reads it (the decoding a row costs more than a bytea's: this keeps a text move
+        within its target), every other LO with ``lo_get``."""
+        assert self.reads_bytes
+        got: sql.Composable = self._made_of(sql.SQL("pg_catalog.lo_get({})").format(self.ref()))
+        if self.to == "text":
+            # The value's own text when it names no LO by its form (lo_get(NULL) is NULL;
+            # an LO's text is never NULL): the OID is read once for an LO of one page.
+            one = self._one_page() if pages else None
+            got = sql.SQL("COALESCE({}{}, ({})::pg_catalog.text)").format(
+                sql.SQL("{}, ").format(one) if one is not None else sql.SQL(""), got, self._s()
+            )
         return sql.SQL(
-            "({d} IS NOT DISTINCT FROM CASE WHEN {s} IS NULL THEN NULL"
-            " ELSE pg_catalog.lo_get({s}) END)"
-        ).format(d=self._d(), s=self._s())
+            "({d} IS NOT DISTINCT FROM CASE WHEN {s} IS NULL THEN NULL ELSE {g} END)"
+        ).format(d=self._d(), s=self._s(), g=got)
 
     def fill(self, where: sql.Composable, pages: bool = False) -> sql.Composed:
         """Copy the rows ``where`` selects that have no new value yet; ``pages``: read
         one-page LOs from pg_largeobject (``copy_from_pages``), for a role that may."""
-        if pages and self.to == "bytea":
+        if pages and self.reads_bytes:
             return sql.SQL(
                 "UPDATE {t} AS {r} SET {d} = {c} WHERE {w} AND {d} IS NULL AND {s} IS NOT NULL"
             ).format(t=self.table, r=sql.Identifier(FILL_ROW), d=self._d(),
@@ -131,7 +182,7 @@ class Move:
     def repair(self, where: sql.Composable) -> sql.Composed:
         """Re-copy the rows ``where`` selects whose new value is wrong; returns one row:
         how many were re-copied. Backward, the LO each replaced value named is unlinked."""
-        if self.to == "bytea":
+        if self.to != "lo":
             return sql.SQL(
                 "WITH u AS (UPDATE {t} SET {d} = {c} WHERE {w} AND NOT {e} RETURNING 1)"
                 " SELECT count(*) FROM u"
@@ -163,35 +214,42 @@ def trigger_ddl(m: Move, schema: str, run_id: int, reach: Reach) -> list[sql.Com
     before, after = names(run_id)
     s, d = sql.Identifier(m.src), sql.Identifier(m.dst)
     extra: list[sql.Composed] = []
-    if m.to == "bytea":
-        # As the writer: pointing a row at an LO it may not read fails here, with the
-        # server's own error (an LO made later in the same transaction is the writer's).
-        placeholder = sql.SQL(
-            "IF NEW.{s} IS NOT NULL AND " + LO_EXISTS + " THEN"
-            " PERFORM pg_catalog.lo_get(NEW.{s}, 0, 0); END IF;"
-            " NEW.{d} := CASE WHEN NEW.{s} IS NULL THEN NULL ELSE '\\x'::bytea END;"
-        ).format(d=d, s=s, o=sql.SQL("NEW.{}").format(s))
+    if m.to != "lo":
+        placeholder = _placeholder(m, s, d)
+        # The row's value, and the OID it names (NULL for a value in no reference's form).
+        checks: list[sql.Composable] = []
+        if m.to != "text":
+            # a value naming no LO becomes NULL, the --missing policy's: said in the log
+            checks.append(sql.SQL(
+                "has AND (cur IS NULL OR NOT " + lo_exists("cur") + ") THEN"
+                "   INSERT INTO {sch}.migration_redo (run_id, key, error)"
+                "   VALUES ({id}, {kt}, 'no such large object '"
+                "   || coalesce(cur::pg_catalog.text, 'for ' || pg_catalog.left(val, 40)));"
+            ).format(sch=sch, id=sql.Literal(run_id), kt=m.key_text("new")))  # fmt: skip
+        if m.reads_bytes:
+            checks.append(sql.SQL(
+                "cur IS NOT NULL AND NOT (SELECT allow_widening FROM {sch}.migrations"
+                "   WHERE id = {id}) THEN"
+                "   wider := {readers};"
+                "   IF cardinality(wider) > 0 THEN"
+                "     INSERT INTO {sch}.migration_redo (run_id, key, error) VALUES ({id}, {kt},"
+                "       'large object ' || cur || ' may not be read by '"
+                "       || array_to_string(wider, ', ') || ', who may reach the column');"
+                "     RETURN NULL;"
+                "   END IF;"
+            ).format(sch=sch, id=sql.Literal(run_id), kt=m.key_text("new"),
+                     readers=reach.any_readers_not_of(sql.SQL("cur"))))  # fmt: skip
+        branches = sql.SQL(" ELSIF ").join(checks)
         body = sql.SQL(
-            "SELECT {s} INTO cur FROM {t} WHERE {k} FOR UPDATE;"
+            "SELECT {s} IS NOT NULL, {s}::pg_catalog.text, {o} INTO has, val, cur FROM {t}"
+            " WHERE {k} FOR UPDATE;"
             " IF NOT FOUND THEN RETURN NULL; END IF;"
-            " IF cur IS NOT NULL AND NOT " + lo_exists("cur") + " THEN"
-            "   INSERT INTO {sch}.migration_redo (run_id, key, error)"
-            "   VALUES ({id}, {kt}, 'no such large object ' || cur);"
-            " ELSIF cur IS NOT NULL AND NOT (SELECT allow_widening FROM {sch}.migrations"
-            "   WHERE id = {id}) THEN"
-            "   wider := {readers};"
-            "   IF cardinality(wider) > 0 THEN"
-            "     INSERT INTO {sch}.migration_redo (run_id, key, error) VALUES ({id}, {kt},"
-            "       'large object ' || cur || ' may not be read by '"
-            "       || array_to_string(wider, ', ') || ', who may reach the column');"
-            "     RETURN NULL;"
-            "   END IF;"
-            " END IF;"
+            " {checks}"
             " UPDATE {t} SET {d} = {c} WHERE {k};"
-        ).format(s=s, d=d, t=m.table, k=m.key_match("new"), sch=sch, id=sql.Literal(run_id),
-                 kt=m.key_text("new"), c=m.copy(),
-                 readers=reach.any_readers_not_of(sql.SQL("cur")))  # fmt: skip
-        declare = sql.SQL("cur oid; wider text[];")
+        ).format(s=s, o=m.ref(), d=d, t=m.table, k=m.key_match("new"), c=m.copy(),
+                 checks=sql.SQL("IF {} END IF;").format(branches) if checks
+                 else sql.SQL(""))  # fmt: skip
+        declare = sql.SQL("cur oid; has boolean; val text; wider text[];")
     else:
         # On INSERT the new column is always ours to set: a row copied whole from another
         # (INSERT ... SELECT *) must not bring that row's new LO, which the deferred
@@ -252,6 +310,23 @@ def trigger_ddl(m: Move, schema: str, run_id: int, reach: Reach) -> list[sql.Com
             for n in (before, after, *(_gone_names(run_id) if extra else ()))
         ),
     ]
+
+
+def _placeholder(m: Move, s: sql.Identifier, d: sql.Identifier) -> sql.Composed:
+    """Forward, the BEFORE trigger's work on a changed row: a placeholder in the new
+    column; and, where the LO's bytes will move, a read of the LO as the writer: pointing
+    a row at an LO it may not read fails here, with the server's own error (an LO made
+    later in the same transaction is the writer's)."""
+    o = m.form.oid(sql.SQL("NEW.{}").format(s))
+    read: sql.Composable = sql.SQL("")
+    if m.reads_bytes:
+        read = sql.SQL(
+            "IF {o} IS NOT NULL AND " + LO_EXISTS + " THEN"
+            " PERFORM pg_catalog.lo_get({o}, 0, 0); END IF; "
+        ).format(o=o)
+    return sql.SQL("{r}NEW.{d} := CASE WHEN NEW.{s} IS NULL THEN NULL ELSE {p} END;").format(
+        r=read, d=d, s=s, p=sql.SQL(PLACEHOLDER[m.to])
+    )
 
 
 def _drop_with_row_ddl(m: Move, schema: str, run_id: int) -> list[sql.Composed]:

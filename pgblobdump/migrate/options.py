@@ -8,7 +8,10 @@ from pgblobdump.errors import UsageError
 from pgblobdump.migrate.locking import LockPolicy
 
 MISSING = ("error", "null", "skip")
-DIRECTIONS = ("bytea", "lo")
+DIRECTIONS = ("bytea", "lo", "text", "oid")
+"""``bytea``: LO references become the bytes; ``lo``: bytea values become new LOs;
+``text``: a text column's LO references become the LOs' text (inline values stay);
+``oid``: a column of references (integers, digits) is retyped oid, no bytes move."""
 
 
 @dataclass(frozen=True)
@@ -18,8 +21,10 @@ class RunOptions:
 
     to: str = "bytea"
     missing: str = "error"
-    """Dangling OIDs: ``error`` refuses, ``null`` gives those rows NULL, ``skip`` gives them
-    NULL and keeps the old column (their OIDs) as ``<column>_lo``."""
+    """Values that name no LO (dangling OIDs; in a text or integer column, values not in
+    a reference's form too): ``error`` refuses, ``null`` gives those rows NULL, ``skip``
+    gives them NULL and keeps the old column (their values). Not for ``--to text``, which
+    keeps such values: they are the column's inline text."""
     unlink: bool = False
     keep_old: bool = False
     batch_rows: int | None = None
@@ -43,6 +48,20 @@ class RunOptions:
             raise UsageError("--owner goes with --to lo (it names the new LOs' owner)")
         if self.missing not in MISSING:
             raise UsageError(f"--missing must be one of {', '.join(MISSING)}")
+        if self.to == "text" and self.missing != "error":
+            raise UsageError(
+                "--missing does not go with --to text: a value that names no LO is the"
+                " column's own text there, and stays as it is"
+            )
+        if self.to == "oid" and self.unlink:
+            raise UsageError(
+                "--unlink with --to oid: the retyped column still references those LOs"
+            )
+        if self.to == "oid" and (self.storage or self.compression):
+            raise UsageError(
+                "--storage and --compression are for a column of bytes or text: --to oid"
+                " makes an oid column"
+            )
         if self.unlink and self.keep_old:
             raise UsageError(
                 "--unlink with --keep-old: the kept column still names those LOs; drop it"

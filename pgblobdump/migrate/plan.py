@@ -1,10 +1,11 @@
 """``migrate plan``: which columns reference LOs, what moving each to bytea would meet, and
 the storage to give the new column.
 
-A column is a candidate when its type is ``oid`` or the ``lo`` domain; an ``oid`` column is
-confirmed as holding LO references when a sample of its values finds LOs (an oid column of
-catalog OIDs does not). Orphans are counted the way vacuumlo finds them: LOs that no oid or
-lo column of any table references.
+A column is a candidate when its type is ``oid`` or the ``lo`` domain, or when it is named
+(a text, varchar, char, integer, bigint or numeric column holding OIDs, read by its form:
+``forms``); it is confirmed as holding LO references when a sample of its values finds LOs
+(an oid column of catalog OIDs does not). Orphans are counted the way vacuumlo finds them:
+LOs that no oid or lo column (nor a named column) of any table references.
 
 Storage advice comes from ``advice`` (a zstd sample) or, with ``--measure``, from
 ``measure`` (the server itself).
@@ -12,11 +13,13 @@ Storage advice comes from ``advice`` (a zstd sample) or, with ``--measure``, fro
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import psycopg
 from psycopg import sql
 
+from pgblobdump.errors import DatabaseError
 from pgblobdump.migrate import access, columns, refs
 from pgblobdump.migrate.advice import Storage, advise, compress_ratio, sample_percent
 from pgblobdump.migrate.measure import advise_measured
@@ -55,6 +58,11 @@ class ColumnPlan:
     dependants: list[str] = field(default_factory=list)
     blocking: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    form: str = "oid"
+    """How its values name LOs (``forms.FORMS``)."""
+    inline: int | None = None
+    """Another form than oid: rows whose value is in no reference's form (a mixed
+    column's inline text)."""
 
 
 @dataclass
@@ -81,12 +89,25 @@ def confirm(conn: psycopg.Connection, col: LoColumn) -> tuple[int, int]:
     return int(row[0]), int(row[1])
 
 
-def plan(conn: psycopg.Connection, database: str, measure: bool = False) -> Plan:
-    """Look at every oid/lo column of the database (read only; temporary tables only)."""
+def plan(
+    conn: psycopg.Connection, database: str, measure: bool = False,
+    named: Sequence[str] = (),
+) -> Plan:  # fmt: skip
+    """Look at every oid/lo column of the database, and the columns ``named``
+    (``[schema.]table.column`` of a type holding OIDs), read only; temporary tables only."""
     lz4 = lz4_available(conn)
     version = str(conn.execute("SHOW server_version").fetchone()[0])  # type: ignore[index]
     total_los = catalog.count(conn)
     cols = [c for c in refs.lo_columns(conn) if c.readable]
+    for spec in named:
+        extra = refs.named(conn, columns.resolve(conn, spec))
+        if not extra.readable:
+            raise DatabaseError(
+                f"this role cannot read all of {extra.qualified} (no SELECT, or row"
+                " security): plan it as a role that can"
+            )
+        if all((c.relid, c.name) != (extra.relid, extra.name) for c in cols):
+            cols.append(extra)
     plans: list[ColumnPlan] = []
     temps: list[str] = []
     for i, col in enumerate(cols):
@@ -95,6 +116,7 @@ def plan(conn: psycopg.Connection, database: str, measure: bool = False) -> Plan
         cp = ColumnPlan(
             column=col.qualified, type=col.type, confirmed=col.type == "lo" or hits > 0,
             sampled=sampled, sampled_los=hits, primary_key=list(key.names) if key else None,
+            form=col.form.name,
         )  # fmt: skip
         temp = f"pgbd_refs_{i}"
         refs.collect(conn, col, temp)
@@ -141,6 +163,13 @@ def _detail(
 ) -> None:
     st = refs.stats(conn, col, temp)
     cp.stats = st
+    if col.form.name != "oid":
+        row = conn.execute(
+            sql.SQL("SELECT count(*) FROM {} WHERE {} IS NOT NULL AND {} IS NULL").format(
+                sql.Identifier(col.schema, col.table), sql.Identifier(col.name), col.oid()
+            )
+        ).fetchone()
+        cp.inline = int(row[0]) if row else 0
     row = conn.execute(
         sql.SQL(
             "SELECT count(*) FROM pg_temp.{} r JOIN pg_temp.pgbd_all_refs a USING (o)"
@@ -182,7 +211,18 @@ def _notes(cp: ColumnPlan, st: RefStats, copies: int, heap: int) -> list[str]:
             "no primary key: `migrate run` refuses it (add one), or use --in-place, which"
             " rewrites the table under an ACCESS EXCLUSIVE lock for the whole run"
         )
-    if st.dangling:
+    if cp.inline:
+        notes.append(
+            f"{cp.inline:,} rows hold values in no OID's form ({cp.form}): inline values,"
+            " which --to text keeps and --to bytea or oid refuse unless --missing null or skip"
+        )
+    if st.dangling and cp.form == "text":
+        notes.append(
+            f"{st.dangling:,} values are OID digits naming no LO"
+            f" ({refs.listed(st.dangling_sample, st.dangling)}): --to text keeps them as"
+            " text; --to bytea or oid refuse them unless --missing null or skip"
+        )
+    elif st.dangling:
         notes.append(
             f"{st.dangling:,} dangling references (no such LO:"
             f" {refs.listed(st.dangling_sample, st.dangling)}): choose --missing null or skip"

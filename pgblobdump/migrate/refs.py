@@ -11,11 +11,14 @@ gets slow on the server).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import psycopg
 from psycopg import sql
 
+from pgblobdump.errors import UsageError
+from pgblobdump.migrate import forms
 from pgblobdump.migrate.columns import Column, quote
 from pgblobdump.pg import catalog
 from pgblobdump.pg.catalog import READABLE
@@ -32,7 +35,7 @@ LIST_MAX = 20
 @dataclass(frozen=True)
 class LoColumn:
     """A column of type oid or lo in a user table (a possible LO reference, as vacuumlo
-    counts them)."""
+    counts them), or one of another type named as holding OIDs (``form``)."""
 
     relid: int
     schema: str
@@ -41,15 +44,24 @@ class LoColumn:
     type: str
     readable: bool = True
     """Whether the connected role can read every row (see ``lo_columns``)."""
+    form: forms.Form = forms.OID
+    """How its values name LOs: ``oid`` for an oid or lo column."""
 
     @property
     def qualified(self) -> str:
         return ".".join(quote(p) for p in (self.schema, self.table, self.name))
 
+    def oid(self, prefix: str = "") -> sql.Composable:
+        """The OID a row's value names (``forms.Form.oid``), the column qualified by
+        ``prefix`` when given."""
+        c = sql.Identifier(prefix, self.name) if prefix else sql.Identifier(self.name)
+        return self.form.oid(c)
+
     def select(self) -> sql.Composed:
-        """``SELECT col FROM schema.table WHERE col IS NOT NULL``."""
+        """``SELECT col AS o FROM schema.table WHERE col IS NOT NULL``: the OIDs its rows
+        name (for another form than oid, the values in none are left out)."""
         return sql.SQL("SELECT {c} AS o FROM {t} WHERE {c} IS NOT NULL").format(
-            c=sql.Identifier(self.name), t=sql.Identifier(self.schema, self.table)
+            c=self.oid(), t=sql.Identifier(self.schema, self.table)
         )
 
 
@@ -86,8 +98,28 @@ def lo_columns(conn: psycopg.Connection, state_schema: str = "pgblobdump") -> li
     return [LoColumn(int(r[0]), r[1], r[2], r[3], r[4], bool(r[5])) for r in rows]
 
 
+def named(conn: psycopg.Connection, col: Column) -> LoColumn:
+    """``col`` as a reference column, named by the user: UsageError for a type whose
+    values name no LO; ``readable`` as ``lo_columns`` has it."""
+    form = forms.of_type(col.base_type)
+    if form is None:
+        raise UsageError(
+            f"{col.qualified} is {col.type}: a column holding OIDs is of type oid, lo, an"
+            " integer, numeric, text, varchar or char"
+        )
+    row = conn.execute(
+        "SELECT has_table_privilege(c.oid, 'SELECT')"
+        " AND (NOT c.relrowsecurity OR r.rolbypassrls OR r.rolsuper"
+        "      OR (c.relowner = r.oid AND NOT c.relforcerowsecurity))"
+        " FROM pg_class c, pg_roles r WHERE c.oid = %s AND r.rolname = current_user",
+        (col.relid,),
+    ).fetchone()
+    return LoColumn(col.relid, col.schema, col.table, col.name, col.type,
+                    bool(row and row[0]), form)  # fmt: skip
+
+
 def as_lo_column(col: Column) -> LoColumn:
-    return LoColumn(col.relid, col.schema, col.table, col.name, col.type)
+    return LoColumn(col.relid, col.schema, col.table, col.name, col.type, form=col.form)
 
 
 @dataclass(frozen=True)
@@ -217,39 +249,49 @@ def _scan_whole_index(conn: psycopg.Connection, relid: int) -> bool:
 
 @dataclass(frozen=True)
 class Blockers:
-    """Rows whose LO cannot move to bytea: dangling, unreadable by this role, over 1 GB."""
+    """Rows whose LO cannot move: dangling (or, in another form than oid, a value that
+    names no LO by its form), unreadable by this role, over 1 GB. Samples are OIDs, or a
+    text column's values."""
 
     dangling: int
-    dangling_sample: tuple[int, ...]
+    dangling_sample: tuple[int | str, ...]
     unreadable: int
-    unreadable_sample: tuple[int, ...]
+    unreadable_sample: tuple[int | str, ...]
     over_1gb: int
-    over_1gb_sample: tuple[int, ...]
+    over_1gb_sample: tuple[int | str, ...]
 
 
-def blockers(conn: psycopg.Connection, col: LoColumn) -> Blockers:
+def blockers(
+    conn: psycopg.Connection, col: LoColumn, refs_only: bool = False, sizes: bool = True
+) -> Blockers:
     """One pass over the column joined with the LO catalog (no temporary table): what
     ``run`` must refuse before it changes anything. Only LOs with a page past the bytea
     limit are sized, one index probe each; for a role that may not read pg_largeobject,
     each readable LO is asked for one byte past the limit (``lo_get(o, MAX_BYTEA, 1)``:
     a byte there, even of a hole, means the LO is too big; one call a row, which opens
-    and closes the LO itself, where sizing every LO with ``lo_lseek64`` took three)."""
-    c, t = sql.Identifier(col.name), sql.Identifier(col.schema, col.table)
+    and closes the LO itself, where sizing every LO with ``lo_lseek64`` took three).
+
+    ``refs_only``: only rows naming an existing LO count (``--to text``: any other value
+    is inline text, never dangling); ``sizes`` False: no LO is read or sized (``--to
+    oid`` moves no bytes), nor is this role's right to read them asked."""
+    t, o = sql.Identifier(col.schema, col.table), col.oid("x")
+    if not sizes:
+        return _blockers(conn, col, t, None, refs_only, readable=False)
     if not catalog.pages_readable(conn):
         # CASE, not AND: lo_get must not run for a dangling or unreadable OID.
-        return _blockers(conn, c, t, sql.SQL(
+        return _blockers(conn, col, t, sql.SQL(
             "CASE WHEN m.oid IS NOT NULL AND {r} THEN pg_catalog.octet_length("
-            "pg_catalog.lo_get(x.{c}, {max}, 1)) > 0 ELSE false END"
-        ).format(r=READABLE, c=c, max=sql.Literal(MAX_BYTEA)))  # fmt: skip
+            "pg_catalog.lo_get({o}, {max}, 1)) > 0 ELSE false END"
+        ).format(r=READABLE, o=o, max=sql.Literal(MAX_BYTEA)), refs_only)  # fmt: skip
     last_page = sql.SQL("p.pageno >= {max} / (current_setting('block_size')::int8 / 4)").format(
         max=sql.Literal(MAX_BYTEA)
     )
     big = sql.SQL(
         "m.oid IS NOT NULL AND EXISTS (SELECT 1 FROM pg_catalog.pg_largeobject p"
-        " WHERE p.loid = x.{c}"
+        " WHERE p.loid = {o}"
         " AND {last} AND p.pageno::int8 * (current_setting('block_size')::int8 / 4)"
         " + octet_length(p.data) > {max})"
-    ).format(c=c, last=last_page, max=sql.Literal(MAX_BYTEA))
+    ).format(o=o, last=last_page, max=sql.Literal(MAX_BYTEA))
     if _scan_whole_index(conn, col.relid):
         # One pass over pg_largeobject's index (never its data: the planner is told so)
         # finds the LOs with a page near the limit, whatever LO they are; only rows naming
@@ -263,24 +305,48 @@ def blockers(conn: psycopg.Connection, col: LoColumn) -> Blockers:
                     " FROM pg_catalog.pg_largeobject p WHERE {}"
                 ).format(last_page)
             )
-        big = sql.SQL("x.{} IN (SELECT loid FROM pg_temp.pgbd_big_los) AND {}").format(c, big)
-    return _blockers(conn, c, t, big)
+        found = conn.execute("SELECT EXISTS (SELECT 1 FROM pg_temp.pgbd_big_los)").fetchone()
+        if not (found and found[0]):
+            # No LO is that big: no row is asked (a --to text run as a superuser then
+            # makes no pass over the table at all: it has nothing else to look for).
+            return _blockers(conn, col, t, None, refs_only)
+        big = sql.SQL("{} IN (SELECT loid FROM pg_temp.pgbd_big_los) AND {}").format(o, big)
+    return _blockers(conn, col, t, big, refs_only)
 
 
 def _blockers(
-    conn: psycopg.Connection, c: sql.Identifier, t: sql.Identifier, big: sql.Composable
-) -> Blockers:
+    conn: psycopg.Connection, col: LoColumn, t: sql.Identifier, big: sql.Composable | None,
+    refs_only: bool, readable: bool = True,
+) -> Blockers:  # fmt: skip
     """Blockers counted in one pass, ``big`` the condition of a row whose LO is too big
-    (over ``x``, the table, joined with ``m``, pg_largeobject_metadata)."""
-    conds = {
-        "dangling": sql.SQL("m.oid IS NULL"),
-        "unreadable": sql.SQL("m.oid IS NOT NULL AND NOT {}").format(READABLE),
+    (over ``x``, the table, joined with ``m``, pg_largeobject_metadata), None when no LO
+    is; ``readable``: whether to ask if this role may read each LO. No pass is made when
+    there is nothing to count."""
+    c = sql.Identifier(col.name)
+    if readable:
+        row = conn.execute(
+            "SELECT current_setting('is_superuser') = 'on'"
+            " OR current_setting('lo_compat_privileges') = 'on'"
+        ).fetchone()
+        readable = not (row and row[0])  # this session reads every LO
+    maybe = {
+        "dangling": None if refs_only else sql.SQL("m.oid IS NULL"),
+        "unreadable": sql.SQL("m.oid IS NOT NULL AND NOT {}").format(READABLE)
+        if readable
+        else None,
         "big": big,
     }
+    if all(w is None for w in maybe.values()):
+        return Blockers(0, (), 0, (), 0, ())
+    conds: dict[str, sql.Composable] = {
+        k: sql.SQL("false") if w is None else w for k, w in maybe.items()
+    }
     base = sql.SQL(
-        "FROM {t} x LEFT JOIN pg_catalog.pg_largeobject_metadata m ON m.oid = x.{c}"
+        "FROM {t} x LEFT JOIN pg_catalog.pg_largeobject_metadata m ON m.oid = {o}"
         " WHERE x.{c} IS NOT NULL"
-    ).format(t=t, c=c)
+    ).format(t=t, c=c, o=col.oid("x"))
+    if refs_only:
+        base = sql.SQL("{} AND m.oid IS NOT NULL").format(base)
     row = conn.execute(
         sql.SQL("SELECT {} {}").format(
             sql.SQL(", ").join(
@@ -291,20 +357,33 @@ def _blockers(
     ).fetchone()
     assert row is not None
     counts = dict(zip(conds, (int(v) for v in row), strict=True))
+    # A row is shown by its LO's OID, or by its own value where that names no LO.
+    shown: sql.Composable = sql.SQL("x.{}").format(c)
+    if col.form.name != "oid":
+        shown = sql.SQL("coalesce(m.oid::pg_catalog.text, {})").format(col.form.sample(shown))
 
-    def sample(name: str) -> tuple[int, ...]:
+    def sample(name: str) -> tuple[int | str, ...]:
         if not counts[name]:
             return ()
-        q = sql.SQL("SELECT DISTINCT x.{c} {b} AND {w} ORDER BY 1 LIMIT %s").format(
-            c=c, b=base, w=conds[name]
+        q = sql.SQL("SELECT DISTINCT {v} {b} AND {w} ORDER BY 1 LIMIT %s").format(
+            v=shown, b=base, w=conds[name]
         )
-        return tuple(int(r[0]) for r in conn.execute(q, (LIST_MAX,)))
+        raw = name == "dangling" and col.form.is_text
+        return tuple(_value(r[0], raw) for r in conn.execute(q, (LIST_MAX,)))
 
     return Blockers(counts["dangling"], sample("dangling"), counts["unreadable"],
                     sample("unreadable"), counts["big"], sample("big"))  # fmt: skip
 
 
-def listed(oids: tuple[int, ...], count: int) -> str:
-    """``1, 2, 3 and 7 more``."""
-    text = ", ".join(str(o) for o in oids)
+def _value(v: object, raw: bool) -> int | str:
+    """A sampled value: an OID, or an integer column's own value, as int; a text
+    column's own value (``raw``) as text."""
+    if isinstance(v, int):
+        return v
+    return str(v) if raw else int(str(v))
+
+
+def listed(oids: Sequence[int | str], count: int) -> str:
+    """``1, 2, 3 and 7 more`` (a text value quoted: ``'abc'``)."""
+    text = ", ".join(forms.shown(o) for o in oids)
     return f"{text} and {count - len(oids)} more" if count > len(oids) else text

@@ -20,14 +20,15 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 import psycopg
 from psycopg import sql
 
 from pgblobdump import logs
 from pgblobdump.errors import DatabaseError, UsageError
-from pgblobdump.migrate import access, batches, columns, finish, refs, state
+from pgblobdump.migrate import access, batches, columns, decode, finish, forms, refs, state
 from pgblobdump.migrate.columns import Column
 from pgblobdump.migrate.locking import LockClock, exclusively
 from pgblobdump.migrate.move import Move, check_name, drop_triggers_ddl
@@ -60,13 +61,15 @@ class Runner:
         self.clock = LockClock(mig.lock_ms)
         self.move = Move(
             mig.direction, col.ident(), mig.column_name, mig.new_column, col.key, opts.schema,
-            mig.id,
+            mig.id, forms.Form(mig.source),
         )  # fmt: skip
         self.recopied = mig.recopied
         self.notes: list[str] = list(mig.notes)
         self.kept_referenced = 0
         self.ranges: list[batches.Range] | None = None
         self._reach: access.Reach | None = None
+        self.undecodable = self.mig.direction == "text" and self._undecodable() != ()
+        """Whether this pass found LOs that do not decode (their rows are left out)."""
 
     @property
     def reach(self) -> access.Reach:
@@ -106,15 +109,21 @@ class Runner:
         # A fill from the start keeps its key ranges for the verify pass (a few per million
         # rows), which then finds no boundaries of its own.
         self.ranges = [] if self.mig.last_key is None else None
+        if self.mig.last_key is None:
+            self._forget_undecodable()
         pages = catalog.pages_readable(self.conn)
         for r in batches.walk(self.conn, self.col.ident(), self.move.key, self.mig.last_key, rows):
             if self.ranges is not None:
                 self.ranges.append(r)
             with self.conn.transaction():
-                self.conn.execute(self.move.fill(r.where(self.move.key), pages), r.params())
+                self._guarded(lambda w: self.move.fill(w, pages), r.where(self.move.key),
+                              r.params())  # fmt: skip
                 done = min(done + rows, self.mig.rows_total) if r.upto else self.mig.rows_total
                 self.save(last_key=r.upto, rows_done=done)
             self.reporter.progress(done, 0)
+        # Every row was read: an LO that does not decode is refused now, by OID, before
+        # the verify pass (a rerun fills again, from the start: only rows left out).
+        self._refuse_undecodable()
         with self.conn.transaction():
             self.save(phase="verifying", last_key=None, rows_done=0)
 
@@ -123,12 +132,14 @@ class Runner:
             return self.opts.batch_rows
         if self.mig.direction == "lo":
             return 1000  # each batch creates its LOs in one transaction
+        if self.mig.direction == "oid":
+            return BATCH_ROWS[1]  # no LO is read
         row = self.conn.execute(
             sql.SQL(
                 "SELECT avg(octet_length(pg_catalog.lo_get(o, 0, 1048576)))::int8"
                 " FROM (SELECT {c} AS o FROM {t} WHERE {c} IS NOT NULL LIMIT 100) s"
                 " WHERE " + catalog.lo_exists("s.o")
-            ).format(c=sql.Identifier(self.mig.column_name), t=self.col.ident())
+            ).format(c=self.move.ref(), t=self.col.ident())
         ).fetchone()
         avg = int(row[0]) if row and row[0] else 4096
         return max(BATCH_ROWS[0], min(BATCH_ROWS[1], BATCH_BYTES // max(avg, 1)))
@@ -143,6 +154,9 @@ class Runner:
             self.save(verify_xmin=int(row[0]))
         rows = self.batch_size()
         done = self.mig.rows_done
+        pages = catalog.pages_readable(self.conn)
+        if self.mig.last_key is None:
+            self._forget_undecodable()
         ranges: Iterable[batches.Range]
         if self.ranges is not None and self.mig.last_key is None:
             ranges = self.ranges
@@ -150,34 +164,24 @@ class Runner:
             ranges = batches.walk(
                 self.conn, self.col.ident(), self.move.key, self.mig.last_key, rows
             )
-        s, d = sql.Identifier(self.mig.column_name), sql.Identifier(self.mig.new_column)
         for r in ranges:
             where, params = r.where(self.move.key), r.params()
             with self.conn.transaction():
-                # One scan compares every row (and counts NULL copies of non-NULL OIDs,
-                # which are dangling ones once compared); only a batch with differences is
-                # rewritten, and only one with dangling OIDs is looked at again.
-                compare = sql.SQL(
-                    "SELECT count(*) FILTER (WHERE NOT {e}),"
-                    " count(*) FILTER (WHERE {d} IS NULL AND {s} IS NOT NULL)"
-                    " FROM {t} WHERE {w}"
-                )
-                ident = self.col.ident()
                 row = None
-                if self.mig.direction == "bytea":
+                if self.move.reads_bytes:
                     # Most batches name no dangling OID: compared without asking, for each
-                    # row, whether its LO exists; one that does is compared again in full.
+                    # row, whether its LO exists; one that does is compared again in full
+                    # (and one with an LO that does not decode, leaving out its rows).
                     try:
                         with self.conn.transaction():
-                            e = self.move.equal_if_found()
-                            stmt = compare.format(e=e, d=d, s=s, t=ident, w=where)
+                            e = self.move.equal_if_found(pages)
+                            stmt = self._compare(e, self._decodable(where))
                             row = self.conn.execute(stmt, params).fetchone()
-                    except psycopg.errors.UndefinedObject:
+                    except (psycopg.errors.UndefinedObject, *decode.ERRORS):
                         row = None
                 if row is None:
                     e = self.move.equal()
-                    stmt = compare.format(e=e, d=d, s=s, t=ident, w=where)
-                    row = self.conn.execute(stmt, params).fetchone()
+                    row = self._guarded(lambda w: self._compare(e, w), where, params).fetchone()  # noqa: B023
                 assert row is not None
                 if row[0]:
                     self._repair(where, params)
@@ -187,13 +191,24 @@ class Runner:
                 self.save(last_key=r.upto, rows_done=done, recopied=self.recopied)
             self.reporter.progress(done, 0)
 
+    def _compare(self, equal: sql.Composable, where: sql.Composable) -> sql.Composed:
+        """One scan compares every row of ``where`` (and counts NULL copies of non-NULL
+        values, which are dangling ones once compared); only a batch with differences is
+        rewritten, and only one with dangling OIDs is looked at again."""
+        return sql.SQL(
+            "SELECT count(*) FILTER (WHERE NOT {e}),"
+            " count(*) FILTER (WHERE {d} IS NULL AND {s} IS NOT NULL)"
+            " FROM {t} WHERE {w}"
+        ).format(e=equal, d=sql.Identifier(self.mig.new_column),
+                 s=sql.Identifier(self.mig.column_name), t=self.col.ident(), w=where)  # fmt: skip
+
     def _repair(self, where: sql.Composable, params: Mapping[str, object]) -> None:
         """Re-copy the rows of ``where`` that differ until none does; refuse, naming them,
         LOs some reader of the column may not read (written during the run by a role that
         may), unless the run allows widening."""
         self._check_widening(where, params)
         for _ in range(REPAIR_ROUNDS):
-            row = self.conn.execute(self.move.repair(where), params).fetchone()
+            row = self._guarded(self.move.repair, where, params).fetchone()
             fixed = int(row[0]) if row else 0
             self.recopied += fixed
             if not fixed:
@@ -215,17 +230,17 @@ class Runner:
         return str(row[0]) if row else None
 
     def _check_widening(self, where: sql.Composable, params: Mapping[str, object]) -> None:
-        if self.mig.direction != "bytea" or self.mig.allow_widening:
+        if not self.move.reads_bytes or self.mig.allow_widening:
             return
-        s = sql.Identifier(self.mig.column_name)
-        wider = self.reach.any_readers_not_of(s)
-        rows = self.conn.execute(
-            sql.SQL(
-                "SELECT DISTINCT {s}, {r} FROM {t} WHERE {w} AND NOT {e}"
+        o = self.move.ref()
+        wider = self.reach.any_readers_not_of(o)
+        rows = self._guarded(
+            lambda w: sql.SQL(
+                "SELECT DISTINCT {o}, {r} FROM {t} WHERE {w} AND NOT {e}"
                 " AND cardinality({r}) > 0 ORDER BY 1 LIMIT %(n)s"
-            ).format(s=s, r=wider, t=self.col.ident(), w=where, e=self.move.equal()),
-            {**params, "n": refs.LIST_MAX},
-        ).fetchall()
+            ).format(o=o, r=wider, t=self.col.ident(), w=w, e=self.move.equal()),
+            where, {**params, "n": refs.LIST_MAX},
+        ).fetchall()  # fmt: skip
         if rows:
             found = access.Widening(
                 len(rows), tuple(int(r[0]) for r in rows),
@@ -241,25 +256,98 @@ class Runner:
     def _check_missing(self, where: sql.Composable, params: Mapping[str, object]) -> None:
         """With ``--missing error``, refuse rows whose OID names no LO. Called on verified
         rows, where a NULL copy of a non-NULL OID means exactly that (no LO is read)."""
-        if self.mig.direction != "bytea" or self.opts.missing != "error":
+        if self.mig.direction not in ("bytea", "oid") or self.opts.missing != "error":
             return
+        s = sql.Identifier(self.mig.column_name)
         rows = self.conn.execute(
             sql.SQL(
-                "SELECT {s} FROM {t} WHERE {w} AND {d} IS NULL AND {s} IS NOT NULL LIMIT %(n)s"
+                "SELECT {v} FROM {t} WHERE {w} AND {d} IS NULL AND {s} IS NOT NULL LIMIT %(n)s"
             ).format(
-                s=sql.Identifier(self.mig.column_name),
-                d=sql.Identifier(self.mig.new_column),
-                t=self.col.ident(),
-                w=where,
+                v=self.move.form.sample(s), s=s, d=sql.Identifier(self.mig.new_column),
+                t=self.col.ident(), w=where,
             ),
             {**params, "n": refs.LIST_MAX},
-        ).fetchall()
+        ).fetchall()  # fmt: skip
         if rows:
-            oids = tuple(int(r[0]) for r in rows)
+            found = tuple(r[0] for r in rows)
+            what = "references LOs that do not exist"
+            if self.move.form.name != "oid":
+                what = "holds values that name no LO"
             raise DatabaseError(
-                f"{self.col.qualified} references LOs that do not exist"
-                f" ({refs.listed(oids, len(oids))}); rerun with --missing null or skip"
+                f"{self.col.qualified} {what} ({refs.listed(found, len(found))}); rerun"
+                " with --missing null or skip"
             )
+
+    def _guarded(
+        self, make: Callable[[sql.Composable], sql.Composed], where: sql.Composable,
+        params: Mapping[str, object],
+    ) -> psycopg.Cursor[tuple[Any, ...]]:  # fmt: skip
+        """Run ``make(where)`` (in a savepoint), its rows left out whose LO this pass
+        found not to decode. ``--to text``: when it raises because an LO does not decode
+        in the database encoding, find the LOs of ``where`` that do not (one at a time),
+        record them, and run it again without their rows."""
+        while True:
+            try:
+                with self.conn.transaction():
+                    return self.conn.execute(make(self._decodable(where)), params)
+            except decode.ERRORS:
+                if self.mig.direction != "text" or not self._find_undecodable(where, params):
+                    raise
+
+    def _decodable(self, where: sql.Composable) -> sql.Composable:
+        if not self.undecodable:
+            return where
+        o = self.move.ref()
+        return sql.SQL(
+            "{w} AND ({o} IS NULL OR {o} NOT IN (SELECT u.oid FROM {sch}.migration_undecodable u"
+            " WHERE u.run_id = {id}))"
+        ).format(w=where, o=o, sch=sql.Identifier(self.opts.schema), id=sql.Literal(self.mig.id))
+
+    def _find_undecodable(self, where: sql.Composable, params: Mapping[str, object]) -> int:
+        """Record the LOs named by rows of ``where`` that do not decode; how many new."""
+        decode.define(self.conn)
+        rows = sql.SQL("SELECT {o} AS o FROM {t} WHERE {w}").format(
+            o=self.move.ref(), t=self.col.ident(), w=where
+        )
+        cur = self.conn.execute(
+            sql.SQL(
+                "INSERT INTO {sch}.migration_undecodable (run_id, oid) SELECT {id}, f.o"
+                " FROM ({f}) f ON CONFLICT DO NOTHING"
+            ).format(sch=sql.Identifier(self.opts.schema), id=sql.Literal(self.mig.id),
+                     f=decode.failing(rows)),
+            params,
+        )  # fmt: skip
+        self.undecodable = True
+        return cur.rowcount
+
+    def _undecodable(self) -> tuple[int, ...]:
+        rows = self.conn.execute(
+            sql.SQL(
+                "SELECT oid FROM {}.migration_undecodable WHERE run_id = %s ORDER BY oid"
+            ).format(sql.Identifier(self.opts.schema)),
+            (self.mig.id,),
+        ).fetchall()
+        return tuple(int(r[0]) for r in rows)
+
+    def _forget_undecodable(self) -> None:
+        """A pass from the start finds them again (their bytes may have been fixed)."""
+        if self.undecodable:
+            self.conn.execute(
+                sql.SQL("DELETE FROM {}.migration_undecodable WHERE run_id = %s").format(
+                    sql.Identifier(self.opts.schema)
+                ),
+                (self.mig.id,),
+            )
+            self.undecodable = False
+
+    def _refuse_undecodable(self) -> None:
+        """DatabaseError naming the LOs this pass found not to decode, if any."""
+        if not self.undecodable:
+            return
+        found = self._undecodable()
+        if not found:
+            return
+        raise DatabaseError(decode.refusal(self.col.qualified, decode.encoding(self.conn), found))
 
     def _redo(self) -> None:
         """Re-copy the rows the sync trigger logged as failed, and forget exactly those: a
@@ -295,11 +383,12 @@ class Runner:
         if not self.mig.allow_widening:
             # Again, as it is now: a view, a SECURITY DEFINER function, a grant or a row
             # policy may have come while the run went. Nothing is switched if so.
-            if self.mig.direction == "bytea":
+            if self.move.reads_bytes:
                 self._reach = None  # read afresh: the verify pass may have read it
-                refuse_widening(self.conn, self.col, "bytea", self.reach)
-            else:
+                refuse_widening(self.conn, self.col, self.mig.direction, self.reach)
+            elif self.mig.direction == "lo":
                 refuse_widening(self.conn, self.col, "lo", None, self._new_lo_owner())
+        self._refuse_undecodable()
         if self.col.not_null:
             self.reporter.note("validating the NOT NULL check (writes go on meanwhile)")
             self.conn.execute(
@@ -309,6 +398,7 @@ class Runner:
             )
         for _ in range(REPAIR_ROUNDS):
             self._redo()
+            self._refuse_undecodable()
             if exclusively(
                 self.conn, self.col.ident(), f"switching {self.col.qualified}", self._switch,
                 self.opts.lock, self.clock,
@@ -333,9 +423,10 @@ class Runner:
             return False  # re-copy them first, outside the lock
         if row and row[0]:
             self._redo()  # a few, logged since the last round: nobody writes meanwhile
+            self._refuse_undecodable()
         for stmt in drop_triggers_ddl(self.move, self.opts.schema, m.id):
             c.execute(stmt)
-        if m.direction == "bytea":
+        if m.direction != "lo":
             for name in columns.lo_manage_triggers(c, self.col):
                 c.execute(sql.SQL("DROP TRIGGER {} ON {}").format(sql.Identifier(name), t))
         src, dst, old = (sql.Identifier(n) for n in (m.column_name, m.new_column, m.old_column))
@@ -350,6 +441,12 @@ class Runner:
             )
         if self.col.default is not None:
             c.execute(sql.SQL("ALTER TABLE {} ALTER COLUMN {} DROP DEFAULT").format(t, old))
+            if m.direction == "text":  # a text column's default applies to text still
+                c.execute(
+                    sql.SQL("ALTER TABLE {} ALTER COLUMN {} SET DEFAULT {}").format(
+                        t, src, sql.SQL(self.col.default)
+                    )
+                )
         if self.col.comment is not None:
             c.execute(
                 sql.SQL("COMMENT ON COLUMN {} IS {}").format(

@@ -18,15 +18,15 @@ from pgblobdump.pg.names import clip, with_suffix
 from pgblobdump.pg.toast import lz4_available
 from pgblobdump.report.reporter import Reporter
 
+OLD_SUFFIX = {"bytea": "lo", "text": "lo", "lo": "bytea", "oid": "old"}
+"""What the old column is called after the switch: ``<column>_<suffix>``."""
+
 
 def _new_names(col: Column, to: str) -> tuple[str, str]:
     """A name for the new column while it fills, and for the old one after the switch."""
     # Cut by bytes (the server's limit is 63 bytes, not characters): a name the server
     # cut itself would not be the name recorded in the state, and both could become one.
-    return (
-        f"{clip(col.name, 40)}_pgbd_new",
-        f"{clip(col.name, 55)}_{'lo' if to == 'bytea' else 'bytea'}",
-    )
+    return f"{clip(col.name, 40)}_pgbd_new", f"{clip(col.name, 55)}_{OLD_SUFFIX[to]}"
 
 
 def _free_name(conn: psycopg.Connection, relid: int, name: str) -> str:
@@ -71,11 +71,12 @@ def start(
             column_name=col.name, new_column=new_name, old_column=old_name,
             direction=opts.to, phase="filling", missing=opts.missing, keep_old=keep_old,
             storage=storage, compression=compression, rows_total=rows_total, notes=notes,
-            allow_widening=opts.allow_acl_widening,
+            allow_widening=opts.allow_acl_widening, source=col.form.name,
         )  # fmt: skip
         holder.append(run_id)
         state.claim(conn, run_id)  # held for the session, past this transaction
-        m = Move(opts.to, col.ident(), col.name, new_name, col.key, opts.schema, run_id)  # type: ignore[arg-type]
+        m = Move(opts.to, col.ident(), col.name, new_name, col.key, opts.schema, run_id,  # type: ignore[arg-type]
+                 col.form)  # fmt: skip
         if new_los is not None:
             for stmt in access.lo_maker_ddl(m.lo_fn, new_los):
                 conn.execute(stmt)
@@ -111,11 +112,14 @@ def prepare(
     conn: psycopg.Connection, col: Column, opts: RunOptions, reporter: Reporter
 ) -> tuple[str | None, str | None, access.Reach]:
     """The checks every run makes before it changes anything (type, rights, dependants,
-    LOs that cannot move, access it would widen); for a move to bytea, the new column's
-    storage and compression. Also the column's reach, which the sync triggers check."""
+    LOs that cannot move, access it would widen); for a move of bytes (to bytea or
+    text), the new column's storage and compression. Also the column's reach, which the
+    sync triggers check."""
     columns.check_migratable(col, opts.to)
-    reach = access.reach(conn, col.relid, col.name) if opts.to == "bytea" else None
-    if not opts.allow_acl_widening:
+    moves_bytes = opts.to in ("bytea", "text")
+    reach = access.reach(conn, col.relid, col.name) if moves_bytes else None
+    # --to oid moves no bytes: whoever reads the column reads OIDs, as before.
+    if not opts.allow_acl_widening and opts.to != "oid":
         refuse_widening(conn, col, opts.to, reach, opts.owner)
     blocking = [d for d in columns.dependants(conn, col) if d.blocking]
     if blocking:
@@ -124,11 +128,18 @@ def prepare(
             f"{col.qualified} has dependants a migration cannot carry over ({listed}):"
             " drop them first and recreate them after"
         )
+    nobody = access.Reach(col.relid, col.name)
+    if opts.to == "lo":
+        return None, None, nobody
+    found = refs.blockers(
+        conn, refs.as_lo_column(col), refs_only=opts.to == "text", sizes=moves_bytes
+    )
+    check_refs(col, found, opts)
     if reach is None:
-        return None, None, access.Reach(col.relid, col.name)
-    check_refs(col, refs.blockers(conn, refs.as_lo_column(col)), opts)
+        return None, None, nobody
     lz4 = lz4_available(conn)
-    advice = advise(compress_ratio(conn, column_sample(conn, col.ident(), col.name)), lz4)
+    sample = column_sample(conn, col.ident(), refs.as_lo_column(col).oid())
+    advice = advise(compress_ratio(conn, sample), lz4)
     storage = (opts.storage or advice.storage).upper()
     compression = opts.compression or (advice.compression if storage == "EXTENDED" else None)
     if compression == "lz4" and not lz4:
@@ -171,7 +182,7 @@ def refuse_widening(
     widened = access.widening(conn, reach, refs.as_lo_column(col).select())
     if widened:
         raise DatabaseError(
-            f"moving {col.qualified} into bytea would let roles read LOs they may not"
+            f"moving {col.qualified} into {to} would let roles read LOs they may not"
             f" read today: {widened.describe()}. Grant them SELECT on those LOs, revoke"
             " their SELECT on the column (or their use of the views and functions named),"
             " or rerun with --allow-acl-widening to accept that all of them read these bytes"
@@ -179,13 +190,14 @@ def refuse_widening(
 
 
 def defaults_note(col: Column, to: str) -> list[str]:
-    if col.default is None:
-        return []
+    if col.default is None or to == "text":
+        return []  # a text column's default goes on applying to text: carried over
     return [f"the old column's default ({col.default}) cannot apply to {to}: dropped"]
 
 
 def check_refs(col: Column, st: refs.Blockers, opts: RunOptions) -> None:
-    """Refuse, listing them, LOs that cannot move: unreadable, over 1 GB, dangling."""
+    """Refuse, listing them, LOs that cannot move: unreadable, over 1 GB, dangling (and,
+    in another form than oid, values that name no LO)."""
     if st.unreadable:
         raise DatabaseError(
             f"this role may not read the LOs of {st.unreadable:,} rows of {col.qualified}"
@@ -195,16 +207,19 @@ def check_refs(col: Column, st: refs.Blockers, opts: RunOptions) -> None:
     if st.over_1gb:
         raise UsageError(
             f"{st.over_1gb:,} rows of {col.qualified} name LOs over 1 GB, which cannot become"
-            f" bytea ({refs.listed(st.over_1gb_sample, st.over_1gb)}): keep them as LOs"
+            f" {opts.to} ({refs.listed(st.over_1gb_sample, st.over_1gb)}): keep them as LOs"
         )
+    what = "name LOs that do not exist"
+    if col.form.name != "oid":
+        what = "hold values that name no LO (dangling OIDs, or not an OID's form)"
     if st.dangling and opts.missing == "error":
         raise DatabaseError(
-            f"{st.dangling:,} rows of {col.qualified} name LOs that do not exist"
+            f"{st.dangling:,} rows of {col.qualified} {what}"
             f" ({refs.listed(st.dangling_sample, st.dangling)}); rerun with --missing null"
             " (those rows get NULL) or --missing skip (NULL, and the old column is kept)"
         )
     if st.dangling and col.not_null:
         raise UsageError(
-            f"{col.qualified} is NOT NULL but {st.dangling:,} of its OIDs name no LO:"
+            f"{col.qualified} is NOT NULL but {st.dangling:,} of its values name no LO:"
             " they cannot become NULL"
         )

@@ -7,6 +7,9 @@ so a resume needs nothing from the client machine.
   LO it may not read); the switch re-copies them, or refuses.
 - ``migration_los``: after the switch, the LOs the old column referenced, which
   ``--unlink`` removes (in batches, deleting each row as its LO goes).
+- ``migration_undecodable``: ``--to text``: LOs the current pass found not valid in the
+  database encoding; their rows are left out of the pass, and the run refuses, naming
+  them, before the switch.
 """
 
 from __future__ import annotations
@@ -39,7 +42,8 @@ class Migration:
     new_column: str
     old_column: str
     direction: str
-    """``bytea`` (LO to bytea) or ``lo`` (bytea to LO)."""
+    """``bytea`` (LO references to bytea), ``lo`` (bytea to LOs), ``text`` (a text column of
+    LO references to the LOs' text) or ``oid`` (a column of references retyped oid)."""
     phase: str
     missing: str
     keep_old: bool
@@ -62,6 +66,12 @@ class Migration:
     verify_xmin: int | None
     """The oldest transaction running when the verify pass began (xid8): LO pages written
     by it or later may not have been seen, and ``finish`` checks them."""
+    source: str
+    """The form the old column's values name LOs in (``forms.FORMS``): ``oid`` for an
+    oid/lo column, ``int4`` for an integer one, ``text`` for text/varchar/char..."""
+
+
+_DIRECTIONS = sql.SQL(", ").join(sql.Literal(d) for d in ("bytea", "lo", "text", "oid"))
 
 
 def _ddl(schema: str) -> list[sql.Composed]:
@@ -72,7 +82,7 @@ def _ddl(schema: str) -> list[sql.Composed]:
             """CREATE TABLE IF NOT EXISTS {}.migrations (
                 id bigserial PRIMARY KEY, relid oid NOT NULL, table_name text NOT NULL,
                 column_name text NOT NULL, new_column text NOT NULL, old_column text NOT NULL,
-                direction text NOT NULL CHECK (direction IN ('bytea', 'lo')),
+                direction text NOT NULL CHECK (direction IN ({directions})),
                 phase text NOT NULL, missing text NOT NULL, keep_old boolean NOT NULL,
                 storage text, compression text, last_key text[],
                 rows_total bigint NOT NULL DEFAULT 0, rows_done bigint NOT NULL DEFAULT 0,
@@ -81,7 +91,7 @@ def _ddl(schema: str) -> list[sql.Composed]:
                 started timestamptz NOT NULL DEFAULT now(),
                 updated timestamptz NOT NULL DEFAULT now(),
                 notes text[] NOT NULL DEFAULT '{{}}')"""
-        ).format(s),
+        ).format(s, directions=_DIRECTIONS),
         sql.SQL(
             "CREATE UNIQUE INDEX IF NOT EXISTS migrations_active ON {}.migrations"
             " (relid, column_name) WHERE phase NOT IN ('done', 'aborted')"
@@ -94,6 +104,10 @@ def _ddl(schema: str) -> list[sql.Composed]:
             "CREATE TABLE IF NOT EXISTS {}.migration_los (run_id bigint NOT NULL, oid oid NOT NULL,"
             " PRIMARY KEY (run_id, oid))"
         ).format(s),
+        sql.SQL(
+            "CREATE TABLE IF NOT EXISTS {}.migration_undecodable (run_id bigint NOT NULL,"
+            " oid oid NOT NULL, PRIMARY KEY (run_id, oid))"
+        ).format(s),
     ]
 
 
@@ -102,7 +116,7 @@ def _upgrade(conn: psycopg.Connection, schema: str) -> None:
     the ALTER would wait behind every session whose sync trigger read the table)."""
     row = conn.execute(
         "SELECT count(*) FROM pg_attribute WHERE attrelid = %s::regclass"
-        " AND attname = 'verify_xmin' AND NOT attisdropped",
+        " AND attname = 'source' AND NOT attisdropped",
         (sql.Identifier(schema, "migrations").as_string(conn),),
     ).fetchone()
     if row and row[0]:
@@ -112,8 +126,17 @@ def _upgrade(conn: psycopg.Connection, schema: str) -> None:
             "ALTER TABLE {}.migrations"
             " ADD COLUMN IF NOT EXISTS allow_widening boolean NOT NULL DEFAULT false,"
             " ADD COLUMN IF NOT EXISTS unlink boolean NOT NULL DEFAULT false,"
-            " ADD COLUMN IF NOT EXISTS verify_xmin bigint"
+            " ADD COLUMN IF NOT EXISTS verify_xmin bigint,"
+            " ADD COLUMN IF NOT EXISTS source text NOT NULL DEFAULT 'oid',"
+            # Releases before --to text and --to oid checked for bytea and lo only.
+            " DROP CONSTRAINT IF EXISTS migrations_direction_check"
         ).format(sql.Identifier(schema))
+    )
+    conn.execute(
+        sql.SQL(
+            "ALTER TABLE {}.migrations ADD CONSTRAINT migrations_direction_check"
+            " CHECK (direction IN ({}))"
+        ).format(sql.Identifier(schema), _DIRECTIONS)
     )
 
 

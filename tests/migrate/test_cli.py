@@ -35,8 +35,13 @@ def test_plan_and_run_as_json(pg17: EmbeddedCluster, new_db: NewDb) -> None:
 def test_bad_input_gets_one_line_errors(pg17: EmbeddedCluster, new_db: NewDb) -> None:
     db = new_db(pg17)
     with psycopg.connect(db, autocommit=True) as conn:
-        conn.execute("CREATE TABLE t (id int PRIMARY KEY, b oid, s text)")
-    assert_one_line_error(run("migrate", "run", "-d", db, "t.s"), 2, "not oid or lo")
+        conn.execute("CREATE TABLE t (id int PRIMARY KEY, b oid, s text, j jsonb)")
+        conn.execute("INSERT INTO t VALUES (1, NULL, 'inline text', NULL)")
+    assert_one_line_error(run("migrate", "run", "-d", db, "t.j"), 2, "--to bytea takes oid")
+    # A text column may hold OIDs: what does not name one is refused by example.
+    assert_one_line_error(run("migrate", "run", "-d", db, "t.s"), 4, "'inline text'")
+    as_text = run("migrate", "run", "-d", db, "t.b", "--to", "text")
+    assert_one_line_error(as_text, 2, "--to text takes")
     assert_one_line_error(run("migrate", "run", "-d", db, "nope.b"), 8, "no table nope")
     assert_one_line_error(run("migrate", "run", "-d", db, "t"), 2, "[schema.]table.column")
     assert_one_line_error(run("migrate", "abort", "-d", db, "t.b"), 8, "no migration")

@@ -204,13 +204,15 @@ def test_bad_input_is_refused_before_anything_changes(pg17: EmbeddedCluster, new
             'INSERT INTO "Odd S"."My T" SELECT lo_from_bytea(0, convert_to(g::text, \'UTF8\')), g'
             " FROM generate_series(1, 30) g"
         )
-        conn.execute("CREATE TABLE t (id int PRIMARY KEY, b oid, s text)")
+        conn.execute("CREATE TABLE t (id int PRIMARY KEY, b oid, s text, j jsonb)")
         conn.execute("INSERT INTO t VALUES (1, lo_from_bytea(0, 'x'), 'a')")
         conn.execute("CREATE VIEW v AS SELECT b FROM t")
     spec = '"Odd S"."My T"."Blob Col"'
     with pytest.raises(DatabaseError, match=r"no primary key.*--in-place"):
         go(db, spec)
-    with pytest.raises(UsageError, match="not oid or lo"):
+    with pytest.raises(UsageError, match="jsonb: --to bytea takes oid or lo"):
+        go(db, "t.j")
+    with pytest.raises(DatabaseError, match=r"hold values that name no LO.*\('a'\)"):
         go(db, "t.s")
     with pytest.raises(NotFound, match="no column"):
         go(db, "t.nope")

@@ -18,6 +18,17 @@ NOWHERE = "host=/nonexistent port=1 dbname=x connect_timeout=1"
     [
         (["--owner", "r"], {"owner": "r"}, "--owner goes with --to lo"),
         (["--unlink", "--keep-old"], {"unlink": True, "keep_old": True}, "--unlink with"),
+        (
+            ["--to", "text", "--missing", "null"],
+            {"to": "text", "missing": "null"},
+            "--missing does not go with --to text",
+        ),
+        (["--to", "oid", "--unlink"], {"to": "oid", "unlink": True}, "--unlink with --to oid"),
+        (
+            ["--to", "oid", "--storage", "external"],
+            {"to": "oid", "storage": "external"},
+            "--to oid makes an oid column",
+        ),
     ],
 )
 def test_run_options_refuse_what_the_cli_refuses(
@@ -34,7 +45,7 @@ def test_run_options_refuse_what_the_cli_refuses(
 
 
 def test_run_options_refuse_an_unknown_direction_or_missing_policy() -> None:
-    with pytest.raises(UsageError, match="--to must be one of bytea, lo"):
-        RunOptions(to="text")
+    with pytest.raises(UsageError, match="--to must be one of bytea, lo, text, oid"):
+        RunOptions(to="clob")
     with pytest.raises(UsageError, match="--missing must be one of error, null, skip"):
         RunOptions(missing="ignore")
