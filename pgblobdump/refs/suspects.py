@@ -11,6 +11,10 @@ Finding them costs little before any full pass:
 3. **a full pass** only over the columns that hit (a value naming a live LO), one pass per
    table, which counts every value: live OIDs, dangling ones, the forms, examples.
 
+Two kinds of column are no candidates: generated keys (identity columns, ``nextval``
+defaults: a counter that has run into the OID range is no reference) and the referencing
+columns of foreign keys (their values are another column's, which is read itself).
+
 Statistics and a sample may miss a column that holds one OID among a million rows: they
 are good enough to report, never to delete. ``kept`` checks the LOs a vacuum is about to
 remove against every candidate column instead (an index where there is one, else one
@@ -31,9 +35,9 @@ from psycopg import sql
 from pgblobdump.refs import values
 from pgblobdump.refs.catalog import LOCKABLE, RLS_APPLIES, VISIBLE
 
-SAMPLE_PAGES = 64
+SAMPLE_PAGES = 32
 """Pages of a table a sample reads at most (TABLESAMPLE SYSTEM picks whole pages)."""
-SAMPLE_ROWS = 2000
+SAMPLE_ROWS = 1000
 """Rows of a table a sample reads at most."""
 EXAMPLES = 5
 STATE_SCHEMAS = ("pgblobdump", "pgblobdump_sync")
@@ -83,7 +87,12 @@ SELECT c.oid::int8, a.attnum::int, n.nspname, c.relname, a.attname,
                AND i.indisvalid
                AND (SELECT am.amname FROM pg_catalog.pg_class ic
                     JOIN pg_catalog.pg_am am ON am.oid = ic.relam
-                    WHERE ic.oid = i.indexrelid) = 'btree')
+                    WHERE ic.oid = i.indexrelid) = 'btree'),
+       a.attidentity <> '' OR EXISTS (
+           SELECT 1 FROM pg_catalog.pg_attrdef d WHERE d.adrelid = c.oid AND d.adnum = a.attnum
+           AND pg_catalog.pg_get_expr(d.adbin, d.adrelid) LIKE 'nextval(%%'),
+       EXISTS (SELECT 1 FROM pg_catalog.pg_constraint f WHERE f.conrelid = c.oid
+               AND f.contype = 'f' AND f.conkey = ARRAY[a.attnum])
 FROM pg_catalog.pg_attribute a
 JOIN ROWS FROM (pg_catalog.unnest(%(types)s::int8[]::pg_catalog.oid[]),
                 pg_catalog.unnest(%(kinds)s::text[]), pg_catalog.unnest(%(arrs)s::bool[]))
@@ -243,6 +252,9 @@ def candidates(
         c = Candidate(int(r[0]), int(r[1]), str(r[2]), str(r[3]), str(r[4]), str(r[5]),
                       str(r[6]), bool(r[7]), bool(r[8]), bool(r[9]), bool(r[10]), str(r[11]),
                       bool(r[12]), bool(r[13]))  # fmt: skip
+        generated, foreign = bool(r[14]), bool(r[15])
+        if generated or foreign:
+            continue  # a counter, or another column's values
         if (c.relid, c.attnum) not in skipped and (c.relid, c.column) not in gone:
             out.append(c)
     return out
@@ -371,7 +383,9 @@ def union(cols: Sequence[Candidate]) -> sql.Composed:
 
 
 def _live_named(cols: Sequence[Candidate]) -> sql.Composed:
-    """``LATERAL (...) v(k, o)``: each column's number ``k`` with an OID its value names."""
+    """``LATERAL (...) pgbd_v(k, o)``: each column's number ``k`` with an OID its value
+    names. (Measured: a subquery a column beats one VALUES list of them, 0.63 s against
+    2.5 s over 166,666 rows of 4 columns.)"""
     return sql.SQL("LATERAL ({}) pgbd_v(k, o)").format(
         sql.SQL(" UNION ALL ").join(
             sql.SQL("SELECT {k}, x.o FROM ({q}) x").format(k=sql.Literal(i), q=c.named("pgbd_t"))
@@ -414,45 +428,70 @@ def _sample(
         f.screened, f.screen_values, f.screen_live = "sample", n, live
 
 
+_LIVE = "IN (SELECT m.oid FROM pg_catalog.pg_largeobject_metadata m)"
+"""Whether an OID is a live LO's: a hashed subplan, built once per statement."""
+
+
 def _confirm(
     conn: psycopg.Connection, cols: Sequence[Candidate], found: dict[tuple[int, int], Finding]
 ) -> None:
-    """One full pass over ``cols``' table: per column, values, live OIDs, dangling ones,
-    the commonest form among the live, and the first live OIDs."""
+    """One full pass over ``cols``' table: its rows and, per column, values, live OIDs,
+    dangling ones and the commonest form among the live; then a few live OIDs of each
+    (a query that stops at the first ones)."""
     c0 = cols[0]
     t = sql.Identifier(c0.schema, c0.table)
-    patterns = sql.SQL(" UNION ALL ").join(
-        sql.SQL("SELECT {k}, x.o, {p} FROM ({q}) x").format(
-            k=sql.Literal(i),
-            q=c.named("pgbd_t"),
-            p=sql.SQL("'integer'") if c.kind != TEXT or c.array else c.pattern("pgbd_t"),
+    per = []
+    for i, c in enumerate(cols):
+        o, p = sql.Identifier(f"o{i}"), sql.Identifier(f"p{i}")
+        if c.array:  # the elements: a subquery per row
+            per.append(
+                sql.SQL(
+                    "sum((SELECT count(*) FROM ({q}) e)), sum((SELECT count(e.o) FROM ({q}) e)),"
+                    " sum((SELECT count(*) FROM ({q}) e WHERE e.o " + _LIVE + ")), 0"
+                ).format(q=c.named("pgbd_t"))
+            )
+        else:
+            v = sql.SQL("pgbd_t.{}").format(sql.Identifier(c.column))
+            per.append(
+                sql.SQL(
+                    "count({v}), count(x.{o}), count(*) FILTER (WHERE x.{o} " + _LIVE + "),"
+                    " count(*) FILTER (WHERE x.{p} = 'file name' AND x.{o} " + _LIVE + ")"
+                ).format(v=v, o=o, p=p)
+            )
+    scalars = [(i, c) for i, c in enumerate(cols) if not c.array]
+    lateral = sql.SQL(", ").join(
+        sql.SQL("{e} AS {o}, {pat} AS {p}").format(
+            e=c.oid_of(sql.SQL("pgbd_t.{}").format(sql.Identifier(c.column))),
+            pat=c.pattern("pgbd_t"),
+            o=sql.Identifier(f"o{i}"),
+            p=sql.Identifier(f"p{i}"),
         )
-        for i, c in enumerate(cols)
+        for i, c in scalars
     )
-    rows = conn.execute(
-        sql.SQL(
-            "SELECT v.k, count(*), count(v.o), count(m.oid),"
-            " count(*) FILTER (WHERE m.oid IS NOT NULL AND v.p = 'file name'),"
-            " (pg_catalog.array_agg(DISTINCT m.oid::int8)"
-            "  FILTER (WHERE m.oid IS NOT NULL))[1:{n}]"
-            " FROM {t} pgbd_t, LATERAL ({pat}) v(k, o, p)"
-            " LEFT JOIN pg_catalog.pg_largeobject_metadata m ON m.oid = v.o"
-            " GROUP BY 1"
-        ).format(t=t, pat=patterns, n=sql.Literal(EXAMPLES))
-    ).fetchall()
-    total = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(t)).fetchone()
-    by_k = {int(r[0]): r for r in rows}
+    source = (
+        sql.SQL("{t} pgbd_t, LATERAL (SELECT {l}) x").format(t=t, l=lateral)
+        if scalars
+        else sql.SQL("{t} pgbd_t").format(t=t)
+    )
+    row = conn.execute(
+        sql.SQL("SELECT count(*), {per} FROM {src}").format(per=sql.SQL(", ").join(per), src=source)
+    ).fetchone()
+    assert row is not None
     for i, c in enumerate(cols):
         f = found[(c.relid, c.attnum)]
-        r = by_k.get(i)
-        f.rows = int(total[0]) if total else 0
-        if r is None:
-            f.values, f.live, f.dangling = 0, 0, 0
-            continue
-        _, n, formed, live, files = r[0], int(r[1]), int(r[2]), int(r[3]), int(r[4])
-        f.values, f.live, f.dangling = n, live, formed - live
+        n, formed, live, files = (int(v or 0) for v in row[1 + 4 * i : 5 + 4 * i])
+        f.rows, f.values, f.live, f.dangling = int(row[0]), n, live, formed - live
         f.pattern = "integer" if c.kind != TEXT else "file name" if files * 2 > live else "digits"
-        f.examples = tuple(int(o) for o in (r[5] or ()))
+        if live:
+            f.examples = tuple(
+                int(r[0])
+                for r in conn.execute(
+                    sql.SQL(
+                        "SELECT DISTINCT x.o::int8 FROM (SELECT v.o FROM {t} pgbd_t,"
+                        " LATERAL ({q}) v WHERE v.o " + _LIVE + " LIMIT {n}) x ORDER BY 1"
+                    ).format(t=t, q=c.named("pgbd_t"), n=sql.Literal(EXAMPLES * 4))
+                ).fetchall()[:EXAMPLES]
+            )
 
 
 @dataclass(frozen=True)
