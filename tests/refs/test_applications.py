@@ -165,3 +165,30 @@ def test_an_oid_looking_value_naming_no_lo_is_dangling(
     r = run("inspect", "-d", db, "--json")
     s = {x["column"]: x for x in json.loads(r.stdout)["suspects"]}["public.clob.text"]
     assert (s["values"], s["live"], s["dangling"]) == (3, 1, 1)
+
+
+def test_a_text_column_the_role_cannot_read_is_refused_until_dismissed(
+    pg17: EmbeddedCluster, new_db: NewDb
+) -> None:
+    """A text column the vacuuming role may not read may hold OIDs: refused, named, nothing
+    removed; row-level security the same; dismissed after review, the run goes."""
+    from pgblobdump.errors import UnsafeToRemove
+    from tests.vacuum.test_safety import ROLE, as_role, roles
+
+    db = new_db(pg17)
+    roles(db)
+    with psycopg.connect(db, autocommit=True) as conn:
+        conn.execute("CREATE TABLE secret (id int GENERATED ALWAYS AS IDENTITY, body text)")
+        conn.execute("CREATE TABLE shown (id int GENERATED ALWAYS AS IDENTITY, body text)")
+        conn.execute("ALTER TABLE shown ENABLE ROW LEVEL SECURITY")
+        conn.execute(f"GRANT SELECT, UPDATE ON shown TO {ROLE}")
+        oid = int(conn.execute("SELECT lo_from_bytea(0, 'x')").fetchone()[0])  # type: ignore[index]
+        conn.execute(f"ALTER LARGE OBJECT {oid} OWNER TO {ROLE}")
+    who = as_role(db, ROLE)
+    with pytest.raises(UnsafeToRemove, match=r"public\.secret\.body \(the role may not read"):
+        vacuum(who, VacuumRequest(min_age=0))
+    with pytest.raises(UnsafeToRemove, match=r"public\.shown\.body \(row-level security"):
+        vacuum(who, VacuumRequest(min_age=0, not_references=(("secret", "body"),)))
+    assert _los(db) == {oid}
+    vacuum(who, VacuumRequest(min_age=0, not_references=(("secret", "body"), ("shown", "body"))))
+    assert _los(db) == set()
