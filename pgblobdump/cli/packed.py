@@ -100,7 +100,8 @@ def _result_table(title: str, record: dict[str, Any]) -> Table:
     type=COLUMN,
     multiple=True,
     metavar="TABLE.COLUMN",
-    help="Only LOs this column references (repeatable).",
+    help="Only LOs this column references (repeatable): an oid, an integer or numeric, or"
+    " a text holding an OID's digits or <oid>.<ext>.",
 )
 @jobs_option("Workers (connections) sharing one snapshot.")
 @VOLUME_SIZE

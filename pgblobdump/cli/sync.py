@@ -66,7 +66,8 @@ REFERENCED_BY = click.option(
     type=COLUMN,
     multiple=True,
     metavar="TABLE.COLUMN",
-    help="Only LOs this column of the source references (repeatable).",
+    help="Only LOs this column of the source references (repeatable): an oid, an integer or"
+    " numeric, or a text holding an OID's digits or <oid>.<ext>.",
 )
 
 

@@ -37,6 +37,16 @@ def _size(n: int | None) -> str:
     return "" if n is None else format_bytes(n)
 
 
+NOT_REFERENCES = click.option(
+    "--not-references",
+    type=COLUMN,
+    multiple=True,
+    metavar="TABLE.COLUMN",
+    help="A text or integer column found to hold what look like LO OIDs that, after"
+    " review, does not reference LOs: never read as one (repeatable; docs/references.md).",
+)
+
+
 def inspection_table(r: Any) -> Table:
     """The report as ``what | value`` lines for people (JSON carries the whole record)."""
     rows: list[dict[str, Any]] = [
@@ -62,6 +72,18 @@ def inspection_table(r: Any) -> Table:
             v += f" ({c.hidden})" if c.hidden else ""
             v += "" if c.populated else " (a materialized view not populated)"
         rows.append({"what": f"column {c.column} ({c.type})", "value": v})
+    for f in r.suspects:
+        rows.append({"what": f"suspected reference {f['column']} ({f['type']})",
+                     "value": f"{f['live']:,} live OIDs and {f['dangling']:,} dangling of"
+                              f" {f['values']:,} values in {f['rows']:,} rows, {f['pattern']},"
+                              f" {f['confidence']} confidence, e.g. {f['examples']}"})  # fmt: skip
+    rows.append({"what": "text and integer columns screened for OIDs",
+                 "value": f"{r.candidate_columns:,} in {r.suspects_seconds:.2f} s"})  # fmt: skip
+    if r.kept_only_by_suspects:
+        b = r.kept_only_by_suspects_bytes
+        rows.append({"what": "vacuumlo would delete (referenced by suspected columns only)",
+                     "value": f"{r.kept_only_by_suspects:,} LOs"
+                              + (f", {_size(b)}" if b is not None else "")})  # fmt: skip
     rows.append(
         {"what": "orphans", "value": f"{r.orphans:,}" + ("" if r.orphans_exact else " at most")}
     )
@@ -94,6 +116,7 @@ def inspection_table(r: Any) -> Table:
 @click.command("inspect")
 @connection_options
 @REFERENCES
+@NOT_REFERENCES
 @click.option(
     "--checksums",
     is_flag=True,
@@ -103,13 +126,16 @@ def inspection_table(r: Any) -> Table:
 )
 @output_options
 def inspect_cmd(target: ConnectionTarget, references: tuple[tuple[str, str], ...],
-                checksums: bool, fmt: Format) -> None:  # fmt: skip
+                not_references: tuple[tuple[str, str], ...], checksums: bool,
+                fmt: Format) -> None:  # fmt: skip
     """Report on a database's LOs from the catalogs: count and sizes (a histogram, over
     1 GiB, sparse), owners, ACLs and comments, every column referencing LOs with its
-    dangling OIDs, orphans, the lock budget and the largest safe pg_restore
-    --transaction-size, and pg_dump/pg_restore 16/17/18 time, memory and files predicted
-    from curves this project measured (docs/vacuum.md). Reads no LO bytes unless
-    --checksums.
+    dangling OIDs, suspected references (text or integer columns holding LO OIDs, found
+    from statistics or a sample, then counted: live, dangling, form, confidence; and
+    the LOs vacuumlo would delete that only they name), orphans (as vacuumlo counts
+    them), the lock budget and the largest safe pg_restore --transaction-size, and
+    pg_dump/pg_restore 16/17/18 time, memory and files predicted from curves this
+    project measured (docs/vacuum.md). Reads no LO bytes unless --checksums.
 
     Example: pgblobdump inspect -d mydb --markdown
     """
@@ -117,7 +143,7 @@ def inspect_cmd(target: ConnectionTarget, references: tuple[tuple[str, str], ...
 
     conninfo = target.conninfo()
     with connect(conninfo, autocommit=True, doing="inspect") as conn:
-        r = inspect(conn, describe(conninfo), references, checksums)
+        r = inspect(conn, describe(conninfo), references, checksums, not_references)
     emit(inspection_table(r), fmt, jsonable(r))
 
 
@@ -137,6 +163,36 @@ def result_table(r: Any) -> Table:
         {"what": "batches (LOs each)", "value": f"{r.batches:,} ({r.batch_size:,})"},
         {"what": "seconds", "value": f"{r.seconds:.2f}"},
     ]  # fmt: skip
+    rows.insert(
+        4,
+        {
+            "what": "kept: only suspected references name them (vacuumlo would delete them)",
+            "value": f"{r.kept_only_by_suspects:,}",
+        },
+    )
+    rows.insert(
+        5,
+        {
+            "what": "kept: named by another text or integer column",
+            "value": f"{r.kept_by_candidates:,}",
+        },
+    )
+    for f in r.suspects:
+        rows.append(
+            {
+                "what": f"suspected reference {f['column']}",
+                "value": f"{f['live']:,} live OIDs of {f['values']:,} values,"
+                f" {f['pattern']}, {f['confidence']} confidence",
+            }
+        )
+    if r.candidate_check is not None:
+        c = r.candidate_check
+        rows.append(
+            {
+                "what": "orphans checked against other columns",
+                "value": f"{len(c['columns'])} columns read in {c['seconds']:.2f} s",
+            }
+        )
     if r.archived is not None:
         rows.insert(4, {"what": "archived and verified", "value": f"{r.archived:,}"})
     return Table([Column("what"), Column("value")], rows, title=f"vacuum of {r.database}",
@@ -146,6 +202,7 @@ def result_table(r: Any) -> Table:
 @click.command("vacuum")
 @connection_options
 @REFERENCES
+@NOT_REFERENCES
 @click.option(
     "--dry-run",
     is_flag=True,
@@ -186,10 +243,15 @@ def result_table(r: Any) -> Table:
 )
 @output_options
 def vacuum_cmd(target: ConnectionTarget, references: tuple[tuple[str, str], ...],
-               dry_run: bool, min_age: float, archive_to: str | None, batch_size: int | None,
-               jobs: int, state_schema: str, fmt: Format) -> None:  # fmt: skip
-    """Remove orphan LOs: those no column references (oid, lo, arrays and domains of them,
-    and --references columns). Set-based, in lock-budgeted batches, each its own
+               not_references: tuple[tuple[str, str], ...], dry_run: bool, min_age: float,
+               archive_to: str | None, batch_size: int | None, jobs: int, state_schema: str,
+               fmt: Format) -> None:  # fmt: skip
+    """Remove orphan LOs: those no column references (oid, lo, arrays, domains and
+    composites of them, --references columns, and text or integer columns found to hold
+    LO OIDs as applications write them: Hibernate's CLOB digits, '<oid>.<ext>' names,
+    oid::int4; --not-references dismisses one). Before removing, the orphans are checked
+    against every other text or integer column (an index where there is one, else one
+    pass per table). Set-based, in lock-budgeted batches, each its own
     transaction; every batch is checked again while the referencing tables are locked
     against writers, so a reference inserted meanwhile keeps its LO. Refuses (exit 13,
     nothing removed) when it cannot see every reference: a table the role may not read,
@@ -200,7 +262,9 @@ def vacuum_cmd(target: ConnectionTarget, references: tuple[tuple[str, str], ...]
     """
     from pgblobdump.vacuum import VacuumRequest, vacuum
 
-    req = VacuumRequest(min_age, dry_run, references, archive_to, state_schema, batch_size, jobs)
+    req = VacuumRequest(min_age=min_age, dry_run=dry_run, references=references,
+                        not_references=not_references, archive_to=archive_to,
+                        state_schema=state_schema, batch_size=batch_size, jobs=jobs)  # fmt: skip
     conninfo = target.conninfo()
     listed: list[int] = []
 

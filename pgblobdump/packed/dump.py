@@ -23,7 +23,7 @@ from psycopg.pq import TransactionStatus
 
 from pgblobdump import logs
 from pgblobdump.errors import UsageError
-from pgblobdump.packed import full, since
+from pgblobdump.packed import full, referenced, since
 from pgblobdump.packed.bychecksum import Comparer
 from pgblobdump.packed.format import (
     DEFAULT_VOLUME_SIZE,
@@ -38,7 +38,7 @@ from pgblobdump.packed.source import directory as source_dir
 from pgblobdump.packed.writer import ArchiveWriter, check_settings
 from pgblobdump.pg import changes
 from pgblobdump.pg.connect import connect, describe
-from pgblobdump.pg.lostream import LoRun, Selection, check_references, iter_los
+from pgblobdump.pg.lostream import LoRun, Selection, iter_los
 from pgblobdump.pg.target import split_password
 from pgblobdump.report.reporter import QUIET, Reporter
 from pgblobdump.storage import FileInfo, Storage
@@ -100,7 +100,7 @@ def _ranges(conn: psycopg.Connection, sel: Selection, jobs: int) -> list[Selecti
     ).fetchall()
     if not rows:
         return [sel]
-    return [Selection(int(a), int(b), sel.referenced_by) for a, b in rows]
+    return [sel.part(int(a), int(b)) for a, b in rows]
 
 
 def _has_snapshot_functions(conn: psycopg.Connection) -> bool:
@@ -247,7 +247,7 @@ def dump(
     t0 = time.perf_counter()
     with connect(conninfo, autocommit=True, doing="dump") as leader:
         _begin(leader)
-        check_references(leader, req.selection)
+        sel = referenced.resolve(leader, req.selection)
         row = leader.execute("SELECT pg_export_snapshot()").fetchone()
         assert row is not None
         snapshot = str(row[0])
@@ -277,13 +277,13 @@ def dump(
                 carried = IndexBuilder()
                 writer.carried.append(carried)
                 with logs.phase(log, f"finding what changed since {req.since}"):
-                    work = since.plan(leader, req.selection, base, writer.metas, carried,
+                    work = since.plan(leader, sel, base, writer.metas, carried,
                                       exact=why is None)  # fmt: skip
                 if why is not None:
                     work.detection = f"checksums ({why})"
                 log.info("%d new, %d changed, %d carried from the chain, %d gone",
                          work.new, work.changed, work.carried, len(work.gone))  # fmt: skip
-                ranges = since.selections(work.dump, req.selection, req.jobs)
+                ranges = since.selections(work.dump, sel, req.jobs)
                 reporter.totals(len(work.dump), 0)
                 if why is not None:
                     for r in ranges:
@@ -293,9 +293,9 @@ def dump(
                         if c is not None:
                             writer.carried.append(c.carried)
             else:
-                ranges = [since.Share.of(r) for r in _ranges(leader, req.selection, req.jobs)]
+                ranges = [since.Share.of(r) for r in _ranges(leader, sel, req.jobs)]
                 if reporter.shown:
-                    reporter.totals(_count(leader, req.selection), 0)
+                    reporter.totals(_count(leader, sel), 0)
             log.info("%d worker(s): %s", len(ranges),
                      ", ".join(f"OIDs {r.first}..{r.last}" if r else "nothing"
                                for r in ranges))  # fmt: skip

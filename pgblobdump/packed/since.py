@@ -239,7 +239,8 @@ class Share:
     last: int
     whole: Selection | None = None
     oids: array.array[int] | None = None
-    referenced_by: tuple[tuple[str, str], ...] = ()
+    sel: Selection = field(default_factory=Selection)
+    """The dump's selection: each window of ``oids`` keeps its columns (and their reads)."""
 
     @classmethod
     def of(cls, sel: Selection) -> Share:
@@ -255,7 +256,7 @@ class Share:
         oids = self.oids if self.oids is not None else array.array("I")
         for i in range(0, len(oids), WINDOW):
             chunk = tuple(oids[i : i + WINDOW])
-            yield Selection(chunk[0], chunk[-1], self.referenced_by, chunk)
+            yield self.sel.part(chunk[0], chunk[-1], chunk)
 
 
 def selections(oids: array.array[int], sel: Selection, jobs: int) -> list[Share]:
@@ -266,5 +267,5 @@ def selections(oids: array.array[int], sel: Selection, jobs: int) -> list[Share]
     for k in range(jobs):
         mine = oids[len(oids) * k // jobs : len(oids) * (k + 1) // jobs]
         first, last = (mine[0], mine[-1]) if mine else (0, -1)
-        out.append(Share(first, last, oids=mine, referenced_by=sel.referenced_by))
+        out.append(Share(first, last, oids=mine, sel=sel))
     return out

@@ -295,7 +295,7 @@ def digests(conn: psycopg.Connection, sel: Selection) -> Iterator[Scan]:
     bytes cross the network. ``changed`` is left False (the caller compares)."""
     start = sel.first
     while start <= sel.last:
-        window = Selection(start, sel.last, sel.referenced_by)
+        window = sel.part(start, sel.last)
         rows = _digest_rows(conn, window, DIGEST_WINDOW)
         if rows is None:  # an LO over 1 GB in this window: one LO at a time
             rows = _digest_rows(conn, window, 1)

@@ -20,6 +20,7 @@ bytes of the window's LOs then stream past it in one binary COPY, read raw
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import itertools
 import operator
 import struct
@@ -30,7 +31,6 @@ from typing import NamedTuple
 import psycopg
 from psycopg import sql
 
-from pgblobdump.errors import NotFound
 from pgblobdump.pg import catalog, copyout, lometa
 
 LOBLKSIZE = 2048
@@ -61,13 +61,26 @@ class LoRow:
 @dataclass(frozen=True)
 class Selection:
     """Which LOs: an OID range and/or those referenced by table columns (``(table,
-    column)``, the table possibly schema-qualified, as the user wrote it)."""
+    column)``, the table possibly schema-qualified, as the user wrote it).
+
+    A column's values are read by its type, in the forms ``refs/values.py`` gives (an
+    OID's digits or ``<oid>.<ext>`` in a text, an ``int4`` as ``oid::int4`` stores it,
+    ...): ``reads`` holds, per column of ``referenced_by`` in order, that reading as a
+    query (SQL text) of the OIDs the column's values name, one row each. It is built
+    where the columns are checked (``packed.referenced.resolve``: this layer sits below
+    the reference model), and kept by ``part``; ``where`` refuses columns without it."""
 
     first: int = 0
     last: int = 2**32 - 1
     referenced_by: tuple[tuple[str, str], ...] = ()
     only: tuple[int, ...] | None = None
     """Only these OIDs of the range (an incremental dump's changed LOs, a window's worth)."""
+    reads: tuple[str, ...] = ()
+
+    def part(self, first: int, last: int, only: tuple[int, ...] | None = None) -> Selection:
+        """This selection's LOs of ``first..last`` (and of ``only``): a worker's range, a
+        window; its columns and their reads kept."""
+        return dataclasses.replace(self, first=first, last=last, only=only)
 
     def where(self, oid: sql.Composable) -> sql.Composable:
         """A condition on ``oid`` selecting these LOs."""
@@ -76,12 +89,10 @@ class Selection:
         )
         cond = sql.SQL("{}{}").format(cond, self.only_sql(oid))
         if self.referenced_by:
-            refs = sql.SQL(" UNION ").join(
-                sql.SQL("SELECT {}::oid FROM {}").format(
-                    sql.Identifier(col), sql.Identifier(*table.split("."))
-                )
-                for table, col in self.referenced_by
-            )
+            if len(self.reads) != len(self.referenced_by):
+                # a ``::oid`` cast instead would fail on a text column of file names
+                raise ValueError("--referenced-by columns not read by their type (resolve)")
+            refs = sql.SQL(" UNION ").join(sql.SQL(r) for r in self.reads)
             cond = sql.SQL("{} AND {} IN ({})").format(cond, oid, refs)
         return cond
 
@@ -91,25 +102,6 @@ class Selection:
             return sql.SQL("")
         array = "{" + ",".join(map(str, self.only)) + "}"
         return sql.SQL(" AND {} = ANY({}::int8[]::oid[])").format(oid, sql.Literal(array))
-
-
-def check_references(conn: psycopg.Connection, sel: Selection) -> None:
-    """NotFound (``no table X`` / ``no column X.Y``, as migrate says it) for a table or
-    column of ``sel.referenced_by`` that does not exist: before the dump starts, rather
-    than the server's "relation does not exist" from the middle of its first COPY."""
-    for table, col in sel.referenced_by:
-        ident = sql.Identifier(*table.split("."))
-        row = conn.execute(
-            sql.SQL("SELECT c.oid::int8, a.attnum FROM pg_class c LEFT JOIN pg_attribute a"
-                    " ON a.attrelid = c.oid AND a.attname = {} AND a.attnum > 0"
-                    " AND NOT a.attisdropped WHERE c.oid = to_regclass({})").format(
-                sql.Literal(col), sql.Literal(ident.as_string(conn))
-            )
-        ).fetchone()  # fmt: skip
-        if row is None:
-            raise NotFound(f"no table {table} (from --referenced-by {table}.{col})")
-        if row[1] is None:
-            raise NotFound(f"no column {table}.{col} (from --referenced-by {table}.{col})")
 
 
 MetaTuple = lometa.MetaTuple

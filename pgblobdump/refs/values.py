@@ -79,14 +79,15 @@ def numeric_sql(value: sql.Composable) -> sql.Composed:
 
 def text_sql(value: sql.Composable) -> sql.Composed:
     """``from_text`` on the server: an ``oid`` expression, NULL when ``value`` (text)
-    names none."""
-    digits = sql.SQL("pg_catalog.substring({}, '^-?[0-9]+')").format(value)
-    return sql.SQL(
-        "(CASE WHEN {v} ~ {t} THEN {n} WHEN {v} ~ {f} THEN {p} END)"
-    ).format(
-        v=value, t=sql.Literal(TEXT_FORM), f=sql.Literal(FILE_FORM),
-        n=int_sql(digits, 32), p=int_sql(digits, 64),
-    )  # fmt: skip
+    names none. The forms' regular expressions bound the digits, so the casts cannot fail;
+    each is evaluated once (a cast repeated is cheap, a regular expression is not)."""
+    return sql.SQL("(CASE WHEN {v} ~ {t} THEN {n} WHEN {v} ~ {f} THEN {p} END)").format(
+        v=value,
+        t=sql.Literal(TEXT_FORM),
+        f=sql.Literal(FILE_FORM),
+        n=int_sql(sql.SQL("{}::pg_catalog.int8").format(value), 32),
+        p=int_sql(sql.SQL("pg_catalog.split_part({}, '.', 1)::pg_catalog.int8").format(value), 64),
+    )
 
 
 def text_pattern_sql(value: sql.Composable) -> sql.Composed:

@@ -78,14 +78,14 @@ def copy(src: str, dst: str, req: CopyRequest, reporter: Reporter = QUIET) -> Co
     """Copy the LOs ``req`` selects from the database at ``src`` into the one at ``dst``."""
     t0 = time.perf_counter()
     with contextlib.ExitStack() as stack:
-        leader, main = source.open_pair(stack, src, dst, "copy", req.selection)
+        leader, main, sel = source.open_pair(stack, src, dst, "copy", req.selection)
         row = leader.execute("SELECT pg_export_snapshot()").fetchone()
         assert row is not None
         snapshot = str(row[0])
         mark = changes.mark(leader)
         here = source.recorded(leader, src)
         # before anything is written: which source earlier copies and syncs read
-        marks = state.overlapping(main, req.selection)
+        marks = state.overlapping(main, sel)
         other, drop = source.other_sources(marks, mark, here)
         if other is not None and not req.source_changed:
             raise UsageError(f"{other}: {ANOTHER}")
@@ -94,7 +94,7 @@ def copy(src: str, dst: str, req: CopyRequest, reporter: Reporter = QUIET) -> Co
         here = dataclasses.replace(
             here, replaced=bool(drop) or any(m.source.replaced for m in marks)
         )
-        ranges = source.shares(leader, req.selection, req.part, req.jobs)
+        ranges = source.shares(leader, sel, req.part, req.jobs)
         covered = f"{ranges[0].first}..{ranges[-1].last}"
         if req.part is not None:
             reporter.note(f"part {req.part[0]}/{req.part[1]}: OIDs {covered}")
@@ -106,7 +106,7 @@ def copy(src: str, dst: str, req: CopyRequest, reporter: Reporter = QUIET) -> Co
         rreq = RestoreRequest(on_conflict=req.on_conflict, resume=skipping,
                               part=req.part, jobs=len(ranges))  # fmt: skip
         # before any LO is made
-        state.add_mark(main, state.key_of(req.selection), mark, here, drop=drop)
+        state.add_mark(main, state.key_of(sel), mark, here, drop=drop)
         feeds: list[Feed] = [functools.partial(feed.items, sel=s) for s in ranges]
         workers = run_jobs(src, dst, snapshot, feeds, rreq, reporter, stack)
         with sql_errors("copy: on the source", describe(src)):

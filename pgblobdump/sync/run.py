@@ -98,9 +98,8 @@ class SyncResult:
 def sync(src: str, dst: str, req: SyncRequest, reporter: Reporter = QUIET) -> SyncResult:
     """Sync the LOs ``req`` selects from the database at ``src`` into the one at ``dst``."""
     t0 = time.perf_counter()
-    sel = req.selection
     with contextlib.ExitStack() as stack:
-        leader, main = source.open_pair(stack, src, dst, "sync", sel)
+        leader, main, sel = source.open_pair(stack, src, dst, "sync", req.selection)
         row = leader.execute("SELECT pg_export_snapshot()").fetchone()
         assert row is not None
         snapshot = str(row[0])
@@ -189,7 +188,7 @@ def _by_xids(leader: psycopg.Connection, main: psycopg.Connection, sel: Selectio
         first = max(sel.first, lo << changes.BUCKET_BITS)
         last = min(sel.last, ((hi + 1) << changes.BUCKET_BITS) - 1)
         with _ahead(state.held(main, first, last, False)) as held:
-            decide(changes.scan(leader, Selection(first, last, sel.referenced_by), since), held,
+            decide(changes.scan(leader, sel.part(first, last), since), held,
                    force, False, plan, made=made)  # fmt: skip
     bad = set(differ)
 
@@ -331,6 +330,6 @@ def _items(conn: psycopg.Connection, segments: list[list[int]], actions: list[in
         if listed:
             yield from feed.listed_items(conn, listed, side)
             listed = []
-        yield from feed.items(conn, Selection(first, last, sel.referenced_by), side)
+        yield from feed.items(conn, sel.part(first, last), side)
     if listed:
         yield from feed.listed_items(conn, listed, side)

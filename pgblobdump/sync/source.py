@@ -12,9 +12,10 @@ import psycopg
 from psycopg import sql
 
 from pgblobdump.errors import DatabaseError, UsageError
+from pgblobdump.packed import referenced
 from pgblobdump.pg.changes import Mark
 from pgblobdump.pg.connect import connect, describe
-from pgblobdump.pg.lostream import Selection, check_references
+from pgblobdump.pg.lostream import Selection
 from pgblobdump.pg.trust import check_state_schema
 from pgblobdump.sync.state import SCHEMA as STATE_SCHEMA
 from pgblobdump.sync.state import Marked, Recorded
@@ -146,14 +147,14 @@ def shares(
         bounds.append(max(bounds[-1], last.get(t, bounds[-1])))
     bounds.append(sel.last)
     mine = range((k - 1) * jobs + 1, k * jobs + 1)
-    out = [Selection(bounds[t - 1] + 1, bounds[t], sel.referenced_by) for t in mine]
+    out = [sel.part(bounds[t - 1] + 1, bounds[t]) for t in mine]
     live = [s for s in out if s.first <= s.last]
     if live:
         return live
     # No LO in this share: an empty range past the selection's, kept inside the OID space
     # (the share after LO 4294967295 would start at 2^32, which no statement accepts).
     first = min(sel.last + 1, OID_MAX)
-    return [Selection(first, first - 1, sel.referenced_by)]
+    return [sel.part(first, first - 1)]
 
 
 def count(conn: psycopg.Connection, sels: list[Selection]) -> int:
@@ -236,10 +237,11 @@ def check_roles(
 
 def open_pair(
     stack: contextlib.ExitStack, src: str, dst: str, what: str, sel: Selection
-) -> tuple[psycopg.Connection, psycopg.Connection]:
-    """The source's leading connection (its transaction begun, ``sel``'s reference columns
-    checked) and the target's, entered in ``stack``; refused when both are one database,
-    or when the target's state schema is not safe (pg/trust.py).
+) -> tuple[psycopg.Connection, psycopg.Connection, Selection]:
+    """The source's leading connection (its transaction begun) and the target's, entered
+    in ``stack``, and ``sel`` with its reference columns checked and read by their type
+    (packed/referenced.py); refused when both are one database, or when the target's
+    state schema is not safe (pg/trust.py).
     ``what`` names the command in messages (``copy``, ``sync``)."""
     leader = stack.enter_context(connect(src, doing=f"{what}: on the source"))
     main = stack.enter_context(connect(dst, doing=f"{what}: on the target"))
@@ -251,5 +253,4 @@ def open_pair(
     # what a copy made and the last sync's mark are read from it, and written to it
     check_state_schema(main, STATE_SCHEMA, what)
     begin(leader)
-    check_references(leader, sel)
-    return leader, main
+    return leader, main, referenced.resolve(leader, sel)

@@ -180,6 +180,10 @@ def remove(
         else frozenset()
     )
     done = Removal()
+    # This run's own temporary tables (candidates, references) are another session's
+    # to the guard: not a place where an application keeps references.
+    row = conn.execute("SELECT pg_catalog.pg_my_temp_schema()::int8").fetchone()
+    own = [int(row[0])] if row and row[0] else []
     after, chunk = 0, batch_size * 4 * jobs
     gone: set[int] = set()  # unlinked in a round that was then undone: not again
     changes = 0
@@ -208,7 +212,7 @@ def remove(
             try:
                 with guard.transaction():
                     guard.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
-                    now = discover(guard, named)
+                    now = discover(guard, named, own=own)
                     if now.fingerprint != refs.fingerprint:
                         now.refuse_unsafe()
                         refs = now
@@ -226,7 +230,7 @@ def remove(
                             " so far, a rerun finishes"
                         ) from e
                     mark = stamp(guard, refs.types)
-                    if discover(guard, named).fingerprint != refs.fingerprint:
+                    if discover(guard, named, own=own).fingerprint != refs.fingerprint:
                         raise _Changed  # a table created between the look and the lock
                     t1 = time.perf_counter()
                     todo = [o for o in oids if o not in gone]
@@ -253,7 +257,7 @@ def remove(
                     ) from None
                 # The round again, against the new columns; what it unlinked stays gone.
                 done.referenced_meanwhile -= round_referenced
-                refs = discover(conn, named)
+                refs = discover(conn, named, own=own)
                 refs.refuse_unsafe()
                 continue
             done.rounds += 1

@@ -12,6 +12,7 @@ from psycopg import sql
 
 from pgblobdump.pg import catalog
 from pgblobdump.pg.locks import LockBudget
+from pgblobdump.refs import suspects
 from pgblobdump.vacuum.checksums import Checksums, checksums
 from pgblobdump.vacuum.predict import Prediction, predict
 from pgblobdump.vacuum.refs import RefColumn, References, discover
@@ -84,6 +85,16 @@ class Inspection:
     notes: tuple[str, ...] = field(default_factory=tuple)
     checksums: Checksums | None = None
     """With ``--checksums`` only: a digest of every LO's bytes (vacuum/checksums.py)."""
+    suspects: tuple[dict[str, object], ...] = ()
+    """Text and integer columns found to hold OIDs of live LOs (refs/suspects.py): per
+    column rows, values, live OIDs, dangling ones, the form, confidence, examples."""
+    candidate_columns: int = 0
+    """Text and integer columns screened for OIDs (statistics or a sample)."""
+    suspects_seconds: float = 0.0
+    kept_only_by_suspects: int = 0
+    """LOs only suspected references name: vacuumlo (oid and lo columns alone) would
+    delete them."""
+    kept_only_by_suspects_bytes: int | None = None
 
 
 def _one(conn: psycopg.Connection, q: sql.Composed | str) -> tuple[object, ...]:
@@ -144,6 +155,7 @@ def inspect(
     database: str,
     references: Sequence[tuple[str, str]] = (),
     with_checksums: bool = False,
+    not_references: Sequence[tuple[str, str]] = (),
 ) -> Inspection:
     """The report for the database ``conn`` is connected to (autocommit); LO bytes are
     read (on the server) only ``with_checksums``."""
@@ -196,6 +208,25 @@ def inspect(
     if hidden:
         notes.append(f"{len(hidden)} columns not seen whole: some orphans may be referenced")
     notes += refs.notes()
+    cands = suspects.candidates(
+        conn, skip={(c.relid, c.attnum) for c in refs.columns}, dismissed=not_references
+    )
+    found = suspects.screen(conn, [c for c in cands if c.populated])
+    unread = found.unread
+    if unread:
+        notes.append(
+            f"{len(unread)} text or integer columns could not be read whole for OIDs"
+            f" ({', '.join(f.column.qualified for f in unread[:5])}"
+            f"{' ...' if len(unread) > 5 else ''}): vacuum refuses until they can be, or are"
+            " dismissed with --not-references"
+        )
+    only, only_bytes = _only_suspects(conn, seen, found, size is not None)
+    if only:
+        notes.append(
+            f"vacuumlo would delete {only:,} referenced LOs"
+            + (f" ({only_bytes:,} bytes)" if only_bytes is not None else "")
+            + ": only text or integer columns name them (suspected references)"
+        )
     budget = LockBudget.read(conn)
     safe = max(1, budget.total // 2)
     return Inspection(
@@ -210,4 +241,35 @@ def inspect(
         predictions=tuple(predict(los, size or 0)),
         notes=tuple(notes),
         checksums=checksums(conn) if with_checksums else None,
+        suspects=tuple(f.summary() for f in found.hits), candidate_columns=len(cands),
+        suspects_seconds=round(found.seconds, 3), kept_only_by_suspects=only,
+        kept_only_by_suspects_bytes=only_bytes,
     )  # fmt: skip
+
+
+def _only_suspects(
+    conn: psycopg.Connection, typed: References, found: suspects.Suspects, sized: bool
+) -> tuple[int, int | None]:
+    """LOs the suspected references name and no typed column does, and their bytes (when
+    the sizes were read)."""
+    hits = [f.column for f in found.hits]
+    if not hits:
+        return 0, 0 if sized else None
+    size = (
+        sql.SQL(
+            "coalesce(sum(s.size), 0)::int8 FROM pg_temp.{} s"
+            " WHERE s.loid IN (SELECT o FROM pgbd_only)"
+        ).format(sql.Identifier(SIZES))
+        if sized
+        else sql.SQL("NULL::int8")
+    )
+    row = _one(
+        conn,
+        sql.SQL(
+            "WITH pgbd_only AS (SELECT DISTINCT m.oid AS o FROM ({s}) x"
+            " JOIN pg_catalog.pg_largeobject_metadata m ON m.oid = x.o"
+            " WHERE NOT EXISTS (SELECT 1 FROM ({t}) y WHERE y.o = x.o))"
+            " SELECT (SELECT count(*) FROM pgbd_only), (SELECT {size})"
+        ).format(s=suspects.union(hits), t=typed.union(), size=size),
+    )
+    return int(row[0]), (int(row[1]) if row[1] is not None else None)  # type: ignore[call-overload]

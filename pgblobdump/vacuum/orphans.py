@@ -19,7 +19,8 @@ from pgblobdump.vacuum.age import AgeRule
 from pgblobdump.vacuum.refs import References, oid_array
 
 REFS = "pgbd_vacuum_refs"
-"""Temporary table: every OID some column names (``o``), distinct."""
+"""Temporary table: every OID some column names (``o``), distinct, and whether only
+suspected references name it (``only_suspects``)."""
 CANDIDATES = "pgbd_vacuum_candidates"
 """Temporary table: the orphans a vacuum may remove (``o``), before the re-check."""
 LIST_MAX = 20
@@ -36,13 +37,26 @@ def collect_refs(conn: psycopg.Connection, refs: References) -> str:
         row = conn.execute("SELECT pg_catalog.pg_current_snapshot()::text").fetchone()
         assert row is not None
         conn.execute(
-            sql.SQL("CREATE TEMP TABLE {t} AS SELECT DISTINCT o FROM ({u}) x").format(
-                t=t, u=refs.union()
-            )
+            sql.SQL(
+                "CREATE TEMP TABLE {t} AS SELECT o, bool_and(s) AS only_suspects"
+                " FROM ({u}) x WHERE o IS NOT NULL GROUP BY o"
+            ).format(t=t, u=refs.union_flagged())
         )
     conn.execute(sql.SQL("ALTER TABLE pg_temp.{} ADD PRIMARY KEY (o)").format(t))
     conn.execute(sql.SQL("ANALYZE pg_temp.{}").format(t))
     return str(row[0])
+
+
+def kept_by_suspects(conn: psycopg.Connection) -> int:
+    """LOs that only suspected references name (after ``collect_refs``): vacuumlo, which
+    reads oid and lo columns alone, would delete them."""
+    row = conn.execute(
+        sql.SQL(
+            "SELECT count(*) FROM pg_catalog.pg_largeobject_metadata m"
+            " JOIN pg_temp.{} r ON r.o = m.oid WHERE r.only_suspects"
+        ).format(sql.Identifier(REFS))
+    ).fetchone()
+    return int(row[0]) if row else 0
 
 
 ORPHAN = sql.SQL("NOT EXISTS (SELECT 1 FROM pg_temp.{r} r WHERE r.o = m.oid)").format(

@@ -19,6 +19,7 @@ LO 3000000000, which it names, unreferenced.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -26,6 +27,10 @@ import psycopg
 from psycopg import sql
 
 from pgblobdump.errors import NotFound, UnsafeToRemove
+from pgblobdump.refs import composite
+from pgblobdump.refs.catalog import LOCKABLE as _LOCKABLE
+from pgblobdump.refs.catalog import RLS_APPLIES as _RLS_APPLIES
+from pgblobdump.refs.catalog import VISIBLE as _VISIBLE
 from pgblobdump.vacuum.age import full_xid
 
 OID_MAX = (1 << 32) - 1
@@ -75,28 +80,6 @@ _NAMED_SEEDS = (
 )
 """A named column's integers are OIDs too: int2 and int4 as ``::oid`` reads them (a
 negative one is an OID of 2^31 or more, as ``oid::int4`` wrote it), int8 as they are."""
-
-_VISIBLE = """
-    pg_catalog.has_schema_privilege(n.oid, 'USAGE')
-    AND pg_catalog.has_column_privilege(c.oid, a.attnum, 'SELECT')
-"""
-"""Whether the connected role may read column ``a`` of table ``c`` in schema ``n``."""
-
-_RLS_APPLIES = """
-    (c.relrowsecurity AND NOT r.rolsuper AND NOT r.rolbypassrls
-     AND (c.relforcerowsecurity OR NOT pg_catalog.pg_has_role(c.relowner, 'USAGE')))
-"""
-"""Whether row-level security filters what the connected role ``r`` reads of ``c``:
-enabled on the table, the role neither a superuser nor BYPASSRLS, and not its owner (an
-owner is filtered too when the table FORCEs row security), as the server decides it."""
-
-_LOCKABLE = """
-    (c.relkind = 'm' OR pg_catalog.pg_has_role(c.relowner, 'USAGE')
-     OR pg_catalog.has_table_privilege(c.oid, 'UPDATE')
-     OR pg_catalog.has_table_privilege(c.oid, 'DELETE')
-     OR pg_catalog.has_table_privilege(c.oid, 'TRUNCATE'))
-"""
-"""Whether the connected role may LOCK table ``c`` IN SHARE MODE (what the server asks)."""
 
 _KIND_OF_TYPE = """
 SELECT typ::int8, CASE WHEN bool_or(kind = 'unknown') THEN 'unknown'
@@ -179,6 +162,20 @@ WHERE a.atttypid = ANY(%s::int8[]::pg_catalog.oid[]) AND a.attnum > 0 AND NOT a.
 """
 
 
+_TEMPORARY = """
+SELECT n.nspname || '.' || c.relname || '.' || a.attname
+FROM pg_catalog.pg_attribute a
+JOIN pg_catalog.pg_class c ON c.oid = a.attrelid
+JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+WHERE a.atttypid = ANY (%(types)s::int8[]::pg_catalog.oid[]) AND a.attnum > 0
+  AND NOT a.attisdropped AND c.relkind IN ('r', 'p')
+  AND n.nspname LIKE 'pg\\_temp\\_%%' AND n.oid <> pg_catalog.pg_my_temp_schema()
+  AND n.oid <> ALL (%(own)s::int8[]::pg_catalog.oid[])
+ORDER BY 1
+"""
+"""Columns holding OIDs in other sessions' temporary tables (``References.temporary``)."""
+
+
 @dataclass(frozen=True)
 class RefColumn:
     """A column that may reference LOs. ``kind``: how its values become OIDs (SCALAR,
@@ -204,6 +201,13 @@ class RefColumn:
     populated: bool = True
     """False for a materialized view made WITH NO DATA (or refreshed so): it has no
     rows, and a scan of it fails ("has not been populated"), so it is not read."""
+    suspect: bool = False
+    """A suspected reference (refs/suspects.py): a text or integer column whose values
+    were found to be OIDs of live LOs; read as a named column is."""
+    extract: str = ""
+    """For a composite, range or array of them (UNKNOWN): a query of column ``o`` giving
+    the OIDs of the value ``pgbd_t.<column>`` through its attributes (refs/composite.py),
+    braces doubled; empty when none could be built (then refused unless named)."""
 
     @property
     def qualified(self) -> str:
@@ -226,7 +230,12 @@ class RefColumn:
             return sql.SQL("SELECT NULL::pg_catalog.oid AS o FROM {t} pgbd_t WHERE false").format(
                 t=t
             )
-        if self.kind == SCALAR:
+        if self.kind == UNKNOWN and self.extract:
+            q = (
+                "SELECT pgbd_x.o FROM {t} pgbd_t, LATERAL (" + self.extract + ") pgbd_x"
+                " WHERE pgbd_x.o IS NOT NULL"
+            )
+        elif self.kind == SCALAR:
             q = "SELECT pgbd_t.{c}::pg_catalog.oid AS o FROM {t} pgbd_t WHERE {c} IS NOT NULL"
         elif self.kind == ARRAY:
             q = (
@@ -294,17 +303,24 @@ class References:
     columns: tuple[RefColumn, ...]
     types: tuple[int, ...] = ()
     """Every type holding OIDs when the columns were found (for ``stamp``)."""
+    temporary: tuple[str, ...] = ()
+    """Columns holding OIDs in another live session's temporary tables: their rows are in
+    that backend's memory, which no other session can read."""
 
     @property
     def refusals(self) -> tuple[Refusal, ...]:
         """What hides references from us, or keeps us from holding writers off."""
-        out = []
+        out = [
+            Refusal(t, "another session's temporary table: its rows are that session's"
+                    " alone, nothing can be removed while it exists")
+            for t in self.temporary
+        ]  # fmt: skip
         for c in self.columns:
             if not c.readable:
                 out.append(Refusal(c.qualified, "the role may not read it"))
             elif c.rls:
                 out.append(Refusal(c.qualified, "row-level security applies to the role"))
-            elif c.kind == UNKNOWN:
+            elif c.kind == UNKNOWN and not c.extract:
                 out.append(Refusal(c.qualified, f"type {c.type} holds OIDs; name it with"
                                    " --references to read every number in it"))  # fmt: skip
             elif not c.lockable:
@@ -334,10 +350,12 @@ class References:
         return tuple(c for c in self.columns if not c.populated)
 
     @property
-    def fingerprint(self) -> tuple[tuple[int, int, str, bool], ...]:
+    def fingerprint(self) -> tuple[object, ...]:
         """What must not change while a run goes: the columns, by table and number, and
-        whether a materialized view is populated (a REFRESH fills one)."""
-        return tuple(sorted((c.relid, c.attnum, c.kind, c.populated) for c in self.columns))
+        whether a materialized view is populated (a REFRESH fills one); other sessions'
+        temporary tables holding OIDs."""
+        cols = tuple(sorted((c.relid, c.attnum, c.kind, c.populated) for c in self.columns))
+        return (*cols, self.temporary)
 
     def notes(self) -> tuple[str, ...]:
         """One line per materialized view not populated (they are read as empty)."""
@@ -361,6 +379,16 @@ class References:
             for c in self.columns
         )
 
+    def union_flagged(self) -> sql.Composable:
+        """``union`` with a second column ``s``: whether the OID comes from a suspected
+        reference (so what only those keep can be counted)."""
+        if not self.columns:
+            return sql.SQL("SELECT NULL::pg_catalog.oid AS o, false AS s WHERE false")
+        return sql.SQL(" UNION ALL ").join(
+            sql.SQL("SELECT x.o, {} AS s FROM ({}) x").format(sql.Literal(c.suspect), c.oids())
+            for c in self.columns
+        )
+
     def refuse_unsafe(self, locking: bool = True) -> None:
         """UnsafeToRemove naming the columns we cannot see whole (or, ``locking``, whose
         tables we cannot lock against writers), if any."""
@@ -378,6 +406,19 @@ def _column(row: Sequence[object], named: bool = False) -> RefColumn:
     return RefColumn(int(row[0]), int(row[1]), str(row[2]), str(row[3]), str(row[4]),  # type: ignore[call-overload]
                      str(row[5]), str(row[6]), bool(row[7]), bool(row[8]), bool(row[9]),
                      str(row[10]), named, bool(row[11]), bool(row[12]))  # fmt: skip
+
+
+def _extract(conn: psycopg.Connection, col: RefColumn) -> str:
+    """``RefColumn.extract`` for ``col`` (its type read from the catalogs now)."""
+    row = conn.execute(
+        "SELECT atttypid::int8 FROM pg_catalog.pg_attribute WHERE attrelid = %s AND attnum = %s",
+        (col.relid, col.attnum),
+    ).fetchone()
+    gen = composite.extractor(conn, int(row[0])) if row else None
+    if gen is None:
+        return ""
+    text = gen(sql.SQL("pgbd_t.{}").format(sql.Identifier(col.column))).as_string(conn)
+    return text.replace("{", "{{").replace("}", "}}")
 
 
 def lock_unpopulated(conn: psycopg.Connection, refs: References) -> None:
@@ -410,7 +451,12 @@ def stamp(conn: psycopg.Connection, types: Sequence[int]) -> str:
     return str(row[0])
 
 
-def discover(conn: psycopg.Connection, named: Sequence[tuple[str, str]] = ()) -> References:
+def discover(
+    conn: psycopg.Connection,
+    named: Sequence[tuple[str, str]] = (),
+    suspected: Sequence[tuple[str, str]] = (),
+    own: Sequence[int] = (),
+) -> References:
     """Every column of every table (and materialized view) that may reference LOs, plus
     the ``named`` ones (``([schema.]table, column)``, as ``--references`` gives them).
     Partitions are read through their parent; catalogs, TOAST and temporary tables are
@@ -419,10 +465,13 @@ def discover(conn: psycopg.Connection, named: Sequence[tuple[str, str]] = ()) ->
     types = [int(r[0]) for r in kinds]
     params: dict[str, object] = {"types": types, "kinds": [str(r[1]) for r in kinds]}
     found = {(int(r[0]), int(r[1])): _column(r) for r in conn.execute(_COLUMNS, params)}
+    for key, col in found.items():
+        if col.kind == UNKNOWN:
+            found[key] = dataclasses.replace(col, extract=_extract(conn, col))
     if named:
         ints = conn.execute(_NAMED_TYPES).fetchall()
         params = {"types": [int(r[0]) for r in ints], "kinds": [str(r[1]) for r in ints]}
-    for table, column in named:
+    for (table, column), suspect in [*((n, False) for n in named), *((n, True) for n in suspected)]:
         ident = sql.Identifier(*table.split(".")).as_string(conn)
         row = conn.execute(_NAMED, {**params, "column": column, "table": ident}).fetchone()
         if row is None:
@@ -432,6 +481,12 @@ def discover(conn: psycopg.Connection, named: Sequence[tuple[str, str]] = ()) ->
         if str(row[10]) not in ("r", "p", "m"):
             raise NotFound(f"{table} is not a table (from --references {table}.{column})")
         col = _column(row, named=True)
+        if suspect:
+            if (col.relid, col.attnum) in found:
+                continue  # named, or typed after all
+            col = dataclasses.replace(col, suspect=True)
         found[(col.relid, col.attnum)] = col
     columns = tuple(sorted(found.values(), key=lambda c: (c.schema, c.table, c.attnum)))
-    return References(columns, tuple(types))
+    found_temp = conn.execute(_TEMPORARY, {"types": types, "own": list(own)}).fetchall()
+    temporary = tuple(str(r[0]) for r in found_temp)
+    return References(columns, tuple(types), temporary)

@@ -7,16 +7,26 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from pgblobdump.errors import UsageError
+import psycopg
+from psycopg import sql
+
+from pgblobdump.errors import UnsafeToRemove, UsageError
 from pgblobdump.pg import catalog
 from pgblobdump.pg.connect import connect, describe
 from pgblobdump.pg.locks import LockBudget
 from pgblobdump.pg.trust import check_state_schema
+from pgblobdump.refs import suspects
 from pgblobdump.report.reporter import QUIET, Reporter
 from pgblobdump.vacuum import age
 from pgblobdump.vacuum.batches import remove
-from pgblobdump.vacuum.orphans import collect_refs, iter_candidates, select_candidates
-from pgblobdump.vacuum.refs import discover
+from pgblobdump.vacuum.orphans import (
+    CANDIDATES,
+    collect_refs,
+    iter_candidates,
+    kept_by_suspects,
+    select_candidates,
+)
+from pgblobdump.vacuum.refs import LIST_MAX, References, discover
 
 DEFAULT_MIN_AGE = 3600.0
 
@@ -29,6 +39,8 @@ class VacuumRequest:
     min_age: float = DEFAULT_MIN_AGE
     dry_run: bool = False
     references: tuple[tuple[str, str], ...] = ()
+    not_references: tuple[tuple[str, str], ...] = ()
+    """Candidate columns dismissed after review (``--not-references``): never read."""
     archive_to: str | None = None
     state_schema: str = "pgblobdump"
     batch_size: int | None = None
@@ -74,6 +86,14 @@ class VacuumResult:
     dry_run: bool
     age: str
     notes: tuple[str, ...] = field(default_factory=tuple)
+    suspects: tuple[dict[str, object], ...] = ()
+    """Suspected reference columns found (refs/suspects.py): each counts as a reference."""
+    kept_only_by_suspects: int = 0
+    """LOs only suspected references name: not orphans here; vacuumlo would delete them."""
+    kept_by_candidates: int = 0
+    """Orphans some other candidate column names, found by the check before removing."""
+    candidate_check: dict[str, object] | None = None
+    """What that check read (columns, how), kept (per column) and cost (seconds)."""
 
 
 def vacuum(
@@ -94,6 +114,16 @@ def vacuum(
     with connect(conninfo, autocommit=True, doing="vacuum") as conn:
         refs = discover(conn, req.references)
         refs.refuse_unsafe(locking=not req.dry_run)
+        found_suspects, others = _suspects(conn, refs, req)
+        hits = [f.column.spec for f in found_suspects.hits]
+        for f in found_suspects.hits:
+            n = (f"suspected reference {f.column.qualified} ({f.column.type}): {f.live or 0:,}"
+                 f" live OIDs of {f.values or 0:,} values, {f.pattern}, {f.confidence}"
+                 " confidence: kept as a reference (--not-references dismisses it)")  # fmt: skip
+            notes.append(n)
+            reporter.note(n)
+        if hits:
+            refs = discover(conn, req.references, hits)
         for n in refs.notes():
             notes.append(n)
             reporter.note(n)
@@ -109,10 +139,26 @@ def vacuum(
         reporter.note(f"{len(refs.columns)} reference columns; finding orphans among {los:,} LOs")
         since = collect_refs(conn, refs)
         found = select_candidates(conn, rule)
+        only_suspects = kept_by_suspects(conn)
+        check = None
+        if others and found.removable:
+            reporter.note(f"checking {found.removable:,} orphans against {len(others)} more"
+                          " columns that may hold OIDs as text or integers")  # fmt: skip
+            check = suspects.kept(conn, others, sql.SQL("pg_temp.{}").format(
+                sql.Identifier(CANDIDATES)))  # fmt: skip
+            if check.kept:
+                more = [c.spec for c in others if c.qualified in check.kept]
+                hits += more
+                refs = discover(conn, req.references, hits)
+                n = (f"{check.removed:,} orphans are named by "
+                     + ", ".join(f"{k} ({v:,})" for k, v in check.kept.items())
+                     + ": kept, and those columns count as references")  # fmt: skip
+                notes.append(n)
+                reporter.note(n)
         budget = LockBudget.read(conn)
         batch_size = req.batch_size or max(1, budget.per_transaction // req.jobs)
         archived = None
-        removable = found.removable
+        removable = found.removable - (check.removed if check else 0)
         if req.dry_run:
             if listing is not None:
                 listing(iter_candidates(conn))
@@ -132,8 +178,8 @@ def vacuum(
                         " was archived would be removed with the bytes the archive has"
                     )
             reporter.task("removing orphans", removable)
-            done = remove(conninfo, conn, refs, req.references, rule, batch_size, req.jobs,
-                          since, reporter)  # fmt: skip
+            done = remove(conninfo, conn, refs, (*req.references, *hits), rule, batch_size,
+                          req.jobs, since, reporter)  # fmt: skip
     return VacuumResult(
         database=describe(conninfo), los=los, orphans=found.orphans, removable=removable,
         removed=done.removed if done else 0, young=found.young, not_owned=found.not_owned,
@@ -144,4 +190,35 @@ def vacuum(
         columns=len(refs.columns), batches=done.batches if done else 0, batch_size=batch_size,
         seconds=time.perf_counter() - t0, dry_run=req.dry_run, age=rule.describe(),
         notes=tuple(notes),
+        suspects=tuple(f.summary() for f in found_suspects.hits),
+        kept_only_by_suspects=only_suspects,
+        kept_by_candidates=check.removed if check else 0,
+        candidate_check=None if check is None else {
+            "columns": list(check.columns), "kept": dict(check.kept),
+            "seconds": round(check.seconds, 3)},
     )  # fmt: skip
+
+
+def _suspects(
+    conn: psycopg.Connection, refs: References, req: VacuumRequest
+) -> tuple[suspects.Suspects, list[suspects.Candidate]]:
+    """The suspected references (screened: statistics, a sample, a full pass of the
+    columns that hit) and the other candidate columns, which are checked against the
+    orphans before any is removed. UnsafeToRemove when one cannot be read whole."""
+    cands = suspects.candidates(
+        conn, skip={(c.relid, c.attnum) for c in refs.columns}, dismissed=req.not_references
+    )
+    unread = [c for c in cands if not c.readable or c.rls]
+    if unread:
+        why = {True: "row-level security applies to the role", False: "the role may not read it"}
+        listed = "; ".join(f"{c.qualified} ({why[c.readable]})" for c in unread[:LIST_MAX])
+        more = f" and {len(unread) - LIST_MAX} more" if len(unread) > LIST_MAX else ""
+        raise UnsafeToRemove(
+            "cannot see every reference to LOs, nothing removed: columns that may hold OIDs"
+            f" as text or integers cannot be read whole: {listed}{more}; vacuum as a role"
+            " that may read them, or dismiss each after review with --not-references"
+        )
+    live = [c for c in cands if c.populated]
+    found = suspects.screen(conn, live)
+    hit = {(f.column.relid, f.column.attnum) for f in found.hits}
+    return found, [c for c in live if (c.relid, c.attnum) not in hit]

@@ -59,34 +59,56 @@ def test_every_reference_kind_keeps_its_lo(pg17: EmbeddedCluster, new_db: NewDb)
         "CREATE MATERIALIZED VIEW mv AS SELECT 9::oid AS x",
         "CREATE TABLE t (s text, j jsonb)",
         "INSERT INTO t VALUES ('see 10 and 0011', '{\"a\": [12, \"13\"]}')",
-        "CREATE TABLE n (v int8)",  # not a reference type: its 14 protects nothing
+        "CREATE TABLE n (v int8)",  # dismissed after review: its 14 protects nothing
         "INSERT INTO n VALUES (14)",
     )
-    result = vacuum(db, VacuumRequest(min_age=0, references=(("t", "s"), ("public.t", "j"))))
+    result = vacuum(db, VacuumRequest(min_age=0, references=(("t", "s"), ("public.t", "j")),
+                                      not_references=(("n", "v"),)))  # fmt: skip
     assert los(db) == set(range(1, 14))
     assert result.removed == 7 and result.orphans == 7
 
 
-def test_text_columns_count_only_when_named(pg17: EmbeddedCluster, new_db: NewDb) -> None:
+def test_text_and_integer_columns_holding_oids_count_unless_dismissed(
+    pg17: EmbeddedCluster, new_db: NewDb
+) -> None:
+    """Hibernate's CLOB digits in a text column, a file name, an int8: suspected
+    references, kept (vacuumlo deletes them); dismissed, they protect nothing."""
     db = new_db(pg17)
-    setup(db, "CREATE TABLE t (s text)", "INSERT INTO t VALUES ('1')", n=2)
-    vacuum(db, NOW)
-    assert los(db) == set()
+    setup(db, "CREATE TABLE t (s text, f varchar(40), n int8)",
+          "INSERT INTO t VALUES ('1', '2.png', 3)", n=5)  # fmt: skip
+    r = vacuum(db, NOW)
+    assert los(db) == {1, 2, 3}
+    assert r.kept_only_by_suspects == 3 and [s["column"] for s in r.suspects] == [
+        "public.t.s",
+        "public.t.f",
+        "public.t.n",
+    ]
+    vacuum(db, VacuumRequest(min_age=0, not_references=(("t", "s"), ("public.t", "n"))))
+    assert los(db) == {2}
+
+
+def test_a_named_column_that_does_not_exist_is_refused(
+    pg17: EmbeddedCluster, new_db: NewDb
+) -> None:
+    db = new_db(pg17)
+    setup(db, "CREATE TABLE t (s text)", n=2)
     with pytest.raises(NotFound, match=r"no column t\.nope"):
         vacuum(db, VacuumRequest(min_age=0, references=(("t", "nope"),)))
 
 
-def test_an_unknown_type_holding_oids_is_refused_unless_named(
+def test_a_composite_holding_oids_is_read_through_its_attributes(
     pg17: EmbeddedCluster, new_db: NewDb
 ) -> None:
     db = new_db(pg17)
     setup(db, "CREATE TYPE pair AS (a int, o oid)", "CREATE TABLE c (v pair)",
           "INSERT INTO c VALUES (ROW(1, 2))", n=3)  # fmt: skip
-    with pytest.raises(UnsafeToRemove, match=r"public\.c\.v \(type pair holds OIDs"):
-        vacuum(db, NOW)
+    vacuum(db, VacuumRequest(min_age=0, dry_run=True))
     assert los(db) == {1, 2, 3}
+    vacuum(db, NOW)
+    assert los(db) == {2}  # its oid attribute, exactly
+    setup(db, "SELECT lo_create(1)", n=0)
     vacuum(db, VacuumRequest(min_age=0, references=(("c", "v"),)))
-    assert los(db) == {1, 2}  # both 1 and 2 appear in (1,2): kept, never too few
+    assert los(db) == {1, 2}  # named: every number in (1,2) counts, never too few
 
 
 def test_a_table_the_role_cannot_read_is_refused(pg17: EmbeddedCluster, new_db: NewDb) -> None:

@@ -1,0 +1,24 @@
+"""SQL the reference model asks of the catalogs about a column ``a`` of table ``c`` in
+schema ``n``, for the connected role ``r``."""
+
+VISIBLE = """
+    pg_catalog.has_schema_privilege(n.oid, 'USAGE')
+    AND pg_catalog.has_column_privilege(c.oid, a.attnum, 'SELECT')
+"""
+"""Whether the connected role may read column ``a`` of table ``c`` in schema ``n``."""
+
+RLS_APPLIES = """
+    (c.relrowsecurity AND NOT r.rolsuper AND NOT r.rolbypassrls
+     AND (c.relforcerowsecurity OR NOT pg_catalog.pg_has_role(c.relowner, 'USAGE')))
+"""
+"""Whether row-level security filters what the connected role ``r`` reads of ``c``:
+enabled on the table, the role neither a superuser nor BYPASSRLS, and not its owner (an
+owner is filtered too when the table FORCEs row security), as the server decides it."""
+
+LOCKABLE = """
+    (c.relkind = 'm' OR pg_catalog.pg_has_role(c.relowner, 'USAGE')
+     OR pg_catalog.has_table_privilege(c.oid, 'UPDATE')
+     OR pg_catalog.has_table_privilege(c.oid, 'DELETE')
+     OR pg_catalog.has_table_privilege(c.oid, 'TRUNCATE'))
+"""
+"""Whether the connected role may LOCK table ``c`` IN SHARE MODE (what the server asks)."""
