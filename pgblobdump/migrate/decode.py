@@ -9,7 +9,7 @@ They are refused by OID before anything is switched.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import psycopg
 from psycopg import sql
@@ -60,3 +60,59 @@ def refusal(column: str, enc: str, oids: Sequence[int], online: bool = True) -> 
         f" bytes valid {enc} or point their rows elsewhere and {again}; or move the"
         " column with --to bytea"
     )
+
+
+class Found:
+    """The LOs a pass of run ``run_id`` found not to decode, kept in the state table
+    ``migration_undecodable`` (a resumed pass goes on leaving their rows out); ``oid`` is
+    the OID a row's old value names (``Move.ref``)."""
+
+    def __init__(
+        self, conn: psycopg.Connection, schema: str, run_id: int, table: sql.Composable,
+        oid: sql.Composable,
+    ) -> None:  # fmt: skip
+        self.conn, self.run_id, self.table, self.oid = conn, run_id, table, oid
+        self.state = sql.SQL("{}.migration_undecodable").format(sql.Identifier(schema))
+        self.any = bool(self.oids())
+
+    def oids(self) -> tuple[int, ...]:
+        rows = self.conn.execute(
+            sql.SQL("SELECT oid FROM {} WHERE run_id = %s ORDER BY oid").format(self.state),
+            (self.run_id,),
+        ).fetchall()
+        return tuple(int(r[0]) for r in rows)
+
+    def left_out(self, where: sql.Composable) -> sql.Composable:
+        """``where`` without the rows naming one of them."""
+        if not self.any:
+            return where
+        return sql.SQL(
+            "{w} AND ({o} IS NULL OR {o} NOT IN (SELECT u.oid FROM {t} u WHERE u.run_id = {id}))"
+        ).format(w=where, o=self.oid, t=self.state, id=sql.Literal(self.run_id))
+
+    def find(self, where: sql.Composable, params: Mapping[str, object]) -> int:
+        """Record the LOs named by the rows of ``where`` that do not decode (each asked on
+        its own); how many were new."""
+        define(self.conn)
+        rows = sql.SQL("SELECT {} AS o FROM {} WHERE {}").format(self.oid, self.table, where)
+        cur = self.conn.execute(
+            sql.SQL(
+                "INSERT INTO {t} (run_id, oid) SELECT {id}, f.o FROM ({f}) f ON CONFLICT DO NOTHING"
+            ).format(t=self.state, id=sql.Literal(self.run_id), f=failing(rows)),
+            params,
+        )
+        self.any = True
+        return cur.rowcount
+
+    def forget(self) -> None:
+        """For a pass from the start, which finds them again (their bytes may be fixed)."""
+        if self.any:
+            self.conn.execute(
+                sql.SQL("DELETE FROM {} WHERE run_id = %s").format(self.state), (self.run_id,)
+            )
+            self.any = False
+
+    def refusal(self, column: str) -> str | None:
+        """The line refusing them, None when there are none."""
+        found = self.oids() if self.any else ()
+        return refusal(column, encoding(self.conn), found) if found else None

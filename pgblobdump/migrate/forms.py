@@ -57,10 +57,9 @@ class Form:
         if self.name == "numeric":
             return values.numeric_sql(value)
         text = sql.SQL("({})::pg_catalog.text").format(value)
-        # values.text_sql restricted to the digits form: a value in it is its own leading
-        # digits, so text_sql's reading is int_sql of the value itself (tested equal on
-        # the server). Written this way it reads the value once, where text_sql's
-        # substring is evaluated nine times a value (4 us of a row's 13 in a fill).
+        # values.text_sql restricted to the digits form, which is text_sql's own digits
+        # branch (int_sql of the value; tested equal on the server): one regular
+        # expression a value, where text_sql behind text_pattern_sql would match twice.
         return sql.SQL("(CASE WHEN {p} = 'digits' THEN {o} END)").format(
             p=values.text_pattern_sql(text), o=values.int_sql(text, 32)
         )

@@ -3,7 +3,11 @@ value equals its old one, and the triggers that keep rows written during the run
 
 Forward (``bytea``): the new value is ``lo_get(oid)``; a dangling OID gives NULL (the
 ``--missing`` policy decides what that means). Equality is byte for byte on the server,
-which is stronger than comparing lengths and hashes and reads the same pages.
+which is stronger than comparing lengths and hashes and reads the same pages. The OID is
+the old value read by its form (``forms``: an oid, an integer as ``oid::int4`` stores
+one, a text of digits). ``text`` is the same move decoded in the database encoding, a
+value that names no LO keeping its own text; ``oid`` moves no bytes: the new value is the
+OID, NULL where no LO is there.
 
 Backward (``lo``): the new value is a new LO of the bytes, made by the run's function
 (``access.lo_maker_ddl``: owned by the table's owner, readable by the column's readers).
@@ -147,22 +151,18 @@ class Move:
             " ORDER BY pg.pageno DESC LIMIT 1)"
         ).format(blk=sql.Literal(LOBLKSIZE), o=self.ref(prefix)))  # fmt: skip
 
-    def equal_if_found(self, pages: bool = False) -> sql.Composed:
+    def equal_if_found(self) -> sql.Composed:
         """``equal`` without asking whether the LO exists (one index probe a row less):
         for a dangling OID ``lo_get`` raises undefined_object, and the caller compares
-        with ``equal`` instead. Forward, of bytes only. ``pages`` (``--to text``, a role
-        that may read pg_largeobject): an LO of one page is read from it, as the fill
-        reads it (the decoding a row costs more than a bytea's: this keeps a text move
-        within its target), every other LO with ``lo_get``."""
+        with ``equal`` instead. Forward, of bytes only. Every LO is read with ``lo_get``,
+        never the way the fill read it (a fault in the one-page read would be copied and
+        then confirmed by itself)."""
         assert self.reads_bytes
         got: sql.Composable = self._made_of(sql.SQL("pg_catalog.lo_get({})").format(self.ref()))
         if self.to == "text":
-            # The value's own text when it names no LO by its form (lo_get(NULL) is NULL;
-            # an LO's text is never NULL): the OID is read once for an LO of one page.
-            one = self._one_page() if pages else None
-            got = sql.SQL("COALESCE({}{}, ({})::pg_catalog.text)").format(
-                sql.SQL("{}, ").format(one) if one is not None else sql.SQL(""), got, self._s()
-            )
+            # The value's own text when it names no LO by its form (lo_get(NULL) is NULL,
+            # an LO's text never is): the OID is read once.
+            got = sql.SQL("COALESCE({}, ({})::pg_catalog.text)").format(got, self._s())
         return sql.SQL(
             "({d} IS NOT DISTINCT FROM CASE WHEN {s} IS NULL THEN NULL ELSE {g} END)"
         ).format(d=self._d(), s=self._s(), g=got)

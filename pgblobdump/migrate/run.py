@@ -68,8 +68,11 @@ class Runner:
         self.kept_referenced = 0
         self.ranges: list[batches.Range] | None = None
         self._reach: access.Reach | None = None
-        self.undecodable = self.mig.direction == "text" and self._undecodable() != ()
-        """Whether this pass found LOs that do not decode (their rows are left out)."""
+        self.undecodable: decode.Found | None = None
+        """--to text: the LOs this pass found not to decode (their rows are left out)."""
+        if mig.direction == "text":
+            self.undecodable = decode.Found(conn, opts.schema, mig.id, col.ident(),
+                                            self.move.ref())  # fmt: skip
 
     @property
     def reach(self) -> access.Reach:
@@ -109,8 +112,8 @@ class Runner:
         # A fill from the start keeps its key ranges for the verify pass (a few per million
         # rows), which then finds no boundaries of its own.
         self.ranges = [] if self.mig.last_key is None else None
-        if self.mig.last_key is None:
-            self._forget_undecodable()
+        if self.mig.last_key is None and self.undecodable:
+            self.undecodable.forget()
         pages = catalog.pages_readable(self.conn)
         for r in batches.walk(self.conn, self.col.ident(), self.move.key, self.mig.last_key, rows):
             if self.ranges is not None:
@@ -154,9 +157,8 @@ class Runner:
             self.save(verify_xmin=int(row[0]))
         rows = self.batch_size()
         done = self.mig.rows_done
-        pages = catalog.pages_readable(self.conn)
-        if self.mig.last_key is None:
-            self._forget_undecodable()
+        if self.mig.last_key is None and self.undecodable:
+            self.undecodable.forget()
         ranges: Iterable[batches.Range]
         if self.ranges is not None and self.mig.last_key is None:
             ranges = self.ranges
@@ -174,7 +176,7 @@ class Runner:
                     # (and one with an LO that does not decode, leaving out its rows).
                     try:
                         with self.conn.transaction():
-                            e = self.move.equal_if_found(pages)
+                            e = self.move.equal_if_found()
                             stmt = self._compare(e, self._decodable(where))
                             row = self.conn.execute(stmt, params).fetchone()
                     except (psycopg.errors.UndefinedObject, *decode.ERRORS):
@@ -291,63 +293,17 @@ class Runner:
                 with self.conn.transaction():
                     return self.conn.execute(make(self._decodable(where)), params)
             except decode.ERRORS:
-                if self.mig.direction != "text" or not self._find_undecodable(where, params):
+                if self.undecodable is None or not self.undecodable.find(where, params):
                     raise
 
     def _decodable(self, where: sql.Composable) -> sql.Composable:
-        if not self.undecodable:
-            return where
-        o = self.move.ref()
-        return sql.SQL(
-            "{w} AND ({o} IS NULL OR {o} NOT IN (SELECT u.oid FROM {sch}.migration_undecodable u"
-            " WHERE u.run_id = {id}))"
-        ).format(w=where, o=o, sch=sql.Identifier(self.opts.schema), id=sql.Literal(self.mig.id))
-
-    def _find_undecodable(self, where: sql.Composable, params: Mapping[str, object]) -> int:
-        """Record the LOs named by rows of ``where`` that do not decode; how many new."""
-        decode.define(self.conn)
-        rows = sql.SQL("SELECT {o} AS o FROM {t} WHERE {w}").format(
-            o=self.move.ref(), t=self.col.ident(), w=where
-        )
-        cur = self.conn.execute(
-            sql.SQL(
-                "INSERT INTO {sch}.migration_undecodable (run_id, oid) SELECT {id}, f.o"
-                " FROM ({f}) f ON CONFLICT DO NOTHING"
-            ).format(sch=sql.Identifier(self.opts.schema), id=sql.Literal(self.mig.id),
-                     f=decode.failing(rows)),
-            params,
-        )  # fmt: skip
-        self.undecodable = True
-        return cur.rowcount
-
-    def _undecodable(self) -> tuple[int, ...]:
-        rows = self.conn.execute(
-            sql.SQL(
-                "SELECT oid FROM {}.migration_undecodable WHERE run_id = %s ORDER BY oid"
-            ).format(sql.Identifier(self.opts.schema)),
-            (self.mig.id,),
-        ).fetchall()
-        return tuple(int(r[0]) for r in rows)
-
-    def _forget_undecodable(self) -> None:
-        """A pass from the start finds them again (their bytes may have been fixed)."""
-        if self.undecodable:
-            self.conn.execute(
-                sql.SQL("DELETE FROM {}.migration_undecodable WHERE run_id = %s").format(
-                    sql.Identifier(self.opts.schema)
-                ),
-                (self.mig.id,),
-            )
-            self.undecodable = False
+        return self.undecodable.left_out(where) if self.undecodable else where
 
     def _refuse_undecodable(self) -> None:
         """DatabaseError naming the LOs this pass found not to decode, if any."""
-        if not self.undecodable:
-            return
-        found = self._undecodable()
-        if not found:
-            return
-        raise DatabaseError(decode.refusal(self.col.qualified, decode.encoding(self.conn), found))
+        line = self.undecodable.refusal(self.col.qualified) if self.undecodable else None
+        if line:
+            raise DatabaseError(line)
 
     def _redo(self) -> None:
         """Re-copy the rows the sync trigger logged as failed, and forget exactly those: a

@@ -238,6 +238,29 @@ def test_to_text_refuses_an_lo_not_valid_in_the_database_encoding(
     assert got == {**{i: f"doc {i}" for i in range(1, 41)}, 7: "Grüße", 33: "a b"}
 
 
+def test_to_text_refuses_an_lo_written_during_the_run_that_does_not_decode(
+    pg17: EmbeddedCluster, new_db: NewDb
+) -> None:
+    """A row written while the run goes, naming an LO that is not UTF-8: the sync
+    trigger cannot copy it (logged, the writer's transaction commits), the verify pass
+    finds it, and the run refuses it by OID before the switch; the row holds its OID."""
+    db = new_db(pg17)
+    with psycopg.connect(db, autocommit=True) as conn:
+        conn.execute("CREATE TABLE doc (id int PRIMARY KEY, body text)")
+        for i in range(1, 21):
+            conn.execute("INSERT INTO doc VALUES (%s, %s)", (i, str(clob(conn, f"doc {i}"))))
+    started(db, "doc.body", RunOptions(to="text"))
+    with psycopg.connect(db, autocommit=True) as conn:
+        bad = int(conn.execute("SELECT lo_from_bytea(0, '\\xc328'::bytea)").fetchone()[0])  # type: ignore[index]
+        conn.execute("INSERT INTO doc VALUES (21, %s)", (str(bad),))
+        logged = conn.execute("SELECT error FROM pgblobdump.migration_redo").fetchall()
+    assert logged and "UTF8" in str(logged[0][0])
+    with pytest.raises(DatabaseError, match=rf"1 LOs .* not valid UTF8 text \({bad}\)"):
+        go(db, "doc.body", to="text")
+    assert _phase(db) is not None and _phase(db)[0] == "verifying"  # type: ignore[index]
+    assert rows(db, "SELECT id, body FROM doc WHERE id = 21") == {21: str(bad)}
+
+
 def test_to_text_abort_after_a_refusal_gives_the_table_back(
     pg17: EmbeddedCluster, new_db: NewDb
 ) -> None:
@@ -569,3 +592,16 @@ def test_plan_looks_at_a_named_text_column(pg17: EmbeddedCluster, new_db: NewDb)
     assert c.inline == 5  # 'hello, inline', '', 'Grüße inline', '<oid>.txt', ' <oid>'
     assert p.orphans == 1  # the file name's LO: no reference names it
     assert any("--to text keeps them" in n for n in c.notes)
+
+
+def test_a_column_default_is_no_dependant(pg17: EmbeddedCluster, new_db: NewDb) -> None:
+    """An oid column with a default moves to bytea, the default dropped and said so (it
+    counted as a dependant that blocked every such column before)."""
+    db = new_db(pg17)
+    with psycopg.connect(db, autocommit=True) as conn:
+        conn.execute("CREATE TABLE f (id int PRIMARY KEY, b oid DEFAULT 0)")
+        conn.execute("INSERT INTO f VALUES (1, lo_from_bytea(0, 'x'))")
+    r = go(db, "f.b")
+    assert r.phase == "done"  # type: ignore[attr-defined]
+    assert any("default (0) cannot apply to bytea: dropped" in n for n in r.notes)  # type: ignore[attr-defined]
+    assert rows(db, "SELECT id, b FROM f") == {1: b"x"}
