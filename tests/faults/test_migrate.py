@@ -1,6 +1,8 @@
 """``migrate run --unlink`` cut on the wire after N bytes: one Error line, exit 3 or 4;
 then the same command through a healthy connection finishes, every row's bytea equal to
-the LO it named, and the LOs unlinked."""
+the LO it named, and the LOs unlinked. The same for ``--to text`` of a column of CLOB
+OIDs mixed with inline text: every row its CLOB's text or its own, only the moved LOs
+unlinked."""
 
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ from tests.faults.conftest import (
 from tests.faults.proxy import Kind
 
 TEMPLATE = "wire_mig_tpl"
+TEXT_TEMPLATE = "wire_mig_text_tpl"
 ROWS = 200
 _names = itertools.count()
 
@@ -64,15 +67,38 @@ def template(pg17: EmbeddedCluster) -> Iterator[dict[int, bytes | None]]:
         conn.execute(f"DROP DATABASE IF EXISTS {TEMPLATE} WITH (FORCE)")
 
 
+@pytest.fixture(scope="module")
+def text_template(
+    pg17: EmbeddedCluster, template: dict[int, bytes | None]
+) -> Iterator[dict[int, str]]:
+    """The template's docs with ``lo`` a text column of the OIDs' digits (Hibernate's
+    CLOBs through pgjdbc), every tenth row inline text instead (its LO left an orphan);
+    yields each row's text after ``--to text``."""
+    with psycopg.connect(pg17.conninfo(), autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {TEXT_TEMPLATE} WITH (FORCE)")
+        conn.execute(f"CREATE DATABASE {TEXT_TEMPLATE} TEMPLATE {TEMPLATE}")
+    with psycopg.connect(pg17.conninfo(TEXT_TEMPLATE), autocommit=True) as conn:
+        conn.execute("ALTER TABLE docs ALTER COLUMN lo TYPE text USING lo::text")
+        conn.execute("UPDATE docs SET lo = 'inline ' || id WHERE id % 10 = 1")
+        inline = {int(r[0]): str(r[1]) for r in conn.execute(
+            "SELECT id, lo FROM docs WHERE id % 10 = 1")}  # fmt: skip
+    want = {i: inline.get(i) or (b or b"").decode() for i, b in template.items()}
+    assert len(inline) == ROWS // 10
+    yield want
+    with psycopg.connect(pg17.conninfo(), autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {TEXT_TEMPLATE} WITH (FORCE)")
+
+
 @pytest.fixture
-def copy_db(pg17: EmbeddedCluster) -> Iterator[Callable[[], str]]:
-    """``copy_db()``: a new database from the template; its dbname. Dropped after."""
+def copy_db(pg17: EmbeddedCluster) -> Iterator[Callable[..., str]]:
+    """``copy_db(template=TEMPLATE)``: a new database from a template; its dbname.
+    Dropped after."""
     made: list[str] = []
 
-    def make() -> str:
+    def make(template: str = TEMPLATE) -> str:
         name = f"wire_mig_{next(_names)}"
         with psycopg.connect(pg17.conninfo(), autocommit=True) as conn:
-            conn.execute(f"CREATE DATABASE {name} TEMPLATE {TEMPLATE}")
+            conn.execute(f"CREATE DATABASE {name} TEMPLATE {template}")
         made.append(name)
         return name
 
@@ -91,7 +117,7 @@ phase, the LOs removed, is cut too."""
 def _cut_migrate(
     pg17: EmbeddedCluster,
     template: dict[int, bytes | None],
-    copy_db: Callable[[], str],
+    copy_db: Callable[..., str],
     n: int,
     k: int,
     kind: Kind,
@@ -123,11 +149,49 @@ def _cut_migrate(
     record("migrate run", cut, ending)
 
 
+TEXT_ARGS = ["migrate", "run", "docs.lo", "--to", "text", "--batch-rows", "4", "--unlink", "--json"]
+
+
+@pytest.mark.parametrize(("k", "kind"), kinds(FAST))
+def test_migrate_to_text_cut_then_rerun(
+    pg17: EmbeddedCluster,
+    text_template: dict[int, str],
+    copy_db: Callable[..., str],
+    k: int,
+    kind: Kind,
+) -> None:
+    total = uncut_total(
+        "migrate run --to text",
+        lambda: through_proxy(pg17, copy_db(TEXT_TEMPLATE), TEXT_ARGS, None),
+    )
+    name = copy_db(TEXT_TEMPLATE)
+    db = pg17.conninfo(name)
+    cut = through_proxy(pg17, name, TEXT_ARGS, cut_points(total, FAST)[k], kind)
+    if cut.code == 0:
+        ending = finished(cut)
+    else:
+        one_error_line(cut)
+        ending = f"exit {cut.code}"
+        code, err, _ = run_tool(*TEXT_ARGS, "-d", db)
+        assert code == 0, err
+    with psycopg.connect(db) as conn:
+        got = {int(r[0]): r[1] for r in conn.execute("SELECT id, lo FROM docs")}
+        typ = conn.execute(
+            "SELECT format_type(atttypid, NULL) FROM pg_attribute"
+            " WHERE attrelid = 'docs'::regclass AND attname = 'lo'"
+        ).fetchone()
+        left = conn.execute("SELECT count(*) FROM pg_largeobject_metadata").fetchone()
+    assert got == text_template
+    assert typ is not None and typ[0] == "text"
+    assert left is not None and left[0] == ROWS // 10  # the inline rows' LOs: never moved
+    record("migrate run --to text", cut, ending)
+
+
 @pytest.mark.parametrize(("k", "kind"), kinds(FAST))
 def test_migrate_cut_then_rerun(
     pg17: EmbeddedCluster,
     template: dict[int, bytes | None],
-    copy_db: Callable[[], str],
+    copy_db: Callable[..., str],
     k: int,
     kind: Kind,
 ) -> None:
@@ -139,7 +203,7 @@ def test_migrate_cut_then_rerun(
 def test_migrate_cut_matrix(
     pg17: EmbeddedCluster,
     template: dict[int, bytes | None],
-    copy_db: Callable[[], str],
+    copy_db: Callable[..., str],
     k: int,
     kind: Kind,
 ) -> None:
