@@ -26,6 +26,7 @@ from pgblobdump.migrate.state import Migration
 from pgblobdump.pg import catalog
 from pgblobdump.pg.catalog import lo_exists
 from pgblobdump.pg.locks import LockBudget
+from pgblobdump.refs import suspects
 from pgblobdump.report.reporter import Reporter
 
 UNLINK_BATCH = 1000
@@ -206,7 +207,8 @@ def old_oid(mig: Migration) -> sql.Composable:
 
 def unlink_los(conn: psycopg.Connection, mig: Migration, schema: str, reporter: Reporter) -> int:
     """Unlink the LOs the old column named that no oid/lo column references (a kept old
-    column counts); returns how many were kept for such references."""
+    column counts), nor any text or integer column (refs/suspects.py: Hibernate's CLOB
+    digits, ``<oid>.<ext>``, integers); returns how many were kept for such references."""
     sch = sql.Identifier(schema)
     others = refs.lo_columns(conn, schema)
     blind = [c for c in others if not c.readable]
@@ -229,6 +231,7 @@ def unlink_los(conn: psycopg.Connection, mig: Migration, schema: str, reporter: 
         if cur.rowcount:
             kept += cur.rowcount
             reporter.note(f"{cur.rowcount:,} LOs are also referenced by {col.qualified}: kept")
+    kept += _kept_by_suspects(conn, mig, schema, reporter)
     size = min(UNLINK_BATCH, LockBudget.read(conn).per_transaction)
     total = conn.execute(
         sql.SQL("SELECT count(*) FROM {}.migration_los WHERE run_id = %s").format(sch), (mig.id,)
@@ -255,3 +258,48 @@ def unlink_los(conn: psycopg.Connection, mig: Migration, schema: str, reporter: 
         reporter.progress(unlinked, 0)
     reporter.note(f"unlinked {unlinked:,} LOs")
     return kept
+
+
+def _kept_by_suspects(conn: psycopg.Connection, mig: Migration, schema: str,
+                      reporter: Reporter) -> int:  # fmt: skip
+    """Strike off the run's list the LOs some text or integer column of the database
+    names (an index for an indexed integer column, else a pass per table): an
+    application may keep an OID there, which vacuumlo and oid-only checks do not see.
+    DatabaseError, nothing unlinked, when such a column cannot be read whole."""
+    sch = sql.Identifier(schema)
+    cands = suspects.candidates(conn, state=[schema])
+    blind = [c for c in cands if not c.readable or c.rls]
+    if blind:
+        names = ", ".join(c.qualified for c in blind[:5]) + (", ..." if len(blind) > 5 else "")
+        raise DatabaseError(
+            f"--unlink must see every column that may hold LO OIDs as text or integers, and"
+            f" this role cannot read all of {names} (no SELECT, or row security): nothing"
+            f" unlinked; run `migrate run --unlink` on {mig.table_name}.{mig.column_name}"
+            " again as a role that can"
+        )
+    live = [c for c in cands if c.populated]
+    if not live:
+        return 0
+    check = sql.Identifier("pgbd_unlink_check")
+    conn.execute(sql.SQL("DROP TABLE IF EXISTS pg_temp.{}").format(check))
+    conn.execute(
+        sql.SQL(
+            "CREATE TEMP TABLE {} AS SELECT oid AS o FROM {}.migration_los WHERE run_id = %s"
+        ).format(check, sch),
+        (mig.id,),
+    )
+    try:
+        found = suspects.kept(conn, live, sql.SQL("pg_temp.{}").format(check))
+        if found.removed:
+            conn.execute(
+                sql.SQL(
+                    "DELETE FROM {s}.migration_los l WHERE l.run_id = %s"
+                    " AND NOT EXISTS (SELECT 1 FROM pg_temp.{c} k WHERE k.o = l.oid)"
+                ).format(s=sch, c=check),
+                (mig.id,),
+            )
+            for col, n in found.kept.items():
+                reporter.note(f"{n:,} LOs are also named by {col} (as text or an integer): kept")
+        return found.removed
+    finally:
+        conn.execute(sql.SQL("DROP TABLE IF EXISTS pg_temp.{}").format(check))

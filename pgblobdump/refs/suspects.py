@@ -236,14 +236,16 @@ def candidates(
     conn: psycopg.Connection,
     skip: Iterable[tuple[int, int]] = (),
     dismissed: Sequence[tuple[str, str]] = (),
+    state: Sequence[str] = (),
 ) -> list[Candidate]:
     """Every candidate column of the database but those in ``skip`` ((relid, attnum):
-    typed or named references) and ``dismissed`` (``--not-references``)."""
+    typed or named references), ``dismissed`` (``--not-references``) and the schemas of
+    pgblobdump's state (``STATE_SCHEMAS`` and ``state``)."""
     types = conn.execute(_TYPES, {"names": list(_SEEDS), "kinds": list(_SEEDS.values())}).fetchall()
     rows = conn.execute(
         _CANDIDATES,
         {"types": [int(t[0]) for t in types], "kinds": [str(t[1]) for t in types],
-         "arrs": [bool(t[2]) for t in types], "state": list(STATE_SCHEMAS)},
+         "arrs": [bool(t[2]) for t in types], "state": [*STATE_SCHEMAS, *state]},
     ).fetchall()  # fmt: skip
     skipped = set(skip)
     gone = _resolved(conn, dismissed)
