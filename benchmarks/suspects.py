@@ -88,15 +88,19 @@ def measure(dsn: str) -> dict[str, float]:
         cands = suspects.candidates(conn, skip={(c.relid, c.attnum) for c in refs.columns})
         found = suspects.screen(conn, cands)
         screen, b2 = time.perf_counter() - t1, _blocks(conn)
-        hits = [f.column.qualified for f in found.hits]
-        rest = [c for c in cands if c.qualified not in hits]
+        hits = [f.column.qualified for f in found.hits if f.values is not None]
+        keys = [f.column.qualified for f in found.hits if f.values is None]
+        rest = [c for c in cands if c.qualified not in hits and c.qualified not in keys]
         conn.execute("CREATE TEMP TABLE orphans AS SELECT oid AS o FROM pg_largeobject_metadata")
         t2 = time.perf_counter()
         check = suspects.kept(conn, rest, sql.SQL("pg_temp.orphans"))
         checked, b3 = time.perf_counter() - t2, _blocks(conn)
     say(f"heap blocks in the tables: {total:,}")
     say(f"typed discovery and read: {typed:.3f} s, {b1 - b0:,} blocks")
-    say(f"suspected pass: {screen:.3f} s, {b2 - b1:,} blocks; hits {hits}")
+    say(
+        f"suspected pass: {screen:.3f} s, {b2 - b1:,} blocks; confirmed {hits}, and"
+        f" {len(keys)} keys that meet OIDs by chance (screened, not read whole)"
+    )
     say(
         f"  ({len(cands)} candidates; screened by statistics"
         f" {sum(f.screened == 'statistics' for f in found.findings)}, by sample"

@@ -47,6 +47,16 @@ NOT_REFERENCES = click.option(
 )
 
 
+def _suspect(f: dict[str, Any]) -> str:
+    """One suspected column's figures for people."""
+    if not f["confirmed"]:
+        return (f"{f['live']:,} live OIDs of {f['values']:,} values in its {f['screened']}:"
+                " a key that meets OIDs by chance, low confidence (not read whole)")  # fmt: skip
+    return (f"{f['live']:,} live OIDs and {f['dangling']:,} dangling of {f['values']:,} values"
+            f" in {f['rows']:,} rows, {f['pattern']}, {f['confidence']} confidence,"
+            f" e.g. {f['examples']}")  # fmt: skip
+
+
 def inspection_table(r: Any) -> Table:
     """The report as ``what | value`` lines for people (JSON carries the whole record)."""
     rows: list[dict[str, Any]] = [
@@ -74,9 +84,7 @@ def inspection_table(r: Any) -> Table:
         rows.append({"what": f"column {c.column} ({c.type})", "value": v})
     for f in r.suspects:
         rows.append({"what": f"suspected reference {f['column']} ({f['type']})",
-                     "value": f"{f['live']:,} live OIDs and {f['dangling']:,} dangling of"
-                              f" {f['values']:,} values in {f['rows']:,} rows, {f['pattern']},"
-                              f" {f['confidence']} confidence, e.g. {f['examples']}"})  # fmt: skip
+                     "value": _suspect(f)})  # fmt: skip
     rows.append({"what": "text and integer columns screened for OIDs",
                  "value": f"{r.candidate_columns:,} in {r.suspects_seconds:.2f} s"})  # fmt: skip
     if r.kept_only_by_suspects:
@@ -85,8 +93,13 @@ def inspection_table(r: Any) -> Table:
                      "value": f"{r.kept_only_by_suspects:,} LOs"
                               + (f", {_size(b)}" if b is not None else "")})  # fmt: skip
     rows.append(
-        {"what": "orphans", "value": f"{r.orphans:,}" + ("" if r.orphans_exact else " at most")}
-    )
+        {"what": "orphans (as vacuumlo counts them)" if r.kept_only_by_suspects else "orphans",
+         "value": f"{r.orphans:,}" + ("" if r.orphans_exact else " at most")}
+    )  # fmt: skip
+    if r.kept_only_by_suspects:
+        rows.append({"what": "orphans no column names (suspected references counted)",
+                     "value": f"{r.unreferenced:,}"
+                              + ("" if r.orphans_exact else " at most")})  # fmt: skip
     rows.append({"what": "dangling OIDs", "value": f"{r.dangling:,}"})
     rows.append(
         {
@@ -178,13 +191,7 @@ def result_table(r: Any) -> Table:
         },
     )
     for f in r.suspects:
-        rows.append(
-            {
-                "what": f"suspected reference {f['column']}",
-                "value": f"{f['live']:,} live OIDs of {f['values']:,} values,"
-                f" {f['pattern']}, {f['confidence']} confidence",
-            }
-        )
+        rows.append({"what": f"suspected reference {f['column']}", "value": _suspect(f)})
     if r.candidate_check is not None:
         c = r.candidate_check
         rows.append(
@@ -253,10 +260,11 @@ def vacuum_cmd(target: ConnectionTarget, references: tuple[tuple[str, str], ...]
     against every other text or integer column (an index where there is one, else one
     pass per table). Set-based, in lock-budgeted batches, each its own
     transaction; every batch is checked again while the referencing tables are locked
-    against writers, so a reference inserted meanwhile keeps its LO. Refuses (exit 13,
-    nothing removed) when it cannot see every reference: a table the role may not read,
-    row-level security, a column of a type holding OIDs that --references does not name.
-    LOs the role may not unlink are kept and named.
+    against writers, so a reference inserted meanwhile keeps its LO (in a column that
+    references LOs; a text or integer column that named none at the check is not locked:
+    docs/references.md). Refuses (exit 13, nothing removed) when it cannot see every
+    reference: a table the role may not read, row-level security, another session's
+    temporary table holding OIDs. LOs the role may not unlink are kept and named.
 
     Example: pgblobdump vacuum -d mydb --dry-run --min-age 2h
     """

@@ -22,12 +22,14 @@ from pgblobdump.errors import DatabaseError
 from pgblobdump.migrate import refs, state
 from pgblobdump.migrate.forms import Form
 from pgblobdump.migrate.locking import LockClock, LockPolicy, exclusively
+from pgblobdump.migrate.refs import STATE_TABLES
 from pgblobdump.migrate.state import Migration
 from pgblobdump.pg import catalog
 from pgblobdump.pg.catalog import lo_exists
 from pgblobdump.pg.locks import LockBudget
 from pgblobdump.refs import suspects
 from pgblobdump.report.reporter import Reporter
+from pgblobdump.vacuum.refs import discover
 
 UNLINK_BATCH = 1000
 
@@ -206,27 +208,32 @@ def old_oid(mig: Migration) -> sql.Composable:
 
 
 def unlink_los(conn: psycopg.Connection, mig: Migration, schema: str, reporter: Reporter) -> int:
-    """Unlink the LOs the old column named that no oid/lo column references (a kept old
-    column counts), nor any text or integer column (refs/suspects.py: Hibernate's CLOB
-    digits, ``<oid>.<ext>``, integers); returns how many were kept for such references."""
+    """Unlink the LOs the old column named that no other column references: typed ones as
+    vacuum finds them (oid, lo, arrays, domains, composites, ranges, materialized views; a
+    kept old column counts), and text or integer columns (refs/suspects.py: Hibernate's
+    CLOB digits, ``<oid>.<ext>``, integers); returns how many were kept for such
+    references. DatabaseError, nothing unlinked, when one cannot be read whole (no SELECT,
+    row security, another session's temporary table)."""
     sch = sql.Identifier(schema)
-    others = refs.lo_columns(conn, schema)
-    blind = [c for c in others if not c.readable]
+    ours = _state_tables(conn, schema)
+    typed = discover(conn)
+    others = [c for c in typed.columns if c.relid not in ours]
+    blind = [r for r in typed.refusals if not r.lock and r.column.rsplit(".", 1)[0] not in {
+        f"{schema}.{t}" for t in STATE_TABLES}]  # fmt: skip
     if blind:
-        names = ", ".join(c.qualified for c in blind[:5]) + (", ..." if len(blind) > 5 else "")
+        names = "; ".join(str(r) for r in blind[:5]) + (", ..." if len(blind) > 5 else "")
         raise DatabaseError(
-            f"--unlink must see every oid/lo column to keep the LOs they reference, and this"
-            f" role cannot read all of {names} (no SELECT, or row security): nothing unlinked;"
-            f" run `migrate run --unlink` on {mig.table_name}.{mig.column_name} again as a"
-            f" role that can"
+            f"--unlink must see every column that references LOs, and this role cannot read"
+            f" all of them ({names}): nothing unlinked; run `migrate run --unlink` on"
+            f" {mig.table_name}.{mig.column_name} again as a role that can (or when the"
+            " other session has ended)"
         )
     kept = 0
     for col in others:
         cur = conn.execute(
             sql.SQL(
-                "DELETE FROM {}.migration_los l USING ({}) r WHERE l.run_id = %s AND l.oid = r.o"
-            ).format(sch, col.select()),
-            (mig.id,),
+                "DELETE FROM {}.migration_los l USING ({}) r WHERE l.run_id = {} AND l.oid = r.o"
+            ).format(sch, col.oids(), sql.Literal(mig.id))
         )
         if cur.rowcount:
             kept += cur.rowcount
@@ -267,7 +274,8 @@ def _kept_by_suspects(conn: psycopg.Connection, mig: Migration, schema: str,
     application may keep an OID there, which vacuumlo and oid-only checks do not see.
     DatabaseError, nothing unlinked, when such a column cannot be read whole."""
     sch = sql.Identifier(schema)
-    cands = suspects.candidates(conn, state=[schema])
+    ours = _state_tables(conn, schema)
+    cands = [c for c in suspects.candidates(conn) if c.relid not in ours]
     blind = [c for c in cands if not c.readable or c.rls]
     if blind:
         names = ", ".join(c.qualified for c in blind[:5]) + (", ..." if len(blind) > 5 else "")
@@ -303,3 +311,15 @@ def _kept_by_suspects(conn: psycopg.Connection, mig: Migration, schema: str,
         return found.removed
     finally:
         conn.execute(sql.SQL("DROP TABLE IF EXISTS pg_temp.{}").format(check))
+
+
+def _state_tables(conn: psycopg.Connection, schema: str) -> set[int]:
+    """The relids of the run's own state tables (their columns name the LOs to unlink):
+    only those, not the rest of the schema, which may be an application's."""
+    rows = conn.execute(
+        "SELECT c.oid::int8 FROM pg_catalog.pg_class c"
+        " JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+        " WHERE n.nspname = %s AND c.relname = ANY (%s)",
+        (schema, list(STATE_TABLES)),
+    ).fetchall()
+    return {int(r[0]) for r in rows}

@@ -65,7 +65,7 @@ class LoColumn:
         )
 
 
-STATE_TABLES = ("migrations", "migration_redo", "migration_los")
+STATE_TABLES = ("migrations", "migration_redo", "migration_los", "migration_undecodable")
 """The state tables in the state schema (``migration_los`` holds OIDs, not references)."""
 
 

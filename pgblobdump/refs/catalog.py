@@ -22,3 +22,14 @@ LOCKABLE = """
      OR pg_catalog.has_table_privilege(c.oid, 'TRUNCATE'))
 """
 """Whether the connected role may LOCK table ``c`` IN SHARE MODE (what the server asks)."""
+
+
+def regclass_text(table: str) -> str:
+    """A table as a user names one (``[schema.]table``: unquoted, folded to lower case by
+    the server) or as this package writes one (quoted: ``"app"."my.table"``), as text
+    ``to_regclass`` reads. An unquoted name is quoted part by part, as before."""
+    if '"' in table:
+        return table
+    from psycopg import sql
+
+    return sql.Identifier(*table.split(".")).as_string(None)

@@ -11,9 +11,10 @@ Finding them costs little before any full pass:
 3. **a full pass** only over the columns that hit (a value naming a live LO), one pass per
    table, which counts every value: live OIDs, dangling ones, the forms, examples.
 
-Two kinds of column are no candidates: generated keys (identity columns, ``nextval``
-defaults: a counter that has run into the OID range is no reference) and the referencing
-columns of foreign keys (their values are another column's, which is read itself).
+Generated keys (identity columns, ``nextval`` defaults) and the referencing columns of
+foreign keys are candidates too (refile-postgres keeps the OID in a serial ``id``), but a
+full pass confirms one only when most of its screened values are live OIDs: a counter
+that has run past 16384 meets OIDs by chance in every table.
 
 Statistics and a sample may miss a column that holds one OID among a million rows: they
 are good enough to report, never to delete. ``kept`` checks the LOs a vacuum is about to
@@ -23,6 +24,7 @@ pass per table).
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -33,7 +35,7 @@ import psycopg
 from psycopg import sql
 
 from pgblobdump.refs import values
-from pgblobdump.refs.catalog import LOCKABLE, RLS_APPLIES, VISIBLE
+from pgblobdump.refs.catalog import LOCKABLE, RLS_APPLIES, VISIBLE, regclass_text
 
 SAMPLE_PAGES = 32
 """Pages of a table a sample reads at most (TABLESAMPLE SYSTEM picks whole pages)."""
@@ -131,6 +133,11 @@ class Candidate:
     populated: bool
     indexed: bool
     """A plain btree index leads with it: an LO can be looked up in it (integers only)."""
+    keyish: bool = False
+    """A generated key (identity, a ``nextval`` default) or a foreign key's referencing
+    column: usually a counter, which meets OIDs by chance once it passes 16384. Still a
+    candidate (refile-postgres keeps the OID in a serial ``id``), but a full pass confirms
+    it only when most of what was screened are live OIDs."""
 
     @property
     def qualified(self) -> str:
@@ -138,8 +145,9 @@ class Candidate:
 
     @property
     def spec(self) -> tuple[str, str]:
-        """``(schema.table, column)``, as ``--references`` names one."""
-        return (f"{self.schema}.{self.table}", self.column)
+        """``(schema.table, column)``, as ``--references`` names one; the table quoted as
+        SQL writes it (a name may hold a dot: ``refs.catalog.regclass_text`` reads it)."""
+        return (sql.Identifier(self.schema, self.table).as_string(None), self.column)
 
     def oid_of(self, value: sql.Composable) -> sql.Composed:
         """An ``oid`` expression: the LO one value (an element for an array) names, or
@@ -196,6 +204,8 @@ class Finding:
     def confidence(self) -> str:
         """``high`` when most values are live OIDs, ``medium`` when a fair share are (or
         they are file names), ``low`` when only a few happen to be."""
+        if self.values is None and self.hit:
+            return "low"  # a key that meets OIDs by chance, not read whole
         if not self.values or not self.live:
             return "low" if self.hit else ""
         share = self.live / self.values
@@ -209,8 +219,11 @@ class Finding:
         """What reports show per column."""
         return {
             "column": self.column.qualified, "type": self.column.type,
-            "screened": self.screened, "rows": self.rows, "values": self.values,
-            "live": self.live, "dangling": self.dangling, "pattern": self.pattern,
+            "screened": self.screened, "rows": self.rows,
+            "values": self.values if self.values is not None else self.screen_values,
+            "live": self.live if self.live is not None else self.screen_live,
+            "dangling": self.dangling, "pattern": self.pattern,
+            "confirmed": self.values is not None,
             "confidence": self.confidence, "examples": list(self.examples),
         }  # fmt: skip
 
@@ -254,9 +267,8 @@ def candidates(
         c = Candidate(int(r[0]), int(r[1]), str(r[2]), str(r[3]), str(r[4]), str(r[5]),
                       str(r[6]), bool(r[7]), bool(r[8]), bool(r[9]), bool(r[10]), str(r[11]),
                       bool(r[12]), bool(r[13]))  # fmt: skip
-        generated, foreign = bool(r[14]), bool(r[15])
-        if generated or foreign:
-            continue  # a counter, or another column's values
+        if bool(r[14]) or bool(r[15]):
+            c = dataclasses.replace(c, keyish=True)
         if (c.relid, c.attnum) not in skipped and (c.relid, c.column) not in gone:
             out.append(c)
     return out
@@ -266,8 +278,9 @@ def _resolved(conn: psycopg.Connection, specs: Sequence[tuple[str, str]]) -> set
     """``(relid, column)`` of each ``(table, column)`` named that exists."""
     out = set()
     for table, column in specs:
-        ident = sql.Identifier(*table.split(".")).as_string(conn)
-        row = conn.execute("SELECT pg_catalog.to_regclass(%s)::oid::int8", (ident,)).fetchone()
+        row = conn.execute(
+            "SELECT pg_catalog.to_regclass(%s)::oid::int8", (regclass_text(table),)
+        ).fetchone()
         if row and row[0] is not None:
             out.add((int(row[0]), column))
     return out
@@ -285,7 +298,7 @@ def screen(conn: psycopg.Connection, cands: Sequence[Candidate]) -> Suspects:
         by_table[c.relid].append(c)
     for cols in by_table.values():
         _sample(conn, cols, found)
-    hit = [found[(c.relid, c.attnum)].column for c in readable if found[(c.relid, c.attnum)].hit]
+    hit = [c for c in readable if _confirmable(found[(c.relid, c.attnum)])]
     by_table = defaultdict(list)
     for c in hit:
         by_table[c.relid].append(c)
@@ -349,12 +362,21 @@ def _from_statistics(
     return rest
 
 
+def _confirmable(f: Finding) -> bool:
+    """Whether a column that hit gets a full pass: any but a key whose screened values
+    are mostly not live OIDs (a counter that meets OIDs by chance: its screen figures are
+    reported, and vacuum checks its orphans against it through its index)."""
+    if not f.hit:
+        return False
+    return not f.column.keyish or f.screen_live * 2 >= max(f.screen_values, 1)
+
+
 def _stat_oid(text: str | None, kind: str) -> int | None:
     """The OID a statistic's value (text) names, read as the column's kind."""
     if text is None:
         return None
     if kind == TEXT:
-        got = values.from_text(text)
+        got = values.from_text(text.rstrip(" "))  # char(n) statistics keep the padding
         return got[0] if got else None
     return _from_number(text, kind)
 
@@ -409,7 +431,8 @@ def _sample(
     ).fetchone()
     pages = int(row[0]) if row else 1
     percent = min(100.0, 100.0 * SAMPLE_PAGES / pages)
-    source = sql.SQL("(SELECT * FROM {t}{s} LIMIT {n})").format(
+    source = sql.SQL("(SELECT {c} FROM {t}{s} LIMIT {n})").format(
+        c=sql.SQL(", ").join(sql.Identifier(c.column) for c in cols),  # column grants do
         t=t,
         s=sql.SQL(" TABLESAMPLE SYSTEM ({}) REPEATABLE (0)").format(sql.Literal(percent))
         if percent < 100

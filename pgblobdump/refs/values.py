@@ -6,7 +6,8 @@
   comes back negative, and is the value + 2^32; ``int8`` and ``numeric`` as they are);
 - a text (``text``, ``varchar``, ``char``) that is exactly an OID's digits (pgjdbc's
   ``setClob`` behind Hibernate's ``@Lob String`` up to 5.6.1, Odoo's ``str(oid)``), or
-  an OID leading a file name, ``<oid>.<ext>`` (pg-lo-storage's FileField). The digits
+  an OID leading a file name, ``<oid>.<ext>`` with any suffixes (pg-lo-storage's
+  FileField). The digits
   of a negative int4 written as text (``-1294967296``) name an OID as the integer does.
 
 A value names no LO when it is outside 1..2^32-1 or not of these forms; whether an LO
@@ -26,8 +27,11 @@ INT4_WRAP = 1 << 32
 
 TEXT_FORM = r"^-?[0-9]{1,10}$"
 """A text value that is an OID's digits (or a negative int4's)."""
-FILE_FORM = r"^[0-9]{1,10}\.[A-Za-z0-9]{1,16}$"
-"""A text value that is an OID leading a file name: ``<oid>.<ext>``."""
+FILE_FORM = r"^[0-9]{1,10}(\.[^./]+)+$"
+"""A text value that is an OID leading a file name: ``<oid>`` and one or more suffixes,
+as pg-lo-storage writes ``str(oid)`` and the original name's suffixes (``.tar.gz``,
+``.backup-2024``, ``.jpg_large``). A decimal (``12.5``) reads as one too: more kept,
+never less."""
 
 PATTERNS = ("oid", "integer", "digits", "file name")
 """The names of the forms, as reports give them."""
@@ -48,10 +52,10 @@ def from_int(value: int, bits: int = 32) -> int | None:
 def from_text(value: str) -> tuple[int, str] | None:
     """``(oid, pattern)`` of a text value in one of the forms (``digits`` or ``file
     name``), else None."""
-    if _TEXT.match(value):
+    if _TEXT.fullmatch(value):
         oid = from_int(int(value), 32)
         return None if oid is None else (oid, "digits")
-    if _FILE.match(value):
+    if _FILE.fullmatch(value):
         oid = from_int(int(value.split(".", 1)[0]), 64)
         return None if oid is None else (oid, "file name")
     return None

@@ -95,6 +95,9 @@ class Inspection:
     """LOs only suspected references name: vacuumlo (oid and lo columns alone) would
     delete them."""
     kept_only_by_suspects_bytes: int | None = None
+    unreferenced: int | None = None
+    """Orphans no column names, suspected references counted (``orphans`` is as vacuumlo
+    counts them: oid and lo columns alone)."""
 
 
 def _one(conn: psycopg.Connection, q: sql.Composed | str) -> tuple[object, ...]:
@@ -243,7 +246,7 @@ def inspect(
         checksums=checksums(conn) if with_checksums else None,
         suspects=tuple(f.summary() for f in found.hits), candidate_columns=len(cands),
         suspects_seconds=round(found.seconds, 3), kept_only_by_suspects=only,
-        kept_only_by_suspects_bytes=only_bytes,
+        kept_only_by_suspects_bytes=only_bytes, unreferenced=orphans - only,
     )  # fmt: skip
 
 

@@ -130,12 +130,12 @@ def still_orphans(
     ``since``, the ``seen`` columns only in rows that snapshot may not have seen."""
     if not oids:
         return []
+    # The array as a literal, no parameter: a table named with a % would be read as one.
     rows = conn.execute(
         sql.SQL(
-            "SELECT c.o::int8 FROM pg_catalog.unnest(%s::int8[]::pg_catalog.oid[]) c(o)"
+            "SELECT c.o::int8 FROM pg_catalog.unnest({a}::int8[]::pg_catalog.oid[]) c(o)"
             " WHERE NOT EXISTS (SELECT 1 FROM ({u}) r WHERE r.o = c.o) ORDER BY 1"
-        ).format(u=refs.union(since, seen)),
-        (oid_array(oids),),
+        ).format(a=sql.Literal(oid_array(oids)), u=refs.union(since, seen))
     ).fetchall()
     return [int(r[0]) for r in rows]
 

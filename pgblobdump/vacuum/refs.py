@@ -31,6 +31,7 @@ from pgblobdump.refs import composite
 from pgblobdump.refs.catalog import LOCKABLE as _LOCKABLE
 from pgblobdump.refs.catalog import RLS_APPLIES as _RLS_APPLIES
 from pgblobdump.refs.catalog import VISIBLE as _VISIBLE
+from pgblobdump.refs.catalog import regclass_text
 from pgblobdump.vacuum.age import full_xid
 
 OID_MAX = (1 << 32) - 1
@@ -171,6 +172,7 @@ WHERE a.atttypid = ANY (%(types)s::int8[]::pg_catalog.oid[]) AND a.attnum > 0
   AND NOT a.attisdropped AND c.relkind IN ('r', 'p')
   AND n.nspname LIKE 'pg\\_temp\\_%%' AND n.oid <> pg_catalog.pg_my_temp_schema()
   AND n.oid <> ALL (%(own)s::int8[]::pg_catalog.oid[])
+  AND c.relname NOT LIKE 'pgbd\\_%%'
 ORDER BY 1
 """
 """Columns holding OIDs in other sessions' temporary tables (``References.temporary``)."""
@@ -472,8 +474,9 @@ def discover(
         ints = conn.execute(_NAMED_TYPES).fetchall()
         params = {"types": [int(r[0]) for r in ints], "kinds": [str(r[1]) for r in ints]}
     for (table, column), suspect in [*((n, False) for n in named), *((n, True) for n in suspected)]:
-        ident = sql.Identifier(*table.split(".")).as_string(conn)
-        row = conn.execute(_NAMED, {**params, "column": column, "table": ident}).fetchone()
+        row = conn.execute(
+            _NAMED, {**params, "column": column, "table": regclass_text(table)}
+        ).fetchone()
         if row is None:
             raise NotFound(f"no table {table} (from --references {table}.{column})")
         if row[1] is None:

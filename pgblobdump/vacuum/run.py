@@ -117,9 +117,11 @@ def vacuum(
         found_suspects, others = _suspects(conn, refs, req)
         hits = [f.column.spec for f in found_suspects.hits]
         for f in found_suspects.hits:
-            n = (f"suspected reference {f.column.qualified} ({f.column.type}): {f.live or 0:,}"
-                 f" live OIDs of {f.values or 0:,} values, {f.pattern}, {f.confidence}"
-                 " confidence: kept as a reference (--not-references dismisses it)")  # fmt: skip
+            d = f.summary()
+            n = (f"suspected reference {f.column.qualified} ({f.column.type}): {d['live']:,}"
+                 f" live OIDs of {d['values']:,} values{'' if d['confirmed'] else ' screened'},"
+                 f" {f.pattern or 'a key'}, {f.confidence} confidence: kept as a reference"
+                 " (--not-references dismisses it)")  # fmt: skip
             notes.append(n)
             reporter.note(n)
         if hits:

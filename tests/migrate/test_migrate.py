@@ -159,7 +159,9 @@ def test_unlink_refuses_when_it_cannot_see_every_reference(
         conn.execute("CREATE TABLE hidden (ref oid)")
         conn.execute("INSERT INTO hidden SELECT b FROM mine WHERE id = 1")
         conn.execute("SET ROLE pgbd_mig_unl")
-        with pytest.raises(DatabaseError, match=r"cannot read all of public\.hidden\.ref"):
+        with pytest.raises(
+            DatabaseError, match=r"all of them \(public\.hidden\.ref \(the role may"
+        ):
             run(conn, "mine.b", RunOptions(unlink=True))
         conn.execute("RESET ROLE")
         assert conn.execute("SELECT count(*) FROM pg_largeobject_metadata").fetchone()[0] == 4  # type: ignore[index]
@@ -167,7 +169,7 @@ def test_unlink_refuses_when_it_cannot_see_every_reference(
         conn.execute("GRANT SELECT ON hidden TO pgbd_mig_unl")
         conn.execute("ALTER TABLE hidden ENABLE ROW LEVEL SECURITY")
         conn.execute("SET ROLE pgbd_mig_unl")
-        with pytest.raises(DatabaseError, match="row security"):
+        with pytest.raises(DatabaseError, match="row-level security"):
             run(conn, "mine.b", RunOptions(unlink=True))
         conn.execute("RESET ROLE")
         conn.execute("ALTER TABLE hidden DISABLE ROW LEVEL SECURITY")

@@ -25,9 +25,14 @@ from pgblobdump.servers.cluster import EmbeddedCluster
         ("0", None),
         ("hello", None),
         (" 16385", None),
-        ("16385.tar.gz", None),
+        ("16385.tar.gz", (16385, "file name")),  # pg-lo-storage keeps every suffix
+        ("16385.backup-2024", (16385, "file name")),
+        ("16385.jpg_large", (16385, "file name")),
+        ("16385.", None),
+        ("16385./x", None),
         ("-5.png", None),
         ("", None),
+        ("16385\n", None),  # $ before a final newline in Python, not on the server
     ],
 )
 def test_text_forms(text: str, expected: tuple[int, str] | None) -> None:
