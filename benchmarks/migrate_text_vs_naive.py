@@ -36,10 +36,10 @@ from dataclasses import dataclass, field
 
 import psycopg
 from migrate_vs_naive import statement_times
+from scratch import on_server
 
 from pgblobdump.migrate import RunOptions
 from pgblobdump.migrate import run as migrate_run
-from pgblobdump.servers.cluster import EmbeddedCluster
 from pgblobdump.units import format_bytes, parse_count, parse_size
 
 PGBLOBDUMP = os.path.join(os.path.dirname(sys.executable), "pgblobdump")
@@ -183,13 +183,7 @@ def main() -> None:
     ap.add_argument("--profile", action="store_true", help="also time migrate's statements")
     ap.add_argument("--dsn", help="an existing server (its database is the admin one)")
     args = ap.parse_args()
-    if args.dsn:
-        dsn = args.dsn
-        run_scales(args, dsn, lambda name: psycopg.conninfo.make_conninfo(dsn, dbname=name))
-        return
-    with EmbeddedCluster(args.major) as c:
-        print(f"PostgreSQL {c.tc.version}, {os.cpu_count()} CPUs", file=sys.stderr)
-        run_scales(args, c.conninfo(), c.conninfo)
+    on_server(args.dsn, args.major, lambda admin, conninfo: run_scales(args, admin, conninfo))
 
 
 def run_scales(args: argparse.Namespace, admin: str, conninfo: Callable[[str], str]) -> None:

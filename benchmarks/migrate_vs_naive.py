@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import psycopg
+from scratch import on_server
 
 from pgblobdump.migrate import RunOptions
 from pgblobdump.migrate import run as migrate_run
@@ -246,13 +247,7 @@ def main() -> None:
                     help="the same as a role that may not read pg_largeobject")  # fmt: skip
     ap.add_argument("--dsn", help="an existing server (its database is the admin one)")
     args = ap.parse_args()
-    if args.dsn:
-        dsn = args.dsn
-        run_scales(args, dsn, lambda name: psycopg.conninfo.make_conninfo(dsn, dbname=name))
-        return
-    with EmbeddedCluster(args.major) as c:
-        print(f"PostgreSQL {c.tc.version}, {os.cpu_count()} CPUs", file=sys.stderr)
-        run_scales(args, c.conninfo(), c.conninfo)
+    on_server(args.dsn, args.major, lambda admin, conninfo: run_scales(args, admin, conninfo))
 
 
 def run_scales(args: argparse.Namespace, admin: str, conninfo: Callable[[str], str]) -> None:

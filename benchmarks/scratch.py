@@ -3,8 +3,10 @@ on one embedded cluster (over TCP, as a user's tools would connect)."""
 
 from __future__ import annotations
 
+import os
 import sys
 import time
+from collections.abc import Callable
 
 import psycopg
 
@@ -39,3 +41,16 @@ class Scratch:
         with psycopg.connect(dsn) as conn:
             row = conn.execute("SELECT count(*) FROM pg_largeobject_metadata").fetchone()
         return int(row[0]) if row else 0
+
+
+def on_server(
+    dsn: str | None, major: int, run: Callable[[str, Callable[[str], str]], None]
+) -> None:
+    """``run(admin conninfo, conninfo of a database name)`` on the server at ``dsn`` (its
+    database is the admin one), else on an embedded cluster of ``major``."""
+    if dsn:
+        run(dsn, lambda name: psycopg.conninfo.make_conninfo(dsn, dbname=name))
+        return
+    with EmbeddedCluster(major) as c:
+        print(f"PostgreSQL {c.tc.version}, {os.cpu_count()} CPUs", file=sys.stderr)
+        run(c.conninfo(), c.conninfo)
