@@ -54,7 +54,7 @@ TABLES = [
 ]
 
 CASES = {
-    "files.name": {40001, 40002, 40003},
+    "files.name": {40001, 40002, 40003, 40004},
     "task_comment.body": {40005, BIG},
     "attach.o": {BIG, 2**32 - 1, 40007},
     "attach.os": {40008, BIG + 1},
@@ -63,10 +63,10 @@ CASES = {
     "extra.names": {40013},
     "blobs.o": {40011},
 }
-"""Each column, and the LOs its values name: file names and digits (not digits inside
-a text, nor a dangling 99), a negative int4 as the OID + 2^32 (as text too), an int8 as
-it is (a negative or too large one names none), a whole numeric, a domain's array, a
-domain over oid (as is; a dangling 99 selects nothing)."""
+"""Each column, and the LOs its values name: file names with any suffixes (``40004.tar.gz``)
+and digits (not digits inside a text, nor a dangling 99), a negative int4 as the OID + 2^32
+(as text too), an int8 as it is (a negative or too large one names none), a whole numeric,
+a domain's array, a domain over oid (as is; a dangling 99 selects nothing)."""
 
 
 def _ref(column: str) -> Selection:
