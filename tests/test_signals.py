@@ -121,6 +121,34 @@ def test_ctrl_c_cleans_up_everything(pg17: EmbeddedCluster, new_db: NewDb) -> No
     _interrupt_loop(new_db(pg17), [0.2, 1.5, 3.0])
 
 
+@pytest.mark.parametrize("entry", ["module", "script"])
+def test_ctrl_c_while_the_program_loads_is_one_line_and_130(entry: str) -> None:
+    """SIGINT once click is imported, while the rest of the program still loads: the
+    signal waits for the command to be loaded and is then acted on like any Ctrl-C (it
+    used to be raised inside an import: a traceback, and the process killed by SIGINT).
+    ``-X importtime`` prints each import as it ends, which says when to send it."""
+    script = Path(sys.executable).with_name("pgblobdump")
+    cmd = (
+        [sys.executable, "-X", "importtime", "-m", "pgblobdump"]
+        if entry == "module"
+        else [sys.executable, "-X", "importtime", str(script)]
+    )
+    with subprocess.Popen(
+        [*cmd, "doctor"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as proc:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            if re.search(r"\|\s+click\.core$", line.rstrip()):
+                proc.send_signal(signal.SIGINT)
+                break
+        else:
+            pytest.fail("click.core was never imported")
+        _out, rest = proc.communicate(timeout=60)
+    errors = [x for x in rest.splitlines() if not x.startswith("import time:")]
+    assert proc.returncode == 130, rest
+    assert errors == ["Error: interrupted by SIGINT"], errors
+
+
 @pytest.mark.scale
 def test_ctrl_c_cleans_up_at_any_moment(pg17: EmbeddedCluster, new_db: NewDb) -> None:
     """The hostile test saw clean-up fail about once in 55 runs: try 60 timings."""
