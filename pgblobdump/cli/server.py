@@ -63,10 +63,16 @@ def start(
 ) -> None:
     """Start (creating if needed) a cluster and print its connection string on stdout.
 
+    A cluster started before comes back on its port; when another process holds that port
+    now, it starts on a free one, says so, and keeps the new one.
+
     Example: pgblobdump server start --major 17 --name bench
     """
     c = cluster_in(major, datadir_for(name, major, datadir), pg_bin, port)
     info = c.start()
+    if info.moved_from is not None:
+        note(f"port {info.moved_from} is taken by another process: the cluster moves to"
+             f" port {info.port} (its connection string changes)")  # fmt: skip
     note(f"PostgreSQL {info.version} running in {info.datadir} on port {info.port}")
     click.echo(info.url() if url else info.conninfo())
 
@@ -86,13 +92,17 @@ def stop(
 ) -> None:
     """Stop a cluster started with ``server start`` (and delete it with --remove).
 
+    A cluster that is not running is left as it is (exit 0, saying so).
+
     Example: pgblobdump server stop --major 17 --remove
     """
     path = datadir_for(name, major, datadir)
     c = existing(path, major, pg_bin)
     c.remove = remove
-    c.stop()
-    note(f"stopped {path}" + (" and removed it" if remove else ""))
+    if c.stop():
+        note(f"stopped {path}" + (" and removed it" if remove else ""))
+    else:
+        note(f"{path} was not running" + ("; removed it" if remove else ""))
 
 
 def status_table(infos: list[ClusterInfo]) -> Table:
@@ -126,6 +136,13 @@ def status_table(infos: list[ClusterInfo]) -> Table:
 def status(fmt: Format, pg_bin: tuple[Path, ...]) -> None:
     """List the clusters under the clusters folder and whether each runs.
 
+    With none, says so on stderr; --json prints [] and --csv its header line.
+
     Example: pgblobdump server status --json
     """
-    emit(status_table(all_clusters(pg_bin)), fmt)
+    infos = all_clusters(pg_bin)
+    if not infos:
+        note(f"no clusters under {default_base_dir()}; start one with: pgblobdump server start")
+        if fmt in (Format.TABLE, Format.MARKDOWN):
+            return
+    emit(status_table(infos), fmt)

@@ -6,6 +6,7 @@ Use as a context manager (``with EmbeddedCluster(16) as c: c.conninfo()``) or, f
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import shutil
@@ -60,6 +61,18 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def port_free(port: int) -> bool:
+    """Whether a server could listen on ``port`` of 127.0.0.1 now: nobody listens there.
+    SO_REUSEADDR as PostgreSQL sets it, so a closed connection's TIME_WAIT is no obstacle."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
 def default_base_dir() -> Path:
     """Where ``pgblobdump server`` keeps named clusters.
 
@@ -77,7 +90,10 @@ def default_base_dir() -> Path:
 
 @dataclass(frozen=True)
 class ClusterInfo:
-    """How to reach a running cluster; ``port`` and ``socket_dir`` are as configured."""
+    """How to reach a running cluster; ``port`` and ``socket_dir`` are as configured.
+
+    ``moved_from``: the port the cluster had before the start that returned this, when
+    another process held it then (the cluster runs on ``port`` instead, and keeps it)."""
 
     major: int
     version: str
@@ -85,6 +101,7 @@ class ClusterInfo:
     port: int
     socket_dir: Path
     running: bool
+    moved_from: int | None = None
 
     def conninfo(self, dbname: str = "postgres", tcp: bool = False) -> str:
         """A libpq connection string; over the private socket unless ``tcp``."""
@@ -234,7 +251,9 @@ class EmbeddedCluster:
         return quoted[-LOG_LINES_QUOTED:]
 
     def start(self) -> ClusterInfo:
-        """Initialise if needed, start on a free (or the chosen) port, wait until ready.
+        """Initialise if needed, start, wait until ready. The port is the chosen one, else
+        the one the cluster had before (when it is free: else ``moved_from`` says so), else
+        a free one.
 
         A cluster this call initialised and could not start is removed again.
         """
@@ -252,11 +271,18 @@ class EmbeddedCluster:
     def _start(self, log_kept: bool) -> ClusterInfo:
         if self.status().running:
             return self.status()
+        # A cluster started before keeps its port, so its connection strings stay good.
+        before = None if self.port else self._configured_port()
         # A free port can be taken between choosing and binding it: then choose again.
         attempts = 1 if self.port else 5
         last: ServerError | None = None
-        for _ in range(attempts):
-            port = self.port or free_port()
+        for attempt in range(attempts):
+            if self.port:
+                port = self.port
+            elif attempt == 0 and before is not None and port_free(before):
+                port = before
+            else:
+                port = free_port()
             self._set("port", str(port))
             self._set("unix_socket_directories", str(self.socket_dir))
             try:
@@ -270,7 +296,8 @@ class EmbeddedCluster:
                     ],
                     f"starting PostgreSQL {self.tc.version} on port {port}",
                 )  # fmt: skip
-                return self.status()
+                moved = before if before is not None and before != port else None
+                return dataclasses.replace(self.status(), moved_from=moved)
             except ServerError as e:
                 tail = self._log_tail()
                 said = f"; the server logged: {' / '.join(tail)}" if tail else ""
@@ -292,12 +319,15 @@ class EmbeddedCluster:
             running = proc.returncode == 0
         return self.info(running)
 
-    def stop(self) -> None:
+    def stop(self) -> bool:
         """Stop the server if it runs (fast shutdown); remove a temporary cluster. Signals
-        wait until it is done, so a second Ctrl-C leaves no server running."""
+        wait until it is done, so a second Ctrl-C leaves no server running. True when a
+        running server was stopped, False when none ran."""
+        running = False
         with signals.uninterrupted():
             try:
-                if self.initialised and self.status().running:
+                running = self.initialised and self.status().running
+                if running:
                     self._run(
                         [self._tool("pg_ctl"), "-D", str(self.datadir), "-m", "fast", "-w",
                          "stop"],
@@ -306,6 +336,7 @@ class EmbeddedCluster:
             finally:
                 if self.remove:
                     shutil.rmtree(self._tmp or self.datadir, ignore_errors=True)
+        return running
 
     def restart(self) -> None:
         """Stop and start the server on the same port, keeping the cluster: what a cold
