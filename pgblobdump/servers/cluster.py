@@ -24,6 +24,19 @@ from pgblobdump.servers.runas import RunAs, reachable_bin_dir, server_identity
 
 SUPERUSER = "postgres"
 
+LAPTOP_WAL = "1GB"
+"""``max_wal_size`` of an embedded cluster: PostgreSQL's own default. Between checkpoints
+a cluster keeps up to this much WAL on disk, so a `server start` cluster stays
+laptop-sized; a benchmark raises it (``BENCHMARK_WAL``)."""
+
+BENCHMARK_WAL: Mapping[str, str] = {"max_wal_size": "8GB"}
+"""What a benchmark's cluster adds to ``BENCHMARK_SETTINGS``: room for 8 GB of WAL, so no
+checkpoint forced by WAL volume falls inside a timed run (with the 30 min
+checkpoint_timeout, none does), at the price of up to 8 GB more on disk."""
+
+WAL_SEGMENTS_MIN = 2 * 16 * 1024**2
+"""The smallest max_wal_size the server takes: two 16 MiB WAL segments."""
+
 BENCHMARK_SETTINGS: Mapping[str, str] = {
     # A throwaway cluster: durability buys nothing and costs most of the write time.
     "fsync": "off",
@@ -31,7 +44,7 @@ BENCHMARK_SETTINGS: Mapping[str, str] = {
     "full_page_writes": "off",
     "wal_level": "minimal",
     "max_wal_senders": "0",
-    "max_wal_size": "8GB",
+    "max_wal_size": LAPTOP_WAL,
     "checkpoint_timeout": "30min",
     "shared_buffers": "256MB",
     "maintenance_work_mem": "256MB",
@@ -43,7 +56,8 @@ BENCHMARK_SETTINGS: Mapping[str, str] = {
     "logging_collector": "off",
     "log_min_messages": "warning",
 }
-"""postgresql.conf settings for LO benchmarks on a disposable cluster."""
+"""postgresql.conf settings for LO work on a disposable cluster: fast, not durable, with
+WAL sized for a laptop (benchmarks add ``BENCHMARK_WAL``)."""
 
 _SOCKET_PATH_MAX = 100  # sun_path is 108 bytes; ".s.PGSQL.NNNNN" and a NUL go after the dir
 
@@ -71,6 +85,16 @@ def port_free(port: int) -> bool:
         except OSError:
             return False
         return True
+
+
+def wal_setting(size: int) -> str:
+    """``max_wal_size`` for ``size`` bytes, in the server's units (GB or MB, 1024-based,
+    rounded down to a MB); UsageError below two WAL segments."""
+    if size < WAL_SEGMENTS_MIN:
+        raise UsageError(
+            f"--max-wal-size {size:,} bytes is below the server's least, 32MiB (two WAL segments)"
+        )
+    return f"{size // 1024**3}GB" if size % 1024**3 == 0 else f"{size // 1024**2}MB"
 
 
 def default_base_dir() -> Path:
@@ -212,15 +236,32 @@ class EmbeddedCluster:
         with conf.open("a") as f:
             f.write("# pgblobdump benchmark settings\n" + "\n".join(lines) + "\n")
 
-    def _configured_port(self) -> int | None:
+    def configured(self, name: str) -> str | None:
+        """``name``'s value in postgresql.auto.conf (the last one set), or None."""
         conf = self.datadir / "postgresql.auto.conf"
-        port = None
+        found = None
         if conf.is_file():
             for line in conf.read_text().splitlines():
                 key, _, value = line.partition("=")
-                if key.strip() == "port":
-                    port = int(value.strip().strip("'"))
-        return port
+                if key.strip() == name:
+                    found = value.strip().strip("'")
+        return found
+
+    def _configured_port(self) -> int | None:
+        port = self.configured("port")
+        return None if port is None else int(port)
+
+    def configure(self, settings: Mapping[str, str]) -> None:
+        """Set ``settings`` (reloadable ones) in an initialised cluster, replacing what it
+        had; a running server rereads its configuration."""
+        for key, value in settings.items():
+            self._set(key, value)
+            self.settings[key] = value
+        if settings and self.status().running:
+            self._run(
+                [self._tool("pg_ctl"), "-D", str(self.datadir), "reload"],
+                f"reloading the configuration of {self.datadir}",
+            )
 
     def _set(self, key: str, value: str) -> None:
         """Set ``key`` in postgresql.auto.conf, replacing an earlier value of it."""

@@ -89,3 +89,28 @@ def test_status_with_no_clusters_says_so(home: Path, make_home: bool) -> None:
     listed = run("server", "status", "--json")
     assert listed.exit_code == 0
     assert json.loads(listed.stdout) == []
+
+
+def _show(conninfo: str, setting: str) -> str:
+    with psycopg.connect(conninfo) as conn:
+        row = conn.execute(f"SHOW {setting}").fetchone()
+    assert row is not None
+    return str(row[0])
+
+
+def test_wal_is_laptop_sized_unless_raised(home: Path) -> None:
+    """A new cluster keeps at most 1 GB of WAL (PostgreSQL's default); --max-wal-size
+    raises it for a benchmark, on a new cluster, an existing one or a running one."""
+    made = run("server", "start", "--name", "kept")
+    assert made.exit_code == 0, made.stderr
+    assert _show(made.stdout.strip(), "max_wal_size") == "1GB"
+    assert "keeps up to 1GB of WAL" in made.stderr
+    raised = run("server", "start", "--name", "kept", "--max-wal-size", "8GiB")  # running
+    assert raised.exit_code == 0, raised.stderr
+    assert _show(raised.stdout.strip(), "max_wal_size") == "8GB"
+    assert run("server", "stop", "--name", "kept").exit_code == 0
+    again = run("server", "start", "--name", "kept")  # kept as set
+    assert _show(again.stdout.strip(), "max_wal_size") == "8GB"
+    assert "keeps up to 8GB of WAL" in again.stderr
+    refused = run("server", "start", "--name", "kept", "--max-wal-size", "16MiB")
+    assert refused.exit_code == 2 and "--max-wal-size" in refused.stderr
