@@ -34,7 +34,7 @@ from scratch import Scratch, say
 
 from pgblobdump.proc import ProcessStats, run_measured
 from pgblobdump.servers import toolchain
-from pgblobdump.servers.cluster import EmbeddedCluster
+from pgblobdump.servers.cluster import BENCHMARK_WAL, EmbeddedCluster
 
 MAJOR = 17
 PGBLOBDUMP = Path(sys.executable).with_name("pgblobdump")
@@ -221,7 +221,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="the empty case at 100k, not 1M")
     args = ap.parse_args()
-    with EmbeddedCluster(MAJOR) as cluster:
+    with EmbeddedCluster(MAJOR, settings=BENCHMARK_WAL) as cluster:
         b = Bench(cluster)
         b.empty(100_000 if args.quick else 1_000_000)
         b.four_k(100_000)

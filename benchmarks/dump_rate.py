@@ -49,7 +49,7 @@ from scratch import say
 import pgblobdump
 from pgblobdump.proc import run_measured
 from pgblobdump.servers import toolchain
-from pgblobdump.servers.cluster import EmbeddedCluster
+from pgblobdump.servers.cluster import BENCHMARK_WAL, EmbeddedCluster
 
 MAJOR = 17
 GNU_TIME = Path("/usr/bin/time")
@@ -273,7 +273,7 @@ def main() -> None:
     with contextlib.ExitStack() as stack:
         server = args.server
         if server is None:
-            c = stack.enter_context(EmbeddedCluster(MAJOR))
+            c = stack.enter_context(EmbeddedCluster(MAJOR, settings=BENCHMARK_WAL))
             server = c.conninfo("postgres", tcp=True).replace(" dbname=postgres", "")
         tmp = stack.enter_context(
             tempfile.TemporaryDirectory(prefix="pgbd-dumprate-", dir="/var/tmp")

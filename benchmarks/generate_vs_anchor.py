@@ -26,7 +26,7 @@ import psycopg
 
 from pgblobdump.generate.content import ContentSource
 from pgblobdump.generate.spec import Content, SizeSpec
-from pgblobdump.servers.cluster import EmbeddedCluster
+from pgblobdump.servers.cluster import BENCHMARK_WAL, EmbeddedCluster
 
 PGBLOBDUMP = os.path.join(os.path.dirname(sys.executable), "pgblobdump")
 
@@ -95,7 +95,7 @@ def realistic(major: int, quick: bool) -> None:
     k = 10 if quick else 1
     n4 = 100_000 // k
     rows: list[tuple[str, ...]] = []
-    with EmbeddedCluster(major) as c:
+    with EmbeddedCluster(major, settings=BENCHMARK_WAL) as c:
         print(f"PostgreSQL {c.tc.version}, {os.cpu_count()} cores", file=sys.stderr)
         a1 = anchor_lo_from_bytea(fresh_db(c, "anchor_r"), n4, 4096, 1)
         mb = n4 * 4096 / 1e6
@@ -139,7 +139,7 @@ def main() -> None:
     empty_big, empty_small = 1_000_000 // k, 100_000 // k
     lo4_big, lo4_small = 100_000 // k, 10_000 // k
     rows: list[tuple[str, str, str, str]] = []
-    with EmbeddedCluster(a.major) as c:
+    with EmbeddedCluster(a.major, settings=BENCHMARK_WAL) as c:
         print(f"PostgreSQL {c.tc.version}, {os.cpu_count()} cores", file=sys.stderr)
         anchor = anchor_lo_create(fresh_db(c, "anchor1"), empty_big)
         rows.append((f"{empty_big:,} empty: one lo_create statement", f"{anchor:.2f}", "", "1.00"))

@@ -53,7 +53,7 @@ from scratch import Scratch, say
 
 import pgblobdump
 from pgblobdump.proc import ProcessStats, run_measured
-from pgblobdump.servers.cluster import EmbeddedCluster
+from pgblobdump.servers.cluster import BENCHMARK_WAL, EmbeddedCluster
 from pgblobdump.units import format_bytes, parse_count, parse_size
 
 MAJOR = 17
@@ -492,7 +492,7 @@ def main() -> None:
     cluster: EmbeddedCluster | None = None
     try:
         if a.server is None:
-            cluster = EmbeddedCluster(MAJOR).__enter__()
+            cluster = EmbeddedCluster(MAJOR, settings=BENCHMARK_WAL).__enter__()
             server = cluster.conninfo("postgres", tcp=True).replace(" dbname=postgres", "")
         else:
             server = a.server

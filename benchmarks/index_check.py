@@ -26,7 +26,7 @@ import xxhash
 from scratch import Scratch, say
 
 from pgblobdump.packed import source
-from pgblobdump.servers.cluster import EmbeddedCluster
+from pgblobdump.servers.cluster import BENCHMARK_WAL, EmbeddedCluster
 
 PGBLOBDUMP = Path(sys.executable).with_name("pgblobdump")
 
@@ -86,7 +86,7 @@ def main() -> None:
     ap.add_argument("--big", type=int, default=1_000_000)
     ap.add_argument("--repeat", type=int, default=5)
     args = ap.parse_args()
-    with tempfile.TemporaryDirectory() as d, EmbeddedCluster(17) as cluster:
+    with tempfile.TemporaryDirectory() as d, EmbeddedCluster(17, settings=BENCHMARK_WAL) as cluster:
         bench = Scratch(cluster)
         work = Path(d)
         src = bench.fresh_db("src")

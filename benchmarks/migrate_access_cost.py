@@ -26,7 +26,7 @@ import psycopg
 from psycopg import sql
 
 from pgblobdump.migrate import access
-from pgblobdump.servers.cluster import EmbeddedCluster
+from pgblobdump.servers.cluster import BENCHMARK_WAL, EmbeddedCluster
 from pgblobdump.units import parse_count, parse_size
 
 ROLE = "pgbd_bench_reader"
@@ -49,7 +49,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     a = ap.parse_args()
     count, size = parse_count(a.count), parse_size(a.size)
-    with EmbeddedCluster(a.major) as c:
+    with EmbeddedCluster(a.major, settings=BENCHMARK_WAL) as c:
         with psycopg.connect(c.conninfo(), autocommit=True) as conn:
             conn.execute("CREATE DATABASE access_cost")
         db = c.conninfo("access_cost")

@@ -35,7 +35,7 @@ import psycopg
 
 from pgblobdump.proc import ProcessStats, run_measured
 from pgblobdump.servers import toolchain
-from pgblobdump.servers.cluster import EmbeddedCluster
+from pgblobdump.servers.cluster import BENCHMARK_WAL, EmbeddedCluster
 
 MAJOR = 17
 PACK_TARGET = 1.0
@@ -85,7 +85,7 @@ def main() -> None:
     pg_dump, pg_restore = tc.tool("pg_dump"), tc.tool("pg_restore")
     lines: list[str] = []
     try:
-        with EmbeddedCluster(major) as c:
+        with EmbeddedCluster(major, settings=BENCHMARK_WAL) as c:
             src = fresh(c, "src")
             with psycopg.connect(src, autocommit=True) as conn:
                 conn.execute(f"SELECT count(lo_create(g)) FROM generate_series(1, {n}) g")

@@ -49,7 +49,7 @@ from scratch import Scratch, say
 import pgblobdump
 from pgblobdump.proc import ProcessStats, run_measured
 from pgblobdump.servers import toolchain
-from pgblobdump.servers.cluster import EmbeddedCluster
+from pgblobdump.servers.cluster import BENCHMARK_WAL, EmbeddedCluster
 
 MAJOR = 17
 PGBLOBDUMP = Path(sys.executable).with_name("pgblobdump")
@@ -544,7 +544,7 @@ def slow(keep: Path | None, k: int) -> None:
     work = keep or Path(tempfile.mkdtemp(prefix="pgbd-packed-slow-", dir="/var/tmp"))
     work.mkdir(parents=True, exist_ok=True)
     try:
-        with EmbeddedCluster(MAJOR) as c:
+        with EmbeddedCluster(MAJOR, settings=BENCHMARK_WAL) as c:
             b = Bench(c, work)
             head = (
                 f"PostgreSQL {c.tc.version} ({c.tc.source}), {os.cpu_count()} cores,"
@@ -579,7 +579,7 @@ def main() -> None:
     work = a.keep or Path(tempfile.mkdtemp(prefix="pgbd-packed-bench-", dir="/var/tmp"))
     work.mkdir(parents=True, exist_ok=True)
     try:
-        with EmbeddedCluster(MAJOR) as c:
+        with EmbeddedCluster(MAJOR, settings=BENCHMARK_WAL) as c:
             b = Bench(c, work)
             head = (
                 f"PostgreSQL {c.tc.version} ({c.tc.source}), pg_dump/pg_restore"

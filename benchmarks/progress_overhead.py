@@ -21,7 +21,7 @@ import time
 
 import psycopg
 
-from pgblobdump.servers.cluster import EmbeddedCluster
+from pgblobdump.servers.cluster import BENCHMARK_WAL, EmbeddedCluster
 
 PGBLOBDUMP = os.path.join(os.path.dirname(sys.executable), "pgblobdump")
 
@@ -65,7 +65,7 @@ def main() -> None:
     a = ap.parse_args()
     work = tempfile.mkdtemp(prefix="pgbd-progress-")
     try:
-        with EmbeddedCluster(a.major) as c:
+        with EmbeddedCluster(a.major, settings=BENCHMARK_WAL) as c:
             src = fresh_db(c, "src")
             subprocess.run([PGBLOBDUMP, "generate", "-d", src, "-n", str(a.los), "--size", "64",
                             "-q"], check=True)  # fmt: skip

@@ -40,7 +40,7 @@ import pgblobdump
 from pgblobdump.pg.arrays import oid_array
 from pgblobdump.proc import ProcessStats, run_measured
 from pgblobdump.servers import toolchain
-from pgblobdump.servers.cluster import EmbeddedCluster
+from pgblobdump.servers.cluster import BENCHMARK_WAL, EmbeddedCluster
 
 MAJOR = 17
 PGBLOBDUMP = Path(sys.executable).with_name("pgblobdump")
@@ -257,7 +257,7 @@ def main() -> None:
     work = a.keep or Path(tempfile.mkdtemp(prefix="pgbd-rjobs-bench-", dir="/var/tmp"))
     work.mkdir(parents=True, exist_ok=True)
     try:
-        with EmbeddedCluster(MAJOR) as c:
+        with EmbeddedCluster(MAJOR, settings=BENCHMARK_WAL) as c:
             b = Bench(c, work)
             head = (
                 f"PostgreSQL {c.tc.version} ({c.tc.source}), pg_restore"

@@ -25,7 +25,7 @@ from pathlib import Path
 import psycopg
 
 from pgblobdump.servers import toolchain
-from pgblobdump.servers.cluster import EmbeddedCluster
+from pgblobdump.servers.cluster import BENCHMARK_WAL, EmbeddedCluster
 from pgblobdump.servers.seaweed import BUCKET, LocalS3
 from pgblobdump.units import format_bytes, parse_count, parse_size
 
@@ -95,7 +95,7 @@ def main() -> None:
     ap.add_argument("--scales", default="1M:0,100k:4KiB", help="COUNT:SIZE,...")
     args = ap.parse_args()
     with (
-        EmbeddedCluster(args.major) as c,
+        EmbeddedCluster(args.major, settings=BENCHMARK_WAL) as c,
         LocalS3() as s3,
         tempfile.TemporaryDirectory(prefix="pgbd-s3-bench-", dir="/var/tmp") as tmp,
     ):

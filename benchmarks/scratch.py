@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import psycopg
 
-from pgblobdump.servers.cluster import EmbeddedCluster
+from pgblobdump.servers.cluster import BENCHMARK_WAL, EmbeddedCluster
 
 
 def say(msg: str) -> None:
@@ -51,6 +51,6 @@ def on_server(
     if dsn:
         run(dsn, lambda name: psycopg.conninfo.make_conninfo(dsn, dbname=name))
         return
-    with EmbeddedCluster(major) as c:
+    with EmbeddedCluster(major, settings=BENCHMARK_WAL) as c:
         print(f"PostgreSQL {c.tc.version}, {os.cpu_count()} CPUs", file=sys.stderr)
         run(c.conninfo(), c.conninfo)

@@ -51,7 +51,7 @@ from pgblobdump.packed.holes import runs
 from pgblobdump.packed.packer import SMALL_HOLE_PAGES
 from pgblobdump.proc import ProcessStats, run_measured
 from pgblobdump.servers import toolchain
-from pgblobdump.servers.cluster import EmbeddedCluster
+from pgblobdump.servers.cluster import BENCHMARK_WAL, EmbeddedCluster
 
 MAJOR = 17
 GNU_TIME = Path("/usr/bin/time")
@@ -362,7 +362,7 @@ def main() -> None:
     a = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="pgbd-sparse-bench-", dir="/var/tmp"))
     try:
-        with EmbeddedCluster(MAJOR) as c:
+        with EmbeddedCluster(MAJOR, settings=BENCHMARK_WAL) as c:
             b = Bench(c, work)
             if a.batched:
                 batched(b, work, a.before, a.quick, a.repeats)

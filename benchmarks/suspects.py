@@ -23,7 +23,7 @@ from psycopg import sql
 from scratch import Scratch, say
 
 from pgblobdump.refs import suspects
-from pgblobdump.servers.cluster import EmbeddedCluster
+from pgblobdump.servers.cluster import BENCHMARK_WAL, EmbeddedCluster
 from pgblobdump.vacuum.refs import discover
 
 TABLES = 50
@@ -130,7 +130,7 @@ def main() -> None:
     )
     ap.add_argument("--major", type=int, default=17)
     args = ap.parse_args()
-    with EmbeddedCluster(args.major) as cluster:
+    with EmbeddedCluster(args.major, settings=BENCHMARK_WAL) as cluster:
         s = Scratch(cluster)
         dsn = s.fresh_db("bench_suspects")
         build(dsn, args.mb, args.analyze, not args.no_typed)

@@ -24,7 +24,7 @@ from pathlib import Path
 import psycopg
 
 from pgblobdump.servers import toolchain
-from pgblobdump.servers.cluster import EmbeddedCluster
+from pgblobdump.servers.cluster import BENCHMARK_WAL, EmbeddedCluster
 
 MAJORS = (16, 17)
 SHOW_TARGET = 1.0
@@ -37,7 +37,7 @@ def build(out: Path, count: int) -> dict[int, Path]:
     if all(p.is_file() for p in paths.values()):
         return paths
     out.mkdir(parents=True, exist_ok=True)
-    with EmbeddedCluster(16) as cluster:
+    with EmbeddedCluster(16, settings=BENCHMARK_WAL) as cluster:
         with psycopg.connect(cluster.conninfo(), autocommit=True) as conn:
             conn.execute("CREATE DATABASE bench")
         with psycopg.connect(cluster.conninfo("bench"), autocommit=True) as conn:

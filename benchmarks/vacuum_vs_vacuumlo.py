@@ -24,7 +24,7 @@ import time
 import psycopg
 
 from pgblobdump.servers import toolchain
-from pgblobdump.servers.cluster import EmbeddedCluster
+from pgblobdump.servers.cluster import BENCHMARK_WAL, EmbeddedCluster
 from pgblobdump.units import parse_count
 
 PGBLOBDUMP = os.path.join(os.path.dirname(sys.executable), "pgblobdump")
@@ -96,7 +96,7 @@ def main() -> None:
     n = parse_count(args.los)
     vacuumlo = toolchain.find(args.major, ["vacuumlo"]).tool("vacuumlo")
     print(f"vacuumlo: {vacuumlo}")
-    with EmbeddedCluster(args.major) as c:
+    with EmbeddedCluster(args.major, settings=BENCHMARK_WAL) as c:
         build(c, n)
         parts = psycopg.conninfo.conninfo_to_dict(c.conninfo())
         host, port = str(parts["host"]), str(parts["port"])

@@ -25,9 +25,10 @@ from pgblobdump.errors import UsageError
 from pgblobdump.harness.machine import machine_info
 from pgblobdump.pg.connect import connect
 from pgblobdump.pg.toast import lz4_available
-from pgblobdump.servers.cluster import EmbeddedCluster
+from pgblobdump.servers.cluster import BENCHMARK_WAL, EmbeddedCluster
 
 DURABLE = {
+    **BENCHMARK_WAL,
     "fsync": "on",
     "synchronous_commit": "on",
     "full_page_writes": "on",
@@ -36,8 +37,9 @@ DURABLE = {
     "shared_buffers": "128MB",
     "autovacuum": "on",
 }
-"""PostgreSQL's defaults for what BENCHMARK_SETTINGS turns off (max_wal_size and the
-checkpoint timeout stay raised: a checkpoint in the middle of one run would be noise)."""
+"""PostgreSQL's defaults for what BENCHMARK_SETTINGS turns off (max_wal_size, raised by
+BENCHMARK_WAL, and the checkpoint timeout stay raised: a checkpoint in the middle of one
+run would be noise)."""
 
 REPORTED = ("fsync", "full_page_writes", "synchronous_commit", "wal_level", "shared_buffers",
             "default_toast_compression", "server_version")  # fmt: skip

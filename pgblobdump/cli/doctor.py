@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
+import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import click
@@ -12,10 +15,38 @@ from pgblobdump.cli.progress import note
 from pgblobdump.report import Column, Table
 from pgblobdump.servers.doctor import DoctorReport, diagnose
 
+ELIDED = "…"
+"""Stands for the shared prefix of bin directories in the table; a note says which."""
+
+
+def shared_prefix(paths: Sequence[Path]) -> Path | None:
+    """The deepest directory holding two or more of ``paths`` (the one holding most, when
+    several do), or None; ``/``, ``/usr`` and ``/usr/lib`` are too short to be worth it."""
+    best: tuple[tuple[int, int], Path] | None = None
+    for a, b in itertools.combinations(paths, 2):
+        common = Path(os.path.commonpath([a, b]))
+        if len(common.parts) < 4:
+            continue
+        key = (sum(p.is_relative_to(common) and p != common for p in paths), len(common.parts))
+        if best is None or key > best[0]:
+            best = (key, common)
+    return best[1] if best else None
+
 
 def doctor_table(report: DoctorReport) -> Table:
-    """The installations as a table, preferred one of each major marked."""
+    """The installations as a table, preferred one of each major marked. Bin directories
+    that share a long prefix (a venv's site-packages) show it as ``…`` with a note, so a
+    narrow terminal keeps where they differ; what remains wraps rather than being cut.
+    JSON and CSV carry the whole paths."""
     yes_no = lambda v: "yes" if v else "no"  # noqa: E731
+    prefix = shared_prefix([i.bin_dir for i in report.installs])
+
+    def shown(path: str) -> str:
+        p = Path(path)
+        if prefix is not None and p != prefix and p.is_relative_to(prefix):
+            return f"{ELIDED}/{p.relative_to(prefix)}"
+        return path
+
     rows = [
         {
             "major": i.major,
@@ -30,17 +61,19 @@ def doctor_table(report: DoctorReport) -> Table:
         for i in report.installs
     ]
     notes = [f"GNU time: {report.gnu_time or 'missing'}", f"server runs as: {report.server_user}"]
+    if prefix is not None:
+        notes.insert(0, f"{ELIDED} = {prefix}")
     notes += [f"missing: {m.what}; install with: {m.install}" for m in report.missing]
     return Table(
         [
             Column("major", numeric=True, show=str),
             Column("version"),
             Column("use", "used"),
-            Column("source"),
+            Column("source", fold=True),
             Column("server", show=yes_no),
             Column("client", show=yes_no),
             Column("compression", "pg_dump/TOAST build"),
-            Column("bin_dir", "bin directory"),
+            Column("bin_dir", "bin directory", show=shown, fold=True),
         ],
         rows,
         title="PostgreSQL installations (* = used for that major)",

@@ -15,6 +15,7 @@ from pgblobdump.cli.types import COUNT, Parsed
 from pgblobdump.errors import UsageError
 from pgblobdump.generate import Content, GenerateResult, GenerateSpec, SizeDist, SizeSpec
 from pgblobdump.generate import generate as run
+from pgblobdump.generate.estimate import Estimate, estimate
 from pgblobdump.pg.target import ConnectionTarget
 from pgblobdump.report import Column, Table
 from pgblobdump.report.table import jsonable
@@ -46,6 +47,21 @@ def result_table(r: GenerateResult) -> Table:
         {"what": "sparse LOs", "value": f"{r.sparse:,}"},
     ]
     return Table([Column("what"), Column("value")], rows, title="generated")
+
+
+SAY_SIZE_ABOVE = 1024**3
+"""A run planned to write more than this says how much on stderr before it starts."""
+
+
+def size_note(e: Estimate, seed: int) -> str:
+    """What a run will write, for a person deciding whether to let it go on."""
+    if not e.exact:
+        return (f"this run writes about {format_bytes(e.size)} of LOs ({e.count:,} LOs: the"
+                " size distribution's expected value; the draws decide); the database grows"
+                " by about as much")  # fmt: skip
+    holes = f" ({format_bytes(e.stored)} stored: holes take no space)" if e.stored < e.size else ""
+    return (f"this run writes {format_bytes(e.size)} of LOs{holes}, exact for {e.count:,} LOs"
+            f" at --seed {seed}; the database grows by about as much")  # fmt: skip
 
 
 REALISTIC_SIZES = SizeDist(16 * 1024, 2.5, 1024**3)
@@ -174,7 +190,9 @@ def generate(
     Example: pgblobdump generate -d mydb -n 100k --size 4KiB --table docs --owners 3
     --grants 0.1 --comments 0.01
 
-    Users' data: pgblobdump generate -d mydb -n 10k --preset realistic
+    Users' data: pgblobdump generate -d mydb -n 10k --preset realistic (writes 2.9 GiB)
+
+    A run of more than 1 GiB says how much it writes on stderr before it starts.
     """
     if preset == "realistic":
         # The preset fills only what the command line left at its default.
@@ -203,6 +221,9 @@ def generate(
         start_oid=start_oid,
         seed=seed,
     )
+    planned = estimate(spec)
+    if planned.size > SAY_SIZE_ABOVE:
+        note(size_note(planned, seed))
     with _target(target, embedded) as conninfo, reporter("creating LOs", spec.count) as rep:
         fixed = spec.size.low == spec.size.high and spec.size_dist is None
         if fixed and not spec.sparse_fraction:  # else the bytes are known only once drawn

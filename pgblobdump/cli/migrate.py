@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import click
 
 from pgblobdump import migrate as core
@@ -260,10 +262,57 @@ def status_cmd(target: ConnectionTarget, schema: str, fmt: Format) -> None:
     """
     with connect(target.conninfo(), doing="reading the migration state") as conn:
         runs = core.every(conn, schema)
-    heads = ["id", "table_name", "column_name", "direction", "phase", "rows_done", "rows_total",
-             "recopied", "unlinked", "lock_ms", "updated"]  # fmt: skip
-    rows = [{h: getattr(r, h) for h in heads} for r in runs]
-    emit(Table([Column(h) for h in heads], rows, title="migrations"), fmt, jsonable(runs))
+    if fmt is Format.CSV:
+        emit(raw_status_table(runs), fmt)
+    else:
+        emit(status_table(runs), fmt, jsonable(runs))
+
+
+_RAW_STATUS = ("id", "table_name", "column_name", "direction", "phase", "rows_done",
+               "rows_total", "recopied", "unlinked", "lock_ms", "updated")  # fmt: skip
+
+
+def raw_status_table(runs: list[core.Migration]) -> Table:
+    """The runs' raw fields by their names, for CSV (JSON has every field)."""
+    rows = [{h: getattr(r, h) for h in _RAW_STATUS} for r in runs]
+    return Table([Column(h) for h in _RAW_STATUS], rows, title="migrations")
+
+
+def _to_second(t: datetime) -> str:
+    """This machine's local time to the second (the server gives microseconds)."""
+    return t.astimezone().strftime("%Y-%m-%d %H:%M:%S")
+
+
+def status_table(runs: list[core.Migration]) -> Table:
+    """The runs for people: worded headings, counts with separators, times to the second
+    (``raw_status_table`` and JSON keep the fields' names and raw values)."""
+    count = lambda v: f"{v:,}"  # noqa: E731
+    rows = [
+        {
+            "id": r.id,
+            "column": f"{r.table_name}.{r.column_name}",
+            "to": r.direction,
+            "phase": r.phase,
+            "rows": f"{r.rows_done:,} of {r.rows_total:,}",
+            "recopied": r.recopied,
+            "unlinked": r.unlinked,
+            "lock_ms": r.lock_ms,
+            "updated": r.updated,
+        }
+        for r in runs
+    ]
+    columns = [
+        Column("id", "run", numeric=True, show=str),
+        Column("column", "column", fold=True),
+        Column("to", "to"),
+        Column("phase", "phase"),
+        Column("rows", "rows", numeric=True),
+        Column("recopied", "recopied", numeric=True, show=count),
+        Column("unlinked", "unlinked", numeric=True, show=count),
+        Column("lock_ms", "lock", numeric=True, show=lambda v: f"{v:,} ms"),
+        Column("updated", "updated", show=_to_second),
+    ]
+    return Table(columns, rows, title="migrations")
 
 
 @migrate.command("abort")

@@ -39,7 +39,8 @@ def stderr_console() -> Console:
 def rich_table(table: Table) -> RichTable:
     rt = RichTable(title=table.title or None, title_justify="left", header_style="bold")
     for c in table.columns:
-        rt.add_column(c.heading, justify="right" if c.numeric else "left")
+        rt.add_column(c.heading, justify="right" if c.numeric else "left",
+                      overflow="fold" if c.fold else "ellipsis")  # fmt: skip
     for row in table.cells():
         rt.add_row(*row)
     return rt

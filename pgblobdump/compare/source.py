@@ -20,7 +20,7 @@ from pgblobdump.errors import DatabaseError, UsageError
 from pgblobdump.generate import GenerateSpec, generate
 from pgblobdump.pg import catalog
 from pgblobdump.pg.connect import connect, describe
-from pgblobdump.servers.cluster import EmbeddedCluster
+from pgblobdump.servers.cluster import BENCHMARK_WAL, EmbeddedCluster
 from pgblobdump.servers.toolchain import Toolchain
 from pgblobdump.signals import uninterrupted
 
@@ -50,7 +50,7 @@ def _server_version(conninfo: str) -> str:
 def embedded_source(major: int, tc: Toolchain | None = None) -> Iterator[Source]:
     """A throwaway cluster of ``major`` (run by ``tc`` when given) with an empty source
     database, removed afterwards."""
-    with EmbeddedCluster(major, tc=tc) as cluster:
+    with EmbeddedCluster(major, tc=tc, settings=BENCHMARK_WAL) as cluster:
         with connect(cluster.conninfo(tcp=True), doing="creating the source database") as conn:
             conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(SOURCE_DB)))
         conninfo = cluster.conninfo(SOURCE_DB, tcp=True)
@@ -71,7 +71,7 @@ def restore_server(major: int, tc: Toolchain | None = None) -> Iterator[str]:
     ``SET transaction_timeout``, which a 16 server rejects. One server of the newest
     major in the plan keeps the target the same for every contender.
     """
-    with EmbeddedCluster(major, tc=tc) as cluster:
+    with EmbeddedCluster(major, tc=tc, settings=BENCHMARK_WAL) as cluster:
         yield cluster.conninfo(tcp=True)
 
 

@@ -85,6 +85,18 @@ class Planned:
     def streamed(self) -> bool:
         return self.sparse > 0 or self.size > STREAM_ABOVE
 
+    @property
+    def stored(self) -> int:
+        """Bytes written, holes left out: what ``ContentSource.pieces`` yields in all."""
+        n = self.size
+        if self.sparse == 0:
+            return n
+        if self.sparse == 1:
+            return n % PAGE or PAGE
+        if self.sparse == 2:
+            return 2 * max(PAGE, n // 4 // PAGE * PAGE)
+        return PAGE + 1
+
 
 class ContentSource:
     """Plans LOs and yields their bytes; the same seed gives the same LOs in the same order."""

@@ -30,12 +30,15 @@ def _plain(value: Any) -> str:
 
 @dataclass(frozen=True)
 class Column:
-    """One column: ``key`` into each row, a ``title`` for people, a ``show`` formatter."""
+    """One column: ``key`` into each row, a ``title`` for people, a ``show`` formatter.
+    ``fold``: on a narrow terminal a long cell (a path, a name) wraps onto more lines
+    instead of being cut with an ellipsis."""
 
     key: str
     title: str = ""
     show: Callable[[Any], str] = _plain
     numeric: bool = False
+    fold: bool = False
 
     @property
     def heading(self) -> str:

@@ -6,6 +6,7 @@ Use as a context manager (``with EmbeddedCluster(16) as c: c.conninfo()``) or, f
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import shutil
@@ -23,6 +24,19 @@ from pgblobdump.servers.runas import RunAs, reachable_bin_dir, server_identity
 
 SUPERUSER = "postgres"
 
+LAPTOP_WAL = "1GB"
+"""``max_wal_size`` of an embedded cluster: PostgreSQL's own default. Between checkpoints
+a cluster keeps up to this much WAL on disk, so a `server start` cluster stays
+laptop-sized; a benchmark raises it (``BENCHMARK_WAL``)."""
+
+BENCHMARK_WAL: Mapping[str, str] = {"max_wal_size": "8GB"}
+"""What a benchmark's cluster adds to ``BENCHMARK_SETTINGS``: room for 8 GB of WAL, so no
+checkpoint forced by WAL volume falls inside a timed run (with the 30 min
+checkpoint_timeout, none does), at the price of up to 8 GB more on disk."""
+
+WAL_SEGMENTS_MIN = 2 * 16 * 1024**2
+"""The smallest max_wal_size the server takes: two 16 MiB WAL segments."""
+
 BENCHMARK_SETTINGS: Mapping[str, str] = {
     # A throwaway cluster: durability buys nothing and costs most of the write time.
     "fsync": "off",
@@ -30,7 +44,7 @@ BENCHMARK_SETTINGS: Mapping[str, str] = {
     "full_page_writes": "off",
     "wal_level": "minimal",
     "max_wal_senders": "0",
-    "max_wal_size": "8GB",
+    "max_wal_size": LAPTOP_WAL,
     "checkpoint_timeout": "30min",
     "shared_buffers": "256MB",
     "maintenance_work_mem": "256MB",
@@ -42,7 +56,8 @@ BENCHMARK_SETTINGS: Mapping[str, str] = {
     "logging_collector": "off",
     "log_min_messages": "warning",
 }
-"""postgresql.conf settings for LO benchmarks on a disposable cluster."""
+"""postgresql.conf settings for LO work on a disposable cluster: fast, not durable, with
+WAL sized for a laptop (benchmarks add ``BENCHMARK_WAL``)."""
 
 _SOCKET_PATH_MAX = 100  # sun_path is 108 bytes; ".s.PGSQL.NNNNN" and a NUL go after the dir
 
@@ -58,6 +73,28 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def port_free(port: int) -> bool:
+    """Whether a server could listen on ``port`` of 127.0.0.1 now: nobody listens there.
+    SO_REUSEADDR as PostgreSQL sets it, so a closed connection's TIME_WAIT is no obstacle."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def wal_setting(size: int) -> str:
+    """``max_wal_size`` for ``size`` bytes, in the server's units (GB or MB, 1024-based,
+    rounded down to a MB); UsageError below two WAL segments."""
+    if size < WAL_SEGMENTS_MIN:
+        raise UsageError(
+            f"--max-wal-size {size:,} bytes is below the server's least, 32MiB (two WAL segments)"
+        )
+    return f"{size // 1024**3}GB" if size % 1024**3 == 0 else f"{size // 1024**2}MB"
 
 
 def default_base_dir() -> Path:
@@ -77,7 +114,10 @@ def default_base_dir() -> Path:
 
 @dataclass(frozen=True)
 class ClusterInfo:
-    """How to reach a running cluster; ``port`` and ``socket_dir`` are as configured."""
+    """How to reach a running cluster; ``port`` and ``socket_dir`` are as configured.
+
+    ``moved_from``: the port the cluster had before the start that returned this, when
+    another process held it then (the cluster runs on ``port`` instead, and keeps it)."""
 
     major: int
     version: str
@@ -85,6 +125,7 @@ class ClusterInfo:
     port: int
     socket_dir: Path
     running: bool
+    moved_from: int | None = None
 
     def conninfo(self, dbname: str = "postgres", tcp: bool = False) -> str:
         """A libpq connection string; over the private socket unless ``tcp``."""
@@ -195,15 +236,32 @@ class EmbeddedCluster:
         with conf.open("a") as f:
             f.write("# pgblobdump benchmark settings\n" + "\n".join(lines) + "\n")
 
-    def _configured_port(self) -> int | None:
+    def configured(self, name: str) -> str | None:
+        """``name``'s value in postgresql.auto.conf (the last one set), or None."""
         conf = self.datadir / "postgresql.auto.conf"
-        port = None
+        found = None
         if conf.is_file():
             for line in conf.read_text().splitlines():
                 key, _, value = line.partition("=")
-                if key.strip() == "port":
-                    port = int(value.strip().strip("'"))
-        return port
+                if key.strip() == name:
+                    found = value.strip().strip("'")
+        return found
+
+    def _configured_port(self) -> int | None:
+        port = self.configured("port")
+        return None if port is None else int(port)
+
+    def configure(self, settings: Mapping[str, str]) -> None:
+        """Set ``settings`` (reloadable ones) in an initialised cluster, replacing what it
+        had; a running server rereads its configuration."""
+        for key, value in settings.items():
+            self._set(key, value)
+            self.settings[key] = value
+        if settings and self.status().running:
+            self._run(
+                [self._tool("pg_ctl"), "-D", str(self.datadir), "reload"],
+                f"reloading the configuration of {self.datadir}",
+            )
 
     def _set(self, key: str, value: str) -> None:
         """Set ``key`` in postgresql.auto.conf, replacing an earlier value of it."""
@@ -234,7 +292,9 @@ class EmbeddedCluster:
         return quoted[-LOG_LINES_QUOTED:]
 
     def start(self) -> ClusterInfo:
-        """Initialise if needed, start on a free (or the chosen) port, wait until ready.
+        """Initialise if needed, start, wait until ready. The port is the chosen one, else
+        the one the cluster had before (when it is free: else ``moved_from`` says so), else
+        a free one.
 
         A cluster this call initialised and could not start is removed again.
         """
@@ -252,11 +312,18 @@ class EmbeddedCluster:
     def _start(self, log_kept: bool) -> ClusterInfo:
         if self.status().running:
             return self.status()
+        # A cluster started before keeps its port, so its connection strings stay good.
+        before = None if self.port else self._configured_port()
         # A free port can be taken between choosing and binding it: then choose again.
         attempts = 1 if self.port else 5
         last: ServerError | None = None
-        for _ in range(attempts):
-            port = self.port or free_port()
+        for attempt in range(attempts):
+            if self.port:
+                port = self.port
+            elif attempt == 0 and before is not None and port_free(before):
+                port = before
+            else:
+                port = free_port()
             self._set("port", str(port))
             self._set("unix_socket_directories", str(self.socket_dir))
             try:
@@ -270,7 +337,8 @@ class EmbeddedCluster:
                     ],
                     f"starting PostgreSQL {self.tc.version} on port {port}",
                 )  # fmt: skip
-                return self.status()
+                moved = before if before is not None and before != port else None
+                return dataclasses.replace(self.status(), moved_from=moved)
             except ServerError as e:
                 tail = self._log_tail()
                 said = f"; the server logged: {' / '.join(tail)}" if tail else ""
@@ -292,12 +360,15 @@ class EmbeddedCluster:
             running = proc.returncode == 0
         return self.info(running)
 
-    def stop(self) -> None:
+    def stop(self) -> bool:
         """Stop the server if it runs (fast shutdown); remove a temporary cluster. Signals
-        wait until it is done, so a second Ctrl-C leaves no server running."""
+        wait until it is done, so a second Ctrl-C leaves no server running. True when a
+        running server was stopped, False when none ran."""
+        running = False
         with signals.uninterrupted():
             try:
-                if self.initialised and self.status().running:
+                running = self.initialised and self.status().running
+                if running:
                     self._run(
                         [self._tool("pg_ctl"), "-D", str(self.datadir), "-m", "fast", "-w",
                          "stop"],
@@ -306,6 +377,7 @@ class EmbeddedCluster:
             finally:
                 if self.remove:
                     shutil.rmtree(self._tmp or self.datadir, ignore_errors=True)
+        return running
 
     def restart(self) -> None:
         """Stop and start the server on the same port, keeping the cluster: what a cold

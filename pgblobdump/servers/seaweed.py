@@ -24,6 +24,14 @@ from typing import Any
 from pgblobdump.errors import ServerError, ToolchainError
 from pgblobdump.proc import Child
 
+PORT_FLAGS = ("master.port", "master.port.grpc", "volume.port", "volume.port.grpc",
+              "filer.port", "filer.port.grpc", "s3.port", "s3.port.grpc")  # fmt: skip
+"""The ports ``weed server -s3`` listens on, each given explicitly: left out, they are
+fixed defaults (9333, 8080, 8888, 8333, and each + 10000 for gRPC) that a shared host
+may already use. The README's one-line server gives the same flags."""
+PORTS_OFF = ("s3.port.iceberg", "s3.port.lance")
+"""Listeners ``-s3`` adds on fixed ports (8181, 9101) unless set to 0."""
+
 ACCESS_KEY = "pgbdlocalkey"
 SECRET_KEY = "pgbdlocalsecret"
 BUCKET = "pgblobdump"
@@ -61,8 +69,8 @@ class LocalS3:
     def __init__(self, data_dir: Path | None = None) -> None:
         self._own_dir = data_dir is None
         self.data_dir = data_dir or Path(tempfile.mkdtemp(prefix="pgbd-s3-"))
-        self.ports = _free_ports(8)
-        self.endpoint = f"http://127.0.0.1:{self.ports[6]}"
+        self.ports = _free_ports(len(PORT_FLAGS))
+        self.endpoint = f"http://127.0.0.1:{self.ports[PORT_FLAGS.index('s3.port')]}"
         self._proc: Child | None = None
 
     def env(self) -> dict[str, str]:
@@ -88,12 +96,9 @@ class LocalS3:
             f"-dir={self.data_dir / 'data'}",
             f"-filer.localSocket={self.data_dir / 'filer.sock'}",
             f"-s3.localSocket={self.data_dir / 's3.sock'}",
-            "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
-            f"-master.port={p[0]}", f"-master.port.grpc={p[1]}",
-            f"-volume.port={p[2]}", f"-volume.port.grpc={p[3]}",
-            f"-filer.port={p[4]}", f"-filer.port.grpc={p[5]}",
-            "-s3", f"-s3.port={p[6]}", f"-s3.port.grpc={p[7]}", f"-s3.config={config}",
-            "-s3.port.iceberg=0", "-s3.port.lance=0", "-iam=false",
+            "-ip=127.0.0.1", "-ip.bind=127.0.0.1", "-s3",
+            *(f"-{flag}={port}" for flag, port in zip(PORT_FLAGS, p, strict=True)),
+            *(f"-{flag}=0" for flag in PORTS_OFF), f"-s3.config={config}", "-iam=false",
             "-master.volumeSizeLimitMB=1024",
             "-volume.max=0",
         ]  # fmt: skip

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+from datetime import datetime
 
 import psycopg
 
@@ -29,7 +31,18 @@ def test_plan_and_run_as_json(pg17: EmbeddedCluster, new_db: NewDb) -> None:
     result = json.loads(done.stdout)
     assert result["phase"] == "done" and result["unlinked"] == 20 and result["rows"] == 20
     status = run("migrate", "status", "-d", db, "--json")
-    assert [m["phase"] for m in json.loads(status.stdout)] == ["done"]
+    (raw,) = json.loads(status.stdout)
+    assert raw["phase"] == "done" and raw["rows_done"] == 20
+    assert re.fullmatch(r"\S+T\d\d:\d\d:\d\d\.\d+\S*", raw["updated"])  # raw: to the microsecond
+    # For people: words for headings, timestamps to the second.
+    shown = run("migrate", "status", "-d", db)
+    assert shown.exit_code == 0, shown.stderr
+    assert "20 of 20" in shown.stdout and "public.files.data" in shown.stdout
+    assert "table_name" not in shown.stdout and "rows_done" not in shown.stdout
+    assert "_" not in "".join(line for line in shown.stdout.splitlines()[:4])
+    updated = datetime.fromisoformat(raw["updated"]).astimezone()
+    assert updated.strftime("%Y-%m-%d %H:%M:%S") in shown.stdout
+    assert updated.strftime("%H:%M:%S.%f") not in shown.stdout
 
 
 def test_bad_input_gets_one_line_errors(pg17: EmbeddedCluster, new_db: NewDb) -> None:
