@@ -109,8 +109,11 @@ def rate(f: Figures) -> str:
 
 def _parts(f: Figures) -> tuple[str, str, str, str, str]:
     """Count, bytes, rate, elapsed, ETA; bytes and their rate empty when no byte was
-    counted (empty LOs, rows); no ETA without a total (a count is all there is)."""
+    counted (empty LOs, rows); no ETA without a total (a count is all there is), and no
+    count either before the first item of a task with none (starting a server)."""
     count = f"{f.done:,}/{f.total:,} {f.unit}" if f.total > 0 else f"{f.done:,} {f.unit}"
+    if not f.total and not f.done:
+        count = ""
     fraction = f.fraction
     if fraction is not None:
         count += f" ({fraction:.0%})"

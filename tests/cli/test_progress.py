@@ -122,6 +122,7 @@ def test_figures() -> None:
     assert f.eta == pytest.approx(3.0)
     assert Figures(0, 100, 0, 0, 3.0).eta is None  # nothing done yet: no guess
     assert describe(Figures(3, 0, 2048, 0, 0.0)) == "3 LOs, 2.0 KiB, 0:00:00 elapsed"
+    assert describe(Figures(0, 0, 0, 0, 4.0, "tables")) == "0:00:04 elapsed"  # a server starts
     assert describe(Figures(0, 16, 0, 0, 5.0, "runs")) == (
         "0/16 runs (0%), 0:00:05 elapsed, ETA -:--:--"  # a total: its ETA is to come
     )
