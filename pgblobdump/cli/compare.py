@@ -6,14 +6,20 @@ import sys
 from pathlib import Path
 
 import click
+from rich import box
+from rich.console import Console
+from rich.markup import escape
+from rich.measure import Measurement
+from rich.table import Table as RichTable
 
 from pgblobdump.cli.options import connection_options, output_options, pg_bin_option
-from pgblobdump.cli.output import Format, emit
+from pgblobdump.cli.output import Format, emit, rich_table, stdout_console
 from pgblobdump.cli.progress import note, reporter
 from pgblobdump.compare import report, results, session
 from pgblobdump.compare.matrix import DEFAULT_FORMATS, DEFAULT_MAJORS
 from pgblobdump.errors import UsageError
 from pgblobdump.pg.target import ConnectionTarget
+from pgblobdump.report.table import Table
 
 DEFAULT_LOS = "10k"
 """The main job's count: every dump and restore of the default plan in about a minute on a
@@ -27,7 +33,9 @@ def _render(
     res = results.load(folder)
     other = results.load(against) if against is not None else None
     if plots:
-        _plots(res, folder if folder.is_dir() else folder.parent)
+        where = folder if folder.is_dir() else folder.parent
+        _plots(res, where)
+        note(f"plots redrawn: {where / 'plots'}/ and {where / 'report.html'}")
     if other is not None:
         emit(report.against_table(res, other, str(against)), fmt)
         _flush()
@@ -44,8 +52,38 @@ def _show(res: results.Results, fmt: Format, details: bool) -> None:
         for i, table in enumerate(report.tables(res, details)):
             if i:
                 click.echo("")
-            emit(table, fmt)
+            if i == 0 and fmt is Format.TABLE:
+                show_headline(stdout_console(), table, report.tables(res, compact=True)[0])
+            else:
+                emit(table, fmt)
     _flush()
+
+
+def show_headline(console: Console, table: Table, compact: Table) -> None:
+    """The main table as every table is drawn when it fits the terminal; else ``compact``
+    (the seed's ratios under ours, a restore's mode under its name) in a frame of spaces,
+    with the names' column never narrower than its longest word: wrapped, never cut."""
+    wide = rich_table(table)
+    unbounded = console.options.update_width(1_000_000)  # the width it wants, not the one it has
+    if Measurement.get(console, unbounded, wide).maximum <= console.width:
+        console.print(wide)
+    else:
+        cells = compact.cells()
+        rt = RichTable(title=compact.title or None, title_justify="left",
+                       header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False,
+                       collapse_padding=True)  # fmt: skip
+        for i, c in enumerate(compact.columns):
+            if c.numeric:
+                rt.add_column(c.heading, justify="right", no_wrap=True)
+            else:
+                longest = max((len(x) for row in cells for x in row[i].splitlines()), default=1)
+                rt.add_column(c.heading, min_width=longest, overflow="fold")
+        for row in cells:
+            rt.add_row(*row)
+        console.print(rt)
+        table = compact
+    for line in table.notes:
+        console.print(f"[dim]{escape(line)}[/dim]")
 
 
 def _flush() -> None:
@@ -59,9 +97,21 @@ def _plots(res: results.Results, folder: Path) -> None:
     from pgblobdump.compare.html import write_report
     from pgblobdump.compare.plots import write_plots
 
-    for path in write_plots(res, folder / "plots"):
-        note(f"plot: {path}")
-    note(f"report: {write_report(res, folder)}")
+    write_plots(res, folder / "plots")
+    write_report(res, folder)
+
+
+def kept(folder: Path | None, plots: bool) -> str:
+    """The run's last line: where its results went, or the option that keeps them."""
+    if folder is None:
+        return (
+            "results not kept: --results DIR keeps them (results.json, commands.txt, the"
+            " plots and report.html; --render DIR shows them again)"
+        )
+    what = ["results.json", "commands.txt"]
+    if plots:
+        what += [f"plots/ and {folder / 'report.html'}"]
+    return f"results in {folder}/: {', '.join(what)}"
 
 
 @click.command(
@@ -240,6 +290,8 @@ def compare(
     )
     with reporter("compare", 0, unit="runs") as rep:
         res = session.run(request, rep)
-    if results_dir is not None and plots is not False:
+    drawn = results_dir is not None and plots is not False
+    if drawn and results_dir is not None:
         _plots(res, results_dir)
     _show(res, fmt, details)
+    note(kept(results_dir, drawn))

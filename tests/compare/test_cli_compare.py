@@ -197,6 +197,10 @@ def test_the_main_job(tmp_path: Path) -> None:
     page = (folder / "report.html").read_text()
     assert page.count("<svg") == 2 and "pgblobdump restore" in page
     assert "restore server settings" in page
+    # The run ends with where its results went.
+    assert result.stderr.rstrip().splitlines()[-1] == (
+        f"results in {folder}/: results.json, commands.txt, plots/ and {folder / 'report.html'}"
+    )
 
 
 def test_table_output_by_default(pg16: EmbeddedCluster, new_db: Any) -> None:
@@ -208,6 +212,9 @@ def test_table_output_by_default(pg16: EmbeddedCluster, new_db: Any) -> None:
     assert "pg_restore 17" not in result.stdout  # with -d, no restores unless --restore
     assert "BLOB METADATA 1" in result.stdout
     assert "GNU time" in result.stdout or "wait4" in result.stdout
+    # Nothing was kept, and the run's last line says so and names the option that keeps it.
+    last = result.stderr.rstrip().splitlines()[-1]
+    assert last.startswith("results not kept: --results DIR keeps them (results.json,"), last
     # What is there and what will be added, then the count once it is there.
     adding = result.stderr.index("source: 0 LOs in ")
     assert "; adding 50 to reach 50" in result.stderr
