@@ -258,7 +258,9 @@ def compare(
     with -d (dumped as it is; restores only with --restore). Directory dumps make a file
     per LO: free space and inodes are checked first. Each archive is removed after it is
     measured unless --keep. --results DIR keeps results.json, commands.txt, plots and a
-    self-contained report.html.
+    self-contained report.html; without it nothing is kept, and the run's last line says
+    so. On a terminal narrower than the table, the seed's ratios go under ours and a
+    restore's mode under its name.
 
     Example: pgblobdump compare --los 50k,200k --results compare-results
     """

@@ -74,10 +74,10 @@ def dump_panels(results: Results) -> list[Panel]:
         Panel("dump: peak RSS", "MiB", series(lambda s: s.max_rss_kb.median / 1024)),
         Panel(
             "archive size (apparent; dotted and in parentheses: allocated)",
-            "MB",
+            "MiB",
             series(
-                lambda s: s.apparent_bytes.median / 1e6,
-                lambda s: s.allocated_bytes.median / 1e6,
+                lambda s: s.apparent_bytes.median / 2**20,
+                lambda s: s.allocated_bytes.median / 2**20,
             ),
         ),
         Panel("files in the archive", "files", series(lambda s: float(s.files))),
@@ -244,7 +244,7 @@ def _bars(ax: Any, panel: Panel, count: int) -> None:
 
 
 def _value(value: float, unit: str) -> str:
-    """``2,002`` files; ``45`` MiB, ``5.93`` s, ``0.40`` s, ``0.0055`` MB: two figures
+    """``2,002`` files; ``45`` MiB, ``5.93`` s, ``0.40`` s, ``0.0052`` MiB: two figures
     that count below 0.1 (0.0055 and 0.012 were both ``0.01``)."""
     if unit == "files" or value >= 10:
         return f"{value:,.0f}"
