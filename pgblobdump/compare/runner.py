@@ -29,7 +29,6 @@ from pgblobdump.proc import run_measured
 from pgblobdump.report.reporter import QUIET, Reporter
 from pgblobdump.servers.toolchain import Toolchain
 from pgblobdump.signals import uninterrupted
-from pgblobdump.units import format_bytes
 
 """Receives one line of progress per step (the CLI prints it to stderr)."""
 
@@ -142,8 +141,8 @@ class Runner:
                 )
             )
             self.notify(
-                f"{where}: {stats.wall_s:.1f} s, {format_bytes(stats.max_rss_kb * 1024)} peak,"
-                f" {format_bytes(astats.apparent_bytes)}, {astats.files:,} files"
+                f"{where}: {stats.wall_s:.1f} s, {stats.max_rss_kb / 1024:.0f} MiB peak,"
+                f" {astats.apparent_bytes / 1e6:.1f} MB, {astats.files:,} files"
             )
             if expected is not None:
                 for mode in self.plan.modes_for(contender):
@@ -180,5 +179,5 @@ class Runner:
         status = "all LOs back" if ok else f"MISMATCH ({got.count:,} of {expected.count:,})"
         self.notify(
             f"{where}: restore {mode.label}: {stats.wall_s:.1f} s,"
-            f" {format_bytes(stats.max_rss_kb * 1024)} peak, {status}"
+            f" {stats.max_rss_kb / 1024:.0f} MiB peak, {status}"
         )

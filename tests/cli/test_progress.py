@@ -61,8 +61,7 @@ def test_an_unknown_total_is_never_drawn_as_zero() -> None:
         rep.progress(20_000, 0)
         line = _drawn(out)
     assert "20,000 LOs," in line and "/0" not in line, line
-    # A count and a rate, no ETA: nothing says when it ends. The bar pulses (rich draws
-    # a bar of no total that way) instead of filling.
+    # A count and a rate, no ETA: nothing says when it ends.
     assert "5,000 LOs/s" in line and "ETA" not in line, line
 
 

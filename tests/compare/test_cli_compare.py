@@ -175,6 +175,7 @@ def test_the_main_job(tmp_path: Path) -> None:
     assert "compare: 16/16 runs (100%)" in result.stderr, result.stderr
     assert "pgblobdump packed of 30 LOs: restore 1 job\n" in result.stderr, result.stderr
     assert "pgblobdump packed of 30 LOs: pg_restore" not in result.stderr
+    assert "results saved in" not in result.stderr  # the last line says it, once
     out = result.stdout
     assert out.startswith("30 LOs: each dump and restore over pg_dump 17 -Fc")
     for what in ("pg_dump 16 -Fc", "pg_dump 16 -Fd", "pg_dump 17 -Fd", "pgblobdump packed",
