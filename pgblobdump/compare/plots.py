@@ -176,7 +176,7 @@ def _y_axis(ax: Any, panel: Panel) -> None:
     """Log only where it helps (log_y), with labelled ticks at 1, 2 and 5 of each decade
     over a span of few decades; plain numbers either way (60 and 1,000,000, not 6x10^1
     and 1e6)."""
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+    from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
 
     plain = FuncFormatter(lambda v, _pos: f"{v:,.10g}")
     if log_y(panel):
@@ -187,6 +187,8 @@ def _y_axis(ax: Any, panel: Panel) -> None:
         ax.yaxis.set_minor_formatter(NullFormatter())
     else:
         ax.set_ylim(bottom=0)
+        if panel.unit == "files":  # whole files: no 0.2 files tick
+            ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.yaxis.set_major_formatter(plain)
     ax.grid(True, which="major", alpha=0.3)
 

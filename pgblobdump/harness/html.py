@@ -16,6 +16,9 @@ from pathlib import Path
 from typing import Any
 
 REPORT_FILE = "report.html"
+SHORT_CELL = 24
+"""A text cell this long or shorter (a name: ``pg_dump 16 -Fc``) is never wrapped: a
+browser broke it after the hyphen."""
 
 _STYLE = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 2em auto; max-width: 80em; padding: 0 1em;
@@ -26,6 +29,7 @@ caption { text-align: left; font-weight: bold; padding: 0.3em 0; }
 th, td { border: 1px solid #ccc; padding: 0.2em 0.6em; }
 th { background: #f3f3f3; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+td.short { white-space: nowrap; }
 tr:nth-child(even) td { background: #fafafa; }
 ul.notes { color: #555; font-size: 0.9em; margin-top: 0; }
 figure { margin: 1em 0; } figure svg { max-width: 100%; height: auto; }
@@ -89,7 +93,9 @@ def _table(t: HtmlTable) -> str:
     head = "".join(f"<th>{_e(h)}</th>" for h in t.headers)
     body = "\n".join(
         "<tr>" + "".join(
-            f'<td class="num">{_e(c)}</td>' if numeric[i] else f"<td>{_e(c)}</td>"
+            f'<td class="num">{_e(c)}</td>' if numeric[i]
+            else f'<td class="short">{_e(c)}</td>' if len(c) <= SHORT_CELL
+            else f"<td>{_e(c)}</td>"
             for i, c in enumerate(row)
         ) + "</tr>"
         for row in t.rows

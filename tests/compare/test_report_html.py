@@ -116,6 +116,7 @@ def test_report_html_is_self_contained(tmp_path: Path) -> None:
     # Every command whole, numbered, wrapped to the page instead of cut at its edge.
     assert page.tags.count("li") >= len(res.commands) and "pre" not in page.tags
     assert "white-space: pre-wrap; overflow-wrap: anywhere" in path.read_text()
+    assert '<td class="short">pg_dump 16 -Fc</td>' in path.read_text()  # not broken at "-"
     assert "pg_dump -Fc -f 'a<b>.dump' -d 'dbname=src'" in text  # escaped, then read back
     assert "max_locks_per_transaction" in text and "hostname" in text
     assert "Commands run, in order" in text
@@ -220,5 +221,21 @@ def test_a_log_axis_over_one_decade_has_labelled_ticks() -> None:
                     if t.get_text() and low <= t.get_position()[1] <= high]  # fmt: skip
         assert len(labelled) >= 3, labelled
         assert "10" in labelled and "20" in labelled
+    finally:
+        plt.close(fig)
+
+
+def test_a_files_axis_counts_whole_files() -> None:
+    """Three custom archives of one file each: the axis read 0, 0.2, 0.4 ... 1 files."""
+    import matplotlib.pyplot as plt
+
+    panel = plots.Panel("files in the archive", "files", [
+        plots.Series(str(m), f"{m} -Fc", Contender("pg_dump", m, "custom"), "o", {1000: 1.0})
+        for m in (16, 17, 18)
+    ])  # fmt: skip
+    fig, _renderer = _drawn([panel], (1, 1))
+    try:
+        labels = [t.get_text() for t in fig.axes[0].get_yticklabels() if t.get_text()]
+        assert labels and all(label.replace(",", "").isdigit() for label in labels), labels
     finally:
         plt.close(fig)
