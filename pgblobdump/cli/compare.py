@@ -4,13 +4,9 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
-from rich import box
-from rich.console import Console
-from rich.markup import escape
-from rich.measure import Measurement
-from rich.table import Table as RichTable
 
 from pgblobdump.cli.options import connection_options, output_options, pg_bin_option
 from pgblobdump.cli.output import Format, emit, rich_table, stdout_console
@@ -20,6 +16,9 @@ from pgblobdump.compare.matrix import DEFAULT_FORMATS, DEFAULT_MAJORS
 from pgblobdump.errors import UsageError
 from pgblobdump.pg.target import ConnectionTarget
 from pgblobdump.report.table import Table
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 DEFAULT_LOS = "10k"
 """The main job's count: every dump and restore of the default plan in about a minute on a
@@ -62,11 +61,16 @@ def _show(res: results.Results, fmt: Format, details: bool) -> None:
 def show_headline(console: Console, table: Table, compact: Table) -> None:
     """The main table as every table is drawn when it fits the terminal; else ``compact``
     (the seed's ratios under ours, a restore's mode under its name) in a frame of spaces,
-    with the names' column never narrower than its longest word: wrapped, never cut."""
+    with the names' column never narrower than its longest line: wrapped, never cut."""
+    from rich import box
+    from rich.markup import escape
+    from rich.measure import Measurement
+    from rich.table import Table as RichTable
+
     wide = rich_table(table)
     unbounded = console.options.update_width(1_000_000)  # the width it wants, not the one it has
     if Measurement.get(console, unbounded, wide).maximum <= console.width:
-        console.print(wide)
+        console.print(wide, soft_wrap=False)
     else:
         cells = compact.cells()
         rt = RichTable(title=compact.title or None, title_justify="left",
@@ -80,10 +84,10 @@ def show_headline(console: Console, table: Table, compact: Table) -> None:
                 rt.add_column(c.heading, min_width=longest, overflow="fold")
         for row in cells:
             rt.add_row(*row)
-        console.print(rt)
+        console.print(rt, soft_wrap=False)
         table = compact
-    for line in table.notes:
-        console.print(f"[dim]{escape(line)}[/dim]")
+    for line in table.notes:  # wrapped at words here, not by the terminal mid-word
+        console.print(f"[dim]{escape(line)}[/dim]", soft_wrap=False)
 
 
 def _flush() -> None:
