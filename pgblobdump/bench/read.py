@@ -231,10 +231,16 @@ def _reader(setup: _Setup, cur: Cursor, method: str, mode: str, chunk: int,
 def run(server: Server, spec: ReadSpec, reporter: Reporter = QUIET) -> ReadResult:
     tag = unique_tag()
     rows: list[ReadRow] = []
+    # One count over every size (a round of reads per repeat), and the bytes they read:
+    # the largest size takes the most time, so the ETA weighs it by its bytes.
+    per_round = len(METHODS) * len(MODES)
+    reporter.task("reading", spec.repeat * len(spec.sizes))
+    reporter.totals(spec.repeat * len(spec.sizes), spec.repeat * per_round * sum(spec.sizes))
     with tempfile.TemporaryDirectory(prefix="pgbd-bench-", dir=spec.directory) as tmp:
-        for size in spec.sizes:
+        for i, size in enumerate(spec.sizes):
             name = f"{PREFIX}{tag}_{size}"
-            rows += _one_size(server, spec, Path(tmp), name, size, reporter)
+            before = (i * spec.repeat, spec.repeat * per_round * sum(spec.sizes[:i]))
+            rows += _one_size(server, spec, Path(tmp), name, size, reporter, before)
     notes: list[str] = []
     if spec.cold:
         cache = "cold (OS page cache dropped before each read"
@@ -250,7 +256,9 @@ def run(server: Server, spec: ReadSpec, reporter: Reporter = QUIET) -> ReadResul
 
 
 def _one_size(server: Server, spec: ReadSpec, directory: Path, name: str, size: int,
-              reporter: Reporter) -> list[ReadRow]:  # fmt: skip
+              reporter: Reporter, before: tuple[int, int]) -> list[ReadRow]:  # fmt: skip
+    """Every method and mode read ``spec.repeat`` times; ``before``: the rounds and bytes
+    of the sizes already read (progress counts on from them)."""
     times: dict[tuple[str, str], list[float]] = {}
     got_bytes: dict[tuple[str, str], set[int]] = {}
     setup = _Setup(directory, name)
@@ -273,7 +281,9 @@ def _one_size(server: Server, spec: ReadSpec, directory: Path, name: str, size: 
                         raise DatabaseError(f"{method} {mode}: read {got:,} of {size:,} bytes")
                     times.setdefault((method, mode), []).append(took)
                     got_bytes.setdefault((method, mode), set()).add(got)
-            reporter.progress(rep + 1, 0)
+            rounds = rep + 1
+            per_round = len(METHODS) * len(MODES)
+            reporter.progress(before[0] + rounds, before[1] + rounds * size * per_round)
     finally:
         try:
             with server.connect("cleaning up after the read benchmark") as conn:

@@ -25,6 +25,7 @@ from pgblobdump.errors import UsageError
 from pgblobdump.harness.machine import machine_info
 from pgblobdump.pg.connect import connect
 from pgblobdump.pg.toast import lz4_available
+from pgblobdump.report.reporter import QUIET, Reporter
 from pgblobdump.servers.cluster import BENCHMARK_WAL, EmbeddedCluster
 
 DURABLE = {
@@ -106,8 +107,12 @@ def _inspect(s: Server) -> None:
 
 
 @contextlib.contextmanager
-def server(conninfo: str | None, major: int, cold: bool) -> Iterator[Server]:
-    """The given server, or a durable embedded one of ``major``."""
+def server(
+    conninfo: str | None, major: int, cold: bool, reporter: Reporter = QUIET
+) -> Iterator[Server]:
+    """The given server, or a durable embedded one of ``major``; the reporter shows its
+    start and its stop as tasks of their own (a durable server's shutdown checkpoint can
+    take seconds after the last measurement)."""
     if cold:
         why = can_drop_caches()
         if why is not None:
@@ -121,7 +126,11 @@ def server(conninfo: str | None, major: int, cold: bool) -> Iterator[Server]:
                            " ours to restart)")  # fmt: skip
         yield s
         return
+    reporter.task(f"starting a PostgreSQL {major} server", 0)
     with EmbeddedCluster(major, settings=DURABLE) as c:
         s = Server(c.conninfo(), c)
         _inspect(s)
-        yield s
+        try:
+            yield s
+        finally:
+            reporter.task("stopping the server", 0)

@@ -147,8 +147,8 @@ def read_cmd(target: ConnectionTarget, major: int, sizes: tuple[int, ...], chunk
     """
     spec = read_bench.ReadSpec(sizes, chunk, repeat, Content(content), cold, directory)
     with (
-        server(_target(target), major, cold) as srv,
-        reporter("reading", repeat, unit="runs") as rep,
+        reporter("reading", 0, unit="rounds") as rep,
+        server(_target(target), major, cold, rep) as srv,
     ):
         result = read_bench.run(srv, spec, rep)
     table = read_table(result)
@@ -186,8 +186,8 @@ def toast_cmd(target: ConnectionTarget, major: int, lengths: tuple[int, ...], ro
     """
     spec = toast_bench.ToastSpec(lengths, rows, kind)
     with (
-        server(_target(target), major, False) as srv,
-        reporter("toast", 0, unit="measurements") as rep,
+        reporter("toast", 0, unit="tables") as rep,
+        server(_target(target), major, False, rep) as srv,
     ):
         result = toast_bench.run(srv, spec, rep)
     table = toast_table(result, kind)

@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from pgblobdump.cli.options import connection_options, output_options, pg_bin_option
-from pgblobdump.cli.output import Format, emit
+from pgblobdump.cli.output import Format, emit, rich_table, stdout_console
 from pgblobdump.cli.progress import note, reporter
 from pgblobdump.compare import report, results, session
 from pgblobdump.compare.matrix import DEFAULT_FORMATS, DEFAULT_MAJORS
 from pgblobdump.errors import UsageError
 from pgblobdump.pg.target import ConnectionTarget
+from pgblobdump.report.table import Table
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 DEFAULT_LOS = "10k"
 """The main job's count: every dump and restore of the default plan in about a minute on a
@@ -27,7 +32,9 @@ def _render(
     res = results.load(folder)
     other = results.load(against) if against is not None else None
     if plots:
-        _plots(res, folder if folder.is_dir() else folder.parent)
+        where = folder if folder.is_dir() else folder.parent
+        _plots(res, where)
+        note(f"plots redrawn: {where / 'plots'}/ and {where / 'report.html'}")
     if other is not None:
         emit(report.against_table(res, other, str(against)), fmt)
         _flush()
@@ -44,8 +51,43 @@ def _show(res: results.Results, fmt: Format, details: bool) -> None:
         for i, table in enumerate(report.tables(res, details)):
             if i:
                 click.echo("")
-            emit(table, fmt)
+            if i == 0 and fmt is Format.TABLE:
+                show_headline(stdout_console(), table, report.tables(res, compact=True)[0])
+            else:
+                emit(table, fmt)
     _flush()
+
+
+def show_headline(console: Console, table: Table, compact: Table) -> None:
+    """The main table as every table is drawn when it fits the terminal; else ``compact``
+    (the seed's ratios under ours, a restore's mode under its name) in a frame of spaces,
+    with the names' column never narrower than its longest line: wrapped, never cut."""
+    from rich import box
+    from rich.markup import escape
+    from rich.measure import Measurement
+    from rich.table import Table as RichTable
+
+    wide = rich_table(table)
+    unbounded = console.options.update_width(1_000_000)  # the width it wants, not the one it has
+    if Measurement.get(console, unbounded, wide).maximum <= console.width:
+        console.print(wide, soft_wrap=False)
+    else:
+        cells = compact.cells()
+        rt = RichTable(title=compact.title or None, title_justify="left",
+                       header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False,
+                       collapse_padding=True)  # fmt: skip
+        for i, c in enumerate(compact.columns):
+            if c.numeric:
+                rt.add_column(c.heading, justify="right", no_wrap=True)
+            else:
+                longest = max((len(x) for row in cells for x in row[i].splitlines()), default=1)
+                rt.add_column(c.heading, min_width=longest, overflow="fold")
+        for row in cells:
+            rt.add_row(*row)
+        console.print(rt, soft_wrap=False)
+        table = compact
+    for line in table.notes:  # wrapped at words here, not by the terminal mid-word
+        console.print(f"[dim]{escape(line)}[/dim]", soft_wrap=False)
 
 
 def _flush() -> None:
@@ -59,9 +101,21 @@ def _plots(res: results.Results, folder: Path) -> None:
     from pgblobdump.compare.html import write_report
     from pgblobdump.compare.plots import write_plots
 
-    for path in write_plots(res, folder / "plots"):
-        note(f"plot: {path}")
-    note(f"report: {write_report(res, folder)}")
+    write_plots(res, folder / "plots")
+    write_report(res, folder)
+
+
+def kept(folder: Path | None, plots: bool) -> str:
+    """The run's last line: where its results went, or the option that keeps them."""
+    if folder is None:
+        return (
+            "results not kept: --results DIR keeps them (results.json, commands.txt, the"
+            " plots and report.html; --render DIR shows them again)"
+        )
+    what = ["results.json", "commands.txt"]
+    if plots:
+        what += [f"plots/ and {folder / 'report.html'}"]
+    return f"results in {folder}/: {', '.join(what)}"
 
 
 @click.command(
@@ -208,7 +262,9 @@ def compare(
     with -d (dumped as it is; restores only with --restore). Directory dumps make a file
     per LO: free space and inodes are checked first. Each archive is removed after it is
     measured unless --keep. --results DIR keeps results.json, commands.txt, plots and a
-    self-contained report.html.
+    self-contained report.html; without it nothing is kept, and the run's last line says
+    so. On a terminal narrower than the table, the seed's ratios go under ours and a
+    restore's mode under its name.
 
     Example: pgblobdump compare --los 50k,200k --results compare-results
     """
@@ -240,6 +296,8 @@ def compare(
     )
     with reporter("compare", 0, unit="runs") as rep:
         res = session.run(request, rep)
-    if results_dir is not None and plots is not False:
+    drawn = results_dir is not None and plots is not False
+    if drawn and results_dir is not None:
         _plots(res, results_dir)
     _show(res, fmt, details)
+    note(kept(results_dir, drawn))

@@ -93,10 +93,27 @@ def clock(seconds: float | None) -> str:
     return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
 
 
+def rate(f: Figures) -> str:
+    """``2,500 LOs/s``, ``2.5 runs/s``, or per item when slower than one a second
+    (``12.3 s/run``, not ``0 runs/s``); empty before the first is done."""
+    r = f.los_rate
+    if r <= 0:
+        return ""
+    if r >= 10:
+        return f"{r:,.0f} {f.unit}/s"
+    if r >= 1:
+        return f"{r:.1f} {f.unit}/s"
+    one = f.unit[:-1] if f.unit.endswith("s") else f.unit
+    return f"{1 / r:,.1f} s/{one}"
+
+
 def _parts(f: Figures) -> tuple[str, str, str, str, str]:
     """Count, bytes, rate, elapsed, ETA; bytes and their rate empty when no byte was
-    counted (empty LOs, rows)."""
+    counted (empty LOs, rows); no ETA without a total (a count is all there is), and no
+    count either before the first item of a task with none (starting a server)."""
     count = f"{f.done:,}/{f.total:,} {f.unit}" if f.total > 0 else f"{f.done:,} {f.unit}"
+    if not f.total and not f.done:
+        count = ""
     fraction = f.fraction
     if fraction is not None:
         count += f" ({fraction:.0%})"
@@ -104,15 +121,17 @@ def _parts(f: Figures) -> tuple[str, str, str, str, str]:
     size = format_bytes(f.bytes) if counted else ""
     if f.bytes_total > 0:
         size += f"/{format_bytes(f.bytes_total)}"
-    rate = f"{f.los_rate:,.0f} {f.unit}/s"
-    if counted:
-        rate += f", {format_bytes(f.bytes_rate)}/s"
-    return count, size, rate, f"{clock(f.elapsed)} elapsed", f"ETA {clock(f.eta)}"
+    speed = rate(f)
+    if counted and f.bytes_rate > 0:
+        speed = ", ".join(x for x in (speed, f"{format_bytes(f.bytes_rate)}/s") if x)
+    eta = "" if fraction is None else f"ETA {clock(f.eta)}"
+    return count, size, speed, f"{clock(f.elapsed)} elapsed", eta
 
 
 def describe(f: Figures) -> str:
     """``12,000/20,000 LOs (60%), 45.0 MiB/75.0 MiB, 3,000 LOs/s, 11.2 MiB/s, 0:00:04
-    elapsed, ETA 0:00:03``; what is unknown is left out (a total) or dashed (the ETA)."""
+    elapsed, ETA 0:00:03``; what is unknown is left out (a total, the ETA without one) or
+    dashed (the ETA before anything is done)."""
     return ", ".join(p for p in _parts(f) if p)
 
 

@@ -20,6 +20,9 @@ REFERENCE = Contender(PG_DUMP, 17, "custom")
 """What every row is measured against: the newest stock dump the seed measured."""
 ONE_JOB = RestoreMode().label
 """Restores are measured against the reference archive's plain pg_restore."""
+PACKED_LABEL = Contender(PACKED, 17, PACKED).label
+"""``pgblobdump packed``: the packed dump's row (whatever major it is paired with)."""
+PACKED_RESTORE_LABEL = "pgblobdump restore"
 
 
 @dataclass(frozen=True)
@@ -106,7 +109,7 @@ def _dump_figures(s: DumpSummary) -> Figures:
 def _restore_what(r: RestoreSummary) -> str:
     """``pg_restore 17 -Fc -j 2``: the archive's format is pg_restore's own -F option."""
     if r.contender.tool == PACKED:
-        return "pgblobdump restore"
+        return PACKED_RESTORE_LABEL
     c = r.contender
     mode = "" if r.mode_label == ONE_JOB else f" {r.mode_label}"
     return f"pg_restore {c.major} -F{FORMATS[c.format]}{mode}"
@@ -151,7 +154,7 @@ def headline_rows(
     return ref, rows
 
 
-def _x(v: float) -> str:
+def ratio_text(v: float) -> str:
     """``0.082x``, ``1.00x``, ``10.6x``, ``10,002x``: two or three figures that count."""
     if v < 0.1:
         return f"{v:.2g}x"
@@ -160,34 +163,76 @@ def _x(v: float) -> str:
     return f"{v:.1f}x" if v < 100 else f"{v:,.0f}x"
 
 
-def _times(value: float | None, seed: float | None) -> str:
+def _times(value: float | None, seed: float | None, sep: str = " ") -> str:
     if value is None:
         return "-"
-    return _x(value) if seed is None else f"{_x(value)} ({_x(seed)})"
+    return ratio_text(value) if seed is None else f"{ratio_text(value)}{sep}({ratio_text(seed)})"
 
 
 def _secs(v: float) -> str:
     return f"{v:,.2f}" if v < 10 else f"{v:,.1f}"
 
 
+PACKED_RSS_NOTE = (
+    "pgblobdump's peak RSS ({ratio} here) is the Python interpreter's floor: about 40 MiB"
+    " of interpreter and libraries before the first LO, and about the same at 1,000,000 LOs"
+    " (52 MB measured, where pg_dump 17 peaks at ~215 MiB)"
+)
+"""Why packed's RSS ratio is high at small counts (benchmarks/RESULTS.md has the 1M runs)."""
+TRANSACTION_SIZE = "--transaction-size "
+SHORT_TRANSACTION_SIZE = "T="
+"""The compact table's spelling of ``--transaction-size N`` (as the restore plot's labels)."""
+
+
+def _what(r: HeadlineRow, compact: bool) -> str:
+    """The row's name; compact: a restore's mode on a line of its own (``pg_restore 17
+    -Fd`` over ``  -j 2 T=1000``), so a narrow name column breaks it there and nowhere else."""
+    if not compact:
+        return r.what
+    words = r.what.replace(TRANSACTION_SIZE, SHORT_TRANSACTION_SIZE).split(" ", 3)
+    if r.step == "restore" and len(words) == 4:
+        return " ".join(words[:3]) + "\n  " + words[3]
+    return " ".join(words)
+
+
+def _own_notes(rows: Sequence[HeadlineRow], compact: bool) -> list[str]:
+    out = []
+    packed = [r for r in rows if r.what in (PACKED_LABEL, PACKED_RESTORE_LABEL)
+              and r.ratios["peak_rss"] is not None]  # fmt: skip
+    if packed:
+        ratio = " and ".join(dict.fromkeys(ratio_text(r.ratios["peak_rss"] or 0) for r in packed))
+        out.append(PACKED_RSS_NOTE.format(ratio=ratio))
+    if compact and any(TRANSACTION_SIZE in r.what for r in rows):
+        out.append(f"{SHORT_TRANSACTION_SIZE}N: pg_restore's {TRANSACTION_SIZE}N")
+    return out
+
+
 def headline_table(
-    dumps: Sequence[DumpSummary], restores: Sequence[RestoreSummary], notes: Sequence[str] = ()
+    dumps: Sequence[DumpSummary],
+    restores: Sequence[RestoreSummary],
+    notes: Sequence[str] = (),
+    compact: bool = False,
 ) -> Table:
     """The main job's table: time, peak RSS, archive bytes and files of every dump and
-    restore, each over the reference's, with the seed's ratio in parentheses."""
+    restore, each over the reference's, with the seed's ratio in parentheses.
+
+    ``compact``, for a narrow terminal: the seed's ratio on a line of its own under ours,
+    and ``--transaction-size N`` spelled ``T=N`` (a note says so), so that every name
+    stays whole in about 100 columns."""
     ref, rows = headline_rows(dumps, restores)
     counts = sorted({r.count for r in rows})
+    sep = "\n" if compact else " "
     out = [
         {
             "los": r.count,
             "step": r.step,
-            "what": r.what,
+            "what": _what(r, compact),
             "wall_s": _secs(r.figures.wall_s),
             "peak_rss": format_bytes(r.figures.max_rss_kb * 1024),
             "archive": "-" if r.figures.archive_bytes is None
             else format_bytes(r.figures.archive_bytes),
             "files": "-" if r.figures.files is None else f"{r.figures.files:,.0f}",
-            **{f"{k}_x": _times(r.ratios[k], r.seed[k]) for k in FIGURES},
+            **{f"{k}_x": _times(r.ratios[k], r.seed[k], sep) for k in FIGURES},
         }
         for r in rows
     ]  # fmt: skip
@@ -208,4 +253,4 @@ def headline_table(
         else f"each dump over {name}"
     )
     title = f"{at}{what}; the seed's ratios at {SEED_COUNT:,} LOs in parentheses"
-    return Table(cols, out, title=title, notes=tuple(notes))
+    return Table(cols, out, title=title, notes=(*notes, *_own_notes(rows, compact)))

@@ -83,12 +83,15 @@ def build(results: Results, plots_folder: Path) -> html.HtmlReport:
         " where the run restored, restored into a fresh database and checked.",
         "The first table puts each figure over the reference's named in its title"
         " (pg_dump 17 -Fc when measured; restores over its pg_restore, one job), with"
-        " the seed's ratios (credativ, 1,000,000 empty LOs) in parentheses.",
+        " the seed's ratios (credativ, 1,000,000 empty LOs) in parentheses. The plots"
+        " follow it, then the tables per part, the commands run and the machine.",
     ]
+    main, *details = (_html_table(t) for t in report.tables(results, details=True))
     return html.HtmlReport(
         title="pgblobdump compare",
         intro=intro,
-        tables=[_html_table(t) for t in report.tables(results, details=True)],
+        headline=[main],
+        tables=details,
         figures=figures,
         commands=results.commands,
         facts=_facts(results.meta),

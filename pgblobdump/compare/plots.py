@@ -73,11 +73,11 @@ def dump_panels(results: Results) -> list[Panel]:
         Panel("dump: wall time", "seconds", series(lambda s: s.wall_s.median)),
         Panel("dump: peak RSS", "MiB", series(lambda s: s.max_rss_kb.median / 1024)),
         Panel(
-            "archive size (apparent; dotted: allocated)",
-            "MB",
+            "archive size (apparent; dotted and in parentheses: allocated)",
+            "MiB",
             series(
-                lambda s: s.apparent_bytes.median / 1e6,
-                lambda s: s.allocated_bytes.median / 1e6,
+                lambda s: s.apparent_bytes.median / 2**20,
+                lambda s: s.allocated_bytes.median / 2**20,
             ),
         ),
         Panel("files in the archive", "files", series(lambda s: float(s.files))),
@@ -128,6 +128,18 @@ def write_plots(results: Results, folder: Path) -> list[Path]:
 
 def _figure(panels: list[Panel], folder: Path, name: str, grid: tuple[int, int],
             title: str) -> list[Path]:  # fmt: skip
+    import matplotlib.pyplot as plt
+
+    folder.mkdir(parents=True, exist_ok=True)
+    fig = figure(panels, grid, title)
+    try:
+        return save_figure(fig, folder, name)
+    finally:
+        plt.close(fig)
+
+
+def figure(panels: Sequence[Panel], grid: tuple[int, int], title: str) -> Any:
+    """The matplotlib Figure of ``panels`` on a ``grid`` (the caller closes it)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -135,46 +147,55 @@ def _figure(panels: list[Panel], folder: Path, name: str, grid: tuple[int, int],
 
     counts = sorted({n for p in panels for s in p.series for n in s.points})
     bars = len(counts) == 1
-    folder.mkdir(parents=True, exist_ok=True)
-    size = (12, 4.2 * grid[0])
-    fig, axes = plt.subplots(*grid, figsize=size, squeeze=False)
-    try:
-        for ax, panel in zip(axes.flat, panels, strict=True):
-            if bars:
-                _bars(ax, panel, counts[0])
-            else:
-                _lines(ax, panel, log_worthwhile(counts))
-            ax.set_title(panel.title)
-            ax.set_ylabel(panel.unit)
-            _y_axis(ax, panel)
-        if not bars:
-            axes.flat[0].legend(loc="best", fontsize="small")
-        fig.suptitle(title)
-        return save_figure(fig, folder, name)
-    finally:
-        plt.close(fig)
+    fig, axes = plt.subplots(*grid, figsize=(12, 4.2 * grid[0]), squeeze=False)
+    for ax, panel in zip(axes.flat, panels, strict=True):
+        if bars:
+            _bars(ax, panel, counts[0])
+        else:
+            _lines(ax, panel, log_worthwhile(counts))
+        ax.set_title(panel.title)
+        ax.set_ylabel(panel.unit)
+        _y_axis(ax, panel)
+    if not bars:
+        axes.flat[0].legend(loc="best", fontsize="small")
+    fig.suptitle(title)
+    return fig
 
 
 def log_y(panel: Panel) -> bool:
     """Whether the panel's values (dotted ones too) span ten times or more."""
-    return log_worthwhile(
-        [v for s in panel.series for v in [*s.points.values(), *(s.extra or {}).values()]]
-    )
+    return log_worthwhile(_values(panel))
+
+
+FEW_DECADES = 1000.0
+"""A log axis spanning less than this many times gets ticks at 1, 2 and 5 of each decade:
+at 10 per decade, values from 3.8 to 44 showed one labelled tick (10)."""
 
 
 def _y_axis(ax: Any, panel: Panel) -> None:
-    """Log only where it helps (log_y); plain numbers either way (60 and 1,000,000, not
-    6x10^1 and 1e6)."""
-    from matplotlib.ticker import FuncFormatter, NullFormatter
+    """Log only where it helps (log_y), with labelled ticks at 1, 2 and 5 of each decade
+    over a span of few decades; plain numbers either way (60 and 1,000,000, not 6x10^1
+    and 1e6)."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
 
     plain = FuncFormatter(lambda v, _pos: f"{v:,.10g}")
     if log_y(panel):
         ax.set_yscale("log")
+        values = _values(panel)
+        if max(values) / min(values) < FEW_DECADES:
+            ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
         ax.yaxis.set_minor_formatter(NullFormatter())
     else:
         ax.set_ylim(bottom=0)
+        if panel.unit == "files":  # whole files: no 0.2 files tick
+            ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.yaxis.set_major_formatter(plain)
     ax.grid(True, which="major", alpha=0.3)
+
+
+def _values(panel: Panel) -> list[float]:
+    """Every value of the panel, dotted ones too."""
+    return [v for s in panel.series for v in [*s.points.values(), *(s.extra or {}).values()]]
 
 
 def _lines(ax: Any, panel: Panel, log_x: bool) -> None:
@@ -197,17 +218,24 @@ def _lines(ax: Any, panel: Panel, log_x: bool) -> None:
 
 
 def _bars(ax: Any, panel: Panel, count: int) -> None:
-    """A bar per series, labelled with its value (one count)."""
+    """A bar per series, labelled with its value (one count). A series with a dotted
+    second value gets one label, ``value`` over ``(dotted)``, above the taller of its two
+    bars: two labels at nearly the same height were drawn over each other (0.23, 0.24)."""
     labels = [s.short for s in panel.series]
     colours = [_colour(s.contender) for s in panel.series]
     values = [s.points.get(count, 0.0) for s in panel.series]
+    shown = [(s.extra or {}).get(count, 0.0) for s in panel.series]
+    text = [_value(v, panel.unit) + (f"\n({_value(e, panel.unit)})" if e else "")
+            for v, e in zip(values, shown, strict=True)]  # fmt: skip
     bars = ax.bar(labels, values, color=colours, alpha=0.85)
-    ax.bar_label(bars, labels=[_value(v, panel.unit) for v in values], fontsize="small")
-    if any(s.extra for s in panel.series):
-        shown = [(s.extra or {}).get(count, 0.0) for s in panel.series]
+    ax.bar_label(bars, labels=[t if e <= v else "" for t, v, e in zip(text, values, shown,
+                                                                        strict=True)],
+                 fontsize="small")  # fmt: skip
+    if any(shown):
         extra = ax.bar(labels, shown, color="none", edgecolor=colours, linestyle=":",
                        linewidth=1.5)  # fmt: skip
-        ax.bar_label(extra, labels=[_value(v, panel.unit) if v else "" for v in shown],
+        ax.bar_label(extra, labels=[t if e > v else "" for t, v, e in zip(text, values, shown,
+                                                                           strict=True)],
                      fontsize="small")  # fmt: skip
     if len(labels) > 8:
         ax.tick_params(axis="x", labelsize="small")
@@ -218,6 +246,8 @@ def _bars(ax: Any, panel: Panel, count: int) -> None:
 
 
 def _value(value: float, unit: str) -> str:
-    if unit == "files":
+    """``2,002`` files; ``45`` MiB, ``5.93`` s, ``0.40`` s, ``0.0052`` MiB: two figures
+    that count below 0.1 (0.0055 and 0.012 were both ``0.01``)."""
+    if unit == "files" or value >= 10:
         return f"{value:,.0f}"
-    return f"{value:,.0f}" if value >= 10 else f"{value:.2f}"
+    return f"{value:.2f}" if value >= 0.1 else f"{value:.2g}"

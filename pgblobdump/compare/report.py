@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from pgblobdump.compare.entries import NO_TOC
-from pgblobdump.compare.headline import headline_rows, headline_table
+from pgblobdump.compare.entries import NATIVE, NO_TOC, NOT_LISTED, PG_RESTORE_L
+from pgblobdump.compare.headline import headline_rows, headline_table, ratio_text
 from pgblobdump.compare.ratios import (
     SEED_TOLERANCE,
     DumpSummary,
@@ -40,6 +40,22 @@ def _kib(v: float) -> str:
     return format_bytes(v * 1024)
 
 
+FIGURE_NAMES = {
+    "wall": "wall time",
+    "peak_rss": "peak RSS",
+    "archive_bytes": "archive size",
+    "allocated_bytes": "allocated on disk",
+    "toc_bytes": "toc.dat size",
+    "files": "files",
+    "restore wall": "restore wall time",
+}
+"""The figures as people read them (JSON keeps the keys)."""
+
+
+def figure_name(key: str) -> str:
+    return FIGURE_NAMES.get(key, key.replace("_", " "))
+
+
 def _entries_text(entries: dict[str, int]) -> str:
     total = sum(entries.values())
     lo = {k: v for k, v in entries.items() if k.startswith("BLOB")}
@@ -47,7 +63,7 @@ def _entries_text(entries: dict[str, int]) -> str:
     return f"{total:,} ({parts})" if parts else f"{total:,}"
 
 
-def dump_table(summaries: list[DumpSummary]) -> Table:
+def dump_table(summaries: list[DumpSummary], notes: list[str] | None = None) -> Table:
     rows = [
         {
             "los": s.count,
@@ -73,7 +89,7 @@ def dump_table(summaries: list[DumpSummary]) -> Table:
         Column("toc_dat", "toc.dat", numeric=True), Column("files", numeric=True),
         Column("entries", "TOC entries"), Column("runs", numeric=True),
     ]  # fmt: skip
-    return Table(cols, rows, title="pg_dump: median (min-max) over runs")
+    return Table(cols, rows, title="pg_dump: median (min-max) over runs", notes=notes or ())
 
 
 def restore_table(summaries: list[RestoreSummary]) -> Table:
@@ -96,91 +112,135 @@ def restore_table(summaries: list[RestoreSummary]) -> Table:
         Column("restored", "LOs back", numeric=True),
         Column("checked", "checksummed", numeric=True), Column("ok", "all back"),
     ]  # fmt: skip
-    return Table(cols, rows, title="restores into a fresh database, then checked")
+    return Table(cols, rows, title="restores into a fresh database, then checked",
+                 notes=_checked_notes(summaries))  # fmt: skip
 
 
-def ratio_table(ratios: list[Ratio]) -> Table:
+def _checked_notes(summaries: list[RestoreSummary]) -> tuple[str, ...]:
+    """What 'checksummed' means, and why it can be fewer than the LOs back."""
+    sampled = [s for s in summaries if s.checked_los < s.restored_los]
+    what = (
+        "LOs back: counted in the restored database; checksummed: LOs whose OID and data"
+        " matched the source's (md5 over each OID and md5(lo_get(oid)))"
+    )
+    if not sampled:
+        return (f"{what}: every one",)
+    s = sampled[0]
+    return (
+        f"{what}. {s.checked_los:,} of {s.restored_los:,} is a sample: every n-th OID, about"
+        " --verify-sample LOs (default 10,000; --verify-sample 0 checks all)",
+    )
+
+
+def ratio_table(ratios: list[Ratio], notes: tuple[str, ...] = ()) -> Table:
     rows = [
         {
             "los": r.count,
             "format": r.format,
-            "versions": f"{r.base}/{r.other}",
-            "figure": r.figure,
-            "ratio": f"{r.value:.2f}x",
-            "seed": f"{r.seed:.2f}x" if r.seed else "",
+            "versions": f"{r.base} over {r.other}",
+            "figure": figure_name(r.figure),
+            "ratio": ratio_text(r.value),
+            "seed": ratio_text(r.seed) if r.seed else "",
             "off": "" if r.off is None else f"{r.off:+.0%}" + ("" if r.within_tolerance else " !"),
         }
         for r in ratios
     ]
     cols = [
         Column("los", "LOs", numeric=True), Column("format"), Column("versions"),
-        Column("figure"), Column("ratio", numeric=True), Column("seed", "seed", numeric=True),
-        Column("off", "vs seed", numeric=True),
+        Column("figure"), Column("ratio", numeric=True),
     ]  # fmt: skip
-    return Table(cols, rows, title="ratios between majors (medians; higher = older is worse)")
+    if any(r.seed for r in ratios):  # the seed published figures at three counts only
+        cols += [Column("seed", "seed", numeric=True), Column("off", "vs seed", numeric=True)]
+    return Table(cols, rows, title="ratios between majors (medians; higher = older is worse)",
+                 notes=notes)  # fmt: skip
 
 
 def packed_table(ratios: list[PackedRatio]) -> Table:
-    rows = [
-        {"los": r.count, "against": r.against, "figure": r.figure, "ratio": f"{r.value:.2f}x"}
-        for r in ratios
-    ]
-    cols = [Column("los", "LOs", numeric=True), Column("against"), Column("figure"),
-            Column("ratio", numeric=True)]  # fmt: skip
-    return Table(cols, rows, title="pg_dump / pg_restore over packed (medians; higher = packed"
-                 " is better)")  # fmt: skip
+    """A row per pg_dump contender or pg_restore mode and count, a column per figure."""
+    by: dict[tuple[int, str], dict[str, Any]] = {}
+    for r in ratios:
+        row = by.setdefault((r.count, r.against), {"los": r.count, "against": r.against})
+        row["wall" if r.figure == "restore wall" else r.figure] = ratio_text(r.value)
+    figures = [f for f in FIGURE_NAMES if f != "restore wall" and any(
+        r.figure == f or (f == "wall" and r.figure == "restore wall") for r in ratios)]  # fmt: skip
+    cols = [Column("los", "LOs", numeric=True), Column("against", "over packed's")]
+    cols += [Column(f, figure_name(f), numeric=True) for f in figures]
+    rows = [{**{f: "-" for f in figures}, **row} for row in by.values()]
+    return Table(cols, rows, title="pg_dump and pg_restore over packed: how many times"
+                 " packed's figure each is (medians; higher = packed is better)")  # fmt: skip
 
 
 def notes(results: Results) -> list[str]:
+    """The main table's notes: where the figures come from, and whether the run ended."""
     out = []
-    via = results.via
-    if "wait4" in via:
+    if "wait4" in results.via:
         out.append(
             "figures from the kernel (wait4 rusage): /usr/bin/time (GNU time) was not found;"
             " a peak RSS at pgblobdump's own RSS means 'no more than that'"
         )
     else:
         out.append("figures from GNU time (/usr/bin/time -f %e %M %U %S), as in the seed")
-    agree = agreement(results.dumps, results.restores)
-    if agree.runs and agree.cpu_max_diff_s is not None:
-        rss = (
-            f"peak RSS within {agree.rss_max_diff:.1%} on {agree.rss_runs} runs above"
-            " pgblobdump's own RSS"
-            if agree.rss_max_diff is not None
-            else "no run's peak RSS was above pgblobdump's own, so RSS was not cross-checked"
-        )
-        out.append(
-            f"GNU time vs wait4 cross-check on {agree.runs} runs: {rss};"
-            f" CPU within {agree.cpu_max_diff_s:.2f} s"
-        )
-    over = harness_overhead(results.dumps)
-    if over is not None:
-        out.append(f"harness overhead on dumps of 10 s or more: at most {over:.2%} of wall time")
-    sources = sorted({d.entries_via for d in results.dumps})
-    if sources:
-        out.append(f"TOC entries counted by: {', '.join(sources)}")
-    if any(r.within_tolerance is False for r in major_ratios(summarize_dumps(results.dumps))):
-        out.append(f"! marks a ratio more than {SEED_TOLERANCE:.0%} away from the seed's")
     if not results.meta.get("complete", True):
         out.append("the run stopped early: these are the runs finished before it stopped")
     return out
 
 
-def tables(results: Results, details: bool = False) -> list[Table]:
+_ENTRIES_VIA = {
+    NATIVE: "read from each archive by pgblobdump's own TOC reader",
+    PG_RESTORE_L: f"counted from pg_restore -l (which hides {', '.join(sorted(NOT_LISTED))})",
+}
+
+
+def detail_notes(results: Results) -> list[str]:
+    """The dump table's notes: the checks behind the figures, in words."""
+    out = []
+    agree = agreement(results.dumps, results.restores)
+    if agree.runs and agree.cpu_max_diff_s is not None:
+        rss = (
+            f"peak RSS within {agree.rss_max_diff:.1%} on the {agree.rss_runs} runs that"
+            " peaked above the Python process starting them"
+            if agree.rss_max_diff is not None
+            else "peak RSS not compared: every run peaked below the Python process starting"
+            " it, and the kernel's figure cannot go under that"
+        )
+        out.append(
+            "the kernel's own count (wait4 of the /usr/bin/time process) agrees with GNU"
+            f" time's on {agree.runs} run{'' if agree.runs == 1 else 's'}: CPU within"
+            f" {agree.cpu_max_diff_s:.2f} s; {rss}"
+        )
+    over = harness_overhead(results.dumps)
+    if over is not None:
+        out.append(
+            f"starting and reaping each pg_dump added at most {over:.2%} to its wall time"
+            " (dumps of 10 s or more)"
+        )
+    sources = sorted({d.entries_via for d in results.dumps} - {NO_TOC})
+    if sources:
+        how = "; ".join(_ENTRIES_VIA.get(v, v) for v in sources)
+        packed = " (a packed archive has no TOC: -)" if any(
+            d.entries_via == NO_TOC for d in results.dumps) else ""  # fmt: skip
+        out.append(f"TOC entries: {how}{packed}")
+    return out
+
+
+def tables(results: Results, details: bool = False, compact: bool = False) -> list[Table]:
     """The main table (every dump and restore over pg_dump 17 -Fc, the seed's ratios
-    beside, the run's notes under it); with ``details`` also the dump table with TOC
-    entries, the restores, the ratios between majors and against packed."""
+    beside, the run's notes under it; ``compact`` for a narrow terminal); with
+    ``details`` also the dump table with TOC entries, the restores, the ratios between
+    majors and against packed."""
     dumps = summarize_dumps(results.dumps)
     restores = summarize_restores(results.restores)
-    out = [headline_table(dumps, restores, notes(results))]
+    out = [headline_table(dumps, restores, notes(results), compact=compact)]
     if not details:
         return out
-    out.append(dump_table(dumps))
+    out.append(dump_table(dumps, detail_notes(results)))
     if restores:
         out.append(restore_table(restores))
     ratios = major_ratios(dumps)
     if ratios:
-        out.append(ratio_table(ratios))
+        tolerance = (f"! marks a ratio more than {SEED_TOLERANCE:.0%} away from the seed's",)
+        out.append(ratio_table(ratios, tolerance if any(
+            r.within_tolerance is False for r in ratios) else ()))  # fmt: skip
     against = packed_ratios(dumps, restores)
     if against:
         out.append(packed_table(against))

@@ -277,5 +277,6 @@ def run(req: CompareRequest, reporter: Reporter = QUIET) -> results.Results:
             if req.results_dir is not None:
                 with uninterrupted():
                     results.save(res, req.results_dir)
-                reporter.note(f"results saved in {req.results_dir}")
+                if not complete:  # else the command's last line says where they went
+                    reporter.note(f"the runs finished so far are saved in {req.results_dir}")
     return res

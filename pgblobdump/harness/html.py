@@ -16,6 +16,9 @@ from pathlib import Path
 from typing import Any
 
 REPORT_FILE = "report.html"
+SHORT_CELL = 24
+"""A text cell this long or shorter (a name: ``pg_dump 16 -Fc``) is never wrapped: a
+browser broke it after the hyphen."""
 
 _STYLE = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 2em auto; max-width: 80em; padding: 0 1em;
@@ -24,11 +27,15 @@ h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 2em; }
 table { border-collapse: collapse; margin: 0.5em 0; }
 caption { text-align: left; font-weight: bold; padding: 0.3em 0; }
 th, td { border: 1px solid #ccc; padding: 0.2em 0.6em; }
-th { background: #f3f3f3; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
+th { background: #f3f3f3; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+td.short { white-space: nowrap; }
 tr:nth-child(even) td { background: #fafafa; }
 ul.notes { color: #555; font-size: 0.9em; margin-top: 0; }
 figure { margin: 1em 0; } figure svg { max-width: 100%; height: auto; }
-pre { background: #f6f6f6; padding: 0.8em; overflow-x: auto; font-size: 0.85em; }
+ol.commands { background: #f6f6f6; padding: 0.8em 0.8em 0.8em 3em; font-size: 0.85em; }
+ol.commands li { font-family: monospace; white-space: pre-wrap; overflow-wrap: anywhere;
+                 margin-bottom: 0.3em; }
 dl { display: grid; grid-template-columns: max-content auto; gap: 0.1em 1em; }
 dt { font-weight: bold; } dd { margin: 0; font-family: monospace; }
 """
@@ -47,15 +54,19 @@ class HtmlTable:
 
 @dataclass(frozen=True)
 class HtmlReport:
-    """What a report shows, in this order: intro lines, tables, figures (caption and SVG
-    text), the commands run, then facts (a heading and its key/value pairs)."""
+    """What a report shows, in this order: intro lines, the headline tables, figures
+    (caption and SVG text), the other tables (details), the commands run (each wrapped to
+    the page, numbered), then facts (a heading and its key/value pairs)."""
 
     title: str
     intro: Sequence[str] = ()
     tables: Sequence[HtmlTable] = ()
+    """The details, after the figures."""
     figures: Sequence[tuple[str, str]] = ()
     commands: Sequence[str] = ()
     facts: Sequence[tuple[str, Mapping[str, Any]]] = field(default_factory=tuple)
+    headline: Sequence[HtmlTable] = ()
+    """What a reader looks for first: above the figures."""
 
 
 _PROLOGUE = re.compile(r"^\s*(<\?xml[^>]*\?>\s*)?(<!DOCTYPE[^>]*>\s*)?", re.IGNORECASE)
@@ -82,7 +93,9 @@ def _table(t: HtmlTable) -> str:
     head = "".join(f"<th>{_e(h)}</th>" for h in t.headers)
     body = "\n".join(
         "<tr>" + "".join(
-            f'<td class="num">{_e(c)}</td>' if numeric[i] else f"<td>{_e(c)}</td>"
+            f'<td class="num">{_e(c)}</td>' if numeric[i]
+            else f'<td class="short">{_e(c)}</td>' if len(c) <= SHORT_CELL
+            else f"<td>{_e(c)}</td>"
             for i, c in enumerate(row)
         ) + "</tr>"
         for row in t.rows
@@ -120,18 +133,22 @@ def render(report: HtmlReport) -> str:
         f"<h1>{_e(report.title)}</h1>",
         *(f"<p>{_e(line)}</p>" for line in report.intro),
     ]
-    if report.tables:
+    if report.headline:
         parts.append("<h2>Results</h2>")
-        parts += [_table(t) for t in report.tables]
+        parts += [_table(t) for t in report.headline]
     if report.figures:
         parts.append("<h2>Plots</h2>")
         parts += [
             f"<figure>\n{inline_svg(svg)}\n<figcaption>{_e(caption)}</figcaption>\n</figure>"
             for caption, svg in report.figures
         ]
+    if report.tables:
+        parts.append("<h2>Details</h2>" if report.headline else "<h2>Results</h2>")
+        parts += [_table(t) for t in report.tables]
     if report.commands:
         parts.append("<h2>Commands run, in order</h2>")
-        parts.append("<pre>" + "\n".join(_e(c) for c in report.commands) + "</pre>")
+        items = "\n".join(f"<li>{_e(c)}</li>" for c in report.commands)
+        parts.append(f'<ol class="commands">\n{items}\n</ol>')
     if report.facts:
         parts.append("<h2>Machine and servers</h2>")
         parts += [_facts(h, v) for h, v in report.facts]

@@ -5,7 +5,9 @@ was not theirs is touched."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -14,7 +16,9 @@ from click.testing import Result
 from pgblobdump.bench import read as read_bench
 from pgblobdump.bench import toast as toast_bench
 from pgblobdump.bench.server import server
+from pgblobdump.cli.progress import Figures
 from pgblobdump.errors import DatabaseError
+from pgblobdump.report.reporter import Reporter
 from pgblobdump.servers.cluster import EmbeddedCluster
 from tests.clirun import assert_one_line_error, run
 from tests.conftest import NewDb
@@ -225,3 +229,59 @@ def test_cold_reads_drop_the_caches() -> None:
     assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout)["cache"] == (
         "cold (OS page cache dropped before each read, server restarted)")  # fmt: skip
+
+
+class Recorded:
+    """A Reporter that keeps every task, totals and progress call, in order."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, object, object]] = []
+
+    def reporter(self) -> Reporter:
+        def keep(kind: str) -> Callable[[Any, Any], None]:
+            return lambda a, b: self.calls.append((kind, a, b))
+
+        return Reporter(task=keep("task"), totals=keep("totals"), progress=keep("progress"))
+
+    def of(self, kind: str) -> list[tuple[object, object]]:
+        return [(a, b) for k, a, b in self.calls if k == kind]
+
+
+def test_toast_progress_weighs_each_table_by_its_bytes(pg17: EmbeddedCluster, new_db: NewDb
+                                                      ) -> None:  # fmt: skip
+    """The long values take most of the time: counted by tables alone, the bar sat at
+    24/27 with an ETA of 2 s for most of a minute. The bytes loaded count too."""
+    rec = Recorded()
+    with server(new_db(pg17), 17, False) as s:
+        toast_bench.run(s, toast_bench.ToastSpec(lengths=(100, 1000), rows=10), rec.reporter())
+    kinds = 3  # EXTENDED pglz and lz4, EXTERNAL on 17
+    assert rec.of("totals") == [(2 * kinds, 10 * 1100 * kinds)]
+    assert rec.of("progress") == [(1, 1000), (2, 2000), (3, 3000), (4, 13000), (5, 23000),
+                                  (6, 33000)]  # fmt: skip
+    done = Figures(3, 2 * kinds, 3000, 33000, 1.0, "tables")
+    assert done.fraction is not None and done.fraction < 0.3  # half the tables, 9% the bytes
+
+
+def test_read_progress_counts_on_across_sizes(pg17: EmbeddedCluster, new_db: NewDb,
+                                              tmp_path: Path) -> None:  # fmt: skip
+    """One task over every size (it started again from 0 at each size, below a total of
+    --repeat), with the bytes each round reads."""
+    rec = Recorded()
+    spec = read_bench.ReadSpec(sizes=(1000, 3000), chunk=1000, repeat=2, directory=tmp_path)
+    with server(new_db(pg17), 17, False) as s:
+        read_bench.run(s, spec, rec.reporter())
+    per_round = len(read_bench.METHODS) * len(read_bench.MODES)
+    assert rec.of("task") == [("reading", 4)]
+    assert rec.of("totals") == [(4, 2 * per_round * 4000)]
+    assert rec.of("progress") == [(1, 1000 * per_round), (2, 2000 * per_round),
+                                  (3, 5000 * per_round), (4, 8000 * per_round)]  # fmt: skip
+
+
+@pytest.mark.pg  # starts a server of its own
+def test_the_embedded_server_starts_and_stops_as_tasks_of_their_own() -> None:
+    """Nothing was shown while the durable server started, nor for the seconds its
+    shutdown checkpoint took after the last table."""
+    rec = Recorded()
+    with server(None, 17, False, rec.reporter()):
+        assert rec.of("task") == [("starting a PostgreSQL 17 server", 0)]
+    assert rec.of("task") == [("starting a PostgreSQL 17 server", 0), ("stopping the server", 0)]

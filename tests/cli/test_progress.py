@@ -61,7 +61,8 @@ def test_an_unknown_total_is_never_drawn_as_zero() -> None:
         rep.progress(20_000, 0)
         line = _drawn(out)
     assert "20,000 LOs," in line and "/0" not in line, line
-    assert "5,000 LOs/s" in line and "ETA -:--:--" in line, line
+    # A count and a rate, no ETA: nothing says when it ends.
+    assert "5,000 LOs/s" in line and "ETA" not in line, line
 
 
 def test_a_new_phase_starts_its_own_figures() -> None:
@@ -119,9 +120,20 @@ def test_figures() -> None:
     assert f.fraction == (0.5 + 0.9) / 2  # time goes to LOs and to bytes
     assert f.eta == pytest.approx(3.0)
     assert Figures(0, 100, 0, 0, 3.0).eta is None  # nothing done yet: no guess
-    assert describe(Figures(3, 0, 2048, 0, 0.0)) == (
-        "3 LOs, 2.0 KiB, 0 LOs/s, 0 B/s, 0:00:00 elapsed, ETA -:--:--"
+    assert describe(Figures(3, 0, 2048, 0, 0.0)) == "3 LOs, 2.0 KiB, 0:00:00 elapsed"
+    assert describe(Figures(0, 0, 0, 0, 4.0, "tables")) == "0:00:04 elapsed"  # a server starts
+    assert describe(Figures(0, 16, 0, 0, 5.0, "runs")) == (
+        "0/16 runs (0%), 0:00:05 elapsed, ETA -:--:--"  # a total: its ETA is to come
     )
+
+
+def test_slow_rates_are_not_rounded_to_zero() -> None:
+    """compare finishes a run every few seconds: ``0 runs/s`` was its rate."""
+    assert describe(Figures(3, 16, 0, 0, 10.0, "runs")) == (
+        "3/16 runs (19%), 3.3 s/run, 0:00:10 elapsed, ETA 0:00:43"
+    )
+    assert progress.rate(Figures(5, 0, 0, 0, 2.0, "runs")) == "2.5 runs/s"
+    assert progress.rate(Figures(25, 27, 0, 0, 2.0, "measurements")) == "12 measurements/s"
 
 
 def test_a_narrow_terminal_cuts_the_line_and_keeps_the_eta() -> None:

@@ -175,6 +175,7 @@ def test_the_main_job(tmp_path: Path) -> None:
     assert "compare: 16/16 runs (100%)" in result.stderr, result.stderr
     assert "pgblobdump packed of 30 LOs: restore 1 job\n" in result.stderr, result.stderr
     assert "pgblobdump packed of 30 LOs: pg_restore" not in result.stderr
+    assert "results saved in" not in result.stderr  # the last line says it, once
     out = result.stdout
     assert out.startswith("30 LOs: each dump and restore over pg_dump 17 -Fc")
     for what in ("pg_dump 16 -Fc", "pg_dump 16 -Fd", "pg_dump 17 -Fd", "pgblobdump packed",
@@ -197,6 +198,10 @@ def test_the_main_job(tmp_path: Path) -> None:
     page = (folder / "report.html").read_text()
     assert page.count("<svg") == 2 and "pgblobdump restore" in page
     assert "restore server settings" in page
+    # The run ends with where its results went.
+    assert result.stderr.rstrip().splitlines()[-1] == (
+        f"results in {folder}/: results.json, commands.txt, plots/ and {folder / 'report.html'}"
+    )
 
 
 def test_table_output_by_default(pg16: EmbeddedCluster, new_db: Any) -> None:
@@ -208,6 +213,9 @@ def test_table_output_by_default(pg16: EmbeddedCluster, new_db: Any) -> None:
     assert "pg_restore 17" not in result.stdout  # with -d, no restores unless --restore
     assert "BLOB METADATA 1" in result.stdout
     assert "GNU time" in result.stdout or "wait4" in result.stdout
+    # Nothing was kept, and the run's last line says so and names the option that keeps it.
+    last = result.stderr.rstrip().splitlines()[-1]
+    assert last.startswith("results not kept: --results DIR keeps them (results.json,"), last
     # What is there and what will be added, then the count once it is there.
     adding = result.stderr.index("source: 0 LOs in ")
     assert "; adding 50 to reach 50" in result.stderr

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from pgblobdump.compare import html as compare_html
 from pgblobdump.compare import plots, results
-from pgblobdump.compare.matrix import Plan, pg_dump_contenders, restore_modes
+from pgblobdump.compare.matrix import Contender, Plan, pg_dump_contenders, restore_modes
 from pgblobdump.harness import html
 from pgblobdump.harness.plots import log_worthwhile
 from pgblobdump.report.table import jsonable
@@ -99,6 +100,23 @@ def test_report_html_is_self_contained(tmp_path: Path) -> None:
     assert len(main) == 1 + 8 + 1  # header, 4 dumps at 2 counts, one restore
     assert any(t[0][:2] == ["LOs", "contender"] and len(t) == 1 + 8 for t in page.tables)
     text = "".join(page.text)
+    # The plots come right after the main table, before the tables per part (the plots
+    # were ~4,000 px down, under a 45-row ratio table).
+    tables_at = [i for i, t in enumerate(page.tags) if t == "table"]
+    svgs_at = [i for i, t in enumerate(page.tags) if t == "svg"]
+    assert tables_at[0] < svgs_at[0] and svgs_at[-1] < tables_at[1]
+    assert text.index("Plots") < text.index("Details") < text.index("ratios between majors")
+    # Figures by name, not by key; no seed columns where the seed published nothing (it
+    # did at 1,000,000 LOs only), and what 'checksummed' counts.
+    assert "allocated_bytes" not in text and "peak_rss" not in text
+    majors = next(t for t in page.tables if t[0][:3] == ["LOs", "format", "versions"])
+    assert majors[0] == ["LOs", "format", "versions", "figure", "ratio"]
+    assert ["100", "custom", "16 over 17", "allocated on disk", "1.00x"] in majors
+    assert "checksummed: LOs whose OID and data matched the source's" in text
+    # Every command whole, numbered, wrapped to the page instead of cut at its edge.
+    assert page.tags.count("li") >= len(res.commands) and "pre" not in page.tags
+    assert "white-space: pre-wrap; overflow-wrap: anywhere" in path.read_text()
+    assert '<td class="short">pg_dump 16 -Fc</td>' in path.read_text()  # not broken at "-"
     assert "pg_dump -Fc -f 'a<b>.dump' -d 'dbname=src'" in text  # escaped, then read back
     assert "max_locks_per_transaction" in text and "hostname" in text
     assert "Commands run, in order" in text
@@ -140,7 +158,7 @@ def test_restores_are_plotted_per_contender_and_mode(tmp_path: Path) -> None:
     dumps = {p.title: p for p in plots.dump_panels(res)}
     # At one count the four pg_dump runs differ little in time: a linear axis.
     assert not plots.log_y(dumps["dump: wall time"])
-    assert plots.log_y(dumps["archive size (apparent; dotted: allocated)"])  # allocated 13x
+    assert plots.log_y(dumps["archive size (apparent; dotted and in parentheses: allocated)"])
     restores = plots.restore_panels(res)
     assert [p.title for p in restores] == ["restore: wall time", "restore: peak RSS"]
     assert [(s.label, s.points) for s in restores[0].series] == [
@@ -149,3 +167,75 @@ def test_restores_are_plotted_per_contender_and_mode(tmp_path: Path) -> None:
     assert not plots.log_y(restores[0])
     plots.write_plots(res, tmp_path / "plots")
     assert (tmp_path / "plots" / "compare-restore.svg").read_text().rstrip().endswith("</svg>")
+
+
+def _drawn(panels: list[plots.Panel], grid: tuple[int, int]) -> tuple[Any, Any]:
+    fig = plots.figure(panels, grid, "test")
+    fig.canvas.draw()
+    return fig, fig.canvas.get_renderer()
+
+
+def test_bar_labels_do_not_overlap() -> None:
+    """Packed's archive, 0.23 MB apparent and 0.24 MB allocated: its two labels were drawn
+    over each other. One label per bar now, the allocated size in parentheses."""
+    import matplotlib.pyplot as plt
+
+    def series(c: Contender, short: str, apparent: float, allocated: float) -> plots.Series:
+        return plots.Series(c.label, short, c, "o", {100_000: apparent}, {100_000: allocated})
+
+    panel = plots.Panel("archive size", "MB", [
+        series(Contender("packed", 17, "packed"), "packed", 0.23, 0.24),
+        series(Contender("pg_dump", 16, "directory"), "16 -Fd", 22.0, 410.0),
+        series(Contender("pg_dump", 17, "directory"), "17 -Fd", 4.6, 4.7),
+    ])  # fmt: skip
+    fig, renderer = _drawn([panel], (1, 1))
+    try:
+        (ax,) = fig.axes
+        texts = [t for t in ax.texts if t.get_text()]
+        assert sorted(t.get_text() for t in texts) == ["0.23\n(0.24)", "22\n(410)", "4.60\n(4.70)"]
+        boxes = [t.get_window_extent(renderer) for t in texts]
+        for i, a in enumerate(boxes):
+            for b in boxes[i + 1 :]:
+                assert not a.overlaps(b), (a, b)
+    finally:
+        plt.close(fig)
+
+
+def test_a_log_axis_over_one_decade_has_labelled_ticks() -> None:
+    """The restore RSS plot, 3.8 to 44 MiB on a log axis, had one labelled tick (10)."""
+    import matplotlib.pyplot as plt
+
+    c16, c17 = Contender("pg_dump", 16, "custom"), Contender("pg_dump", 17, "custom")
+    packed = Contender("packed", 17, "packed")
+    panel = plots.Panel("restore: peak RSS", "MiB", [
+        plots.Series("16", "16 -Fc", c16, "o", {2000: 3.8}),
+        plots.Series("17", "17 -Fc", c17, "o", {2000: 6.7}),
+        plots.Series("packed", "packed", packed, "o", {2000: 44.0}),
+    ])  # fmt: skip
+    assert plots.log_y(panel)
+    fig, _renderer = _drawn([panel, panel], (2, 1))
+    try:
+        ax = fig.axes[0]
+        low, high = ax.get_ylim()
+        labelled = [t.get_text() for t in ax.get_yticklabels()
+                    if t.get_text() and low <= t.get_position()[1] <= high]  # fmt: skip
+        assert len(labelled) >= 3, labelled
+        assert "10" in labelled and "20" in labelled
+    finally:
+        plt.close(fig)
+
+
+def test_a_files_axis_counts_whole_files() -> None:
+    """Three custom archives of one file each: the axis read 0, 0.2, 0.4 ... 1 files."""
+    import matplotlib.pyplot as plt
+
+    panel = plots.Panel("files in the archive", "files", [
+        plots.Series(str(m), f"{m} -Fc", Contender("pg_dump", m, "custom"), "o", {1000: 1.0})
+        for m in (16, 17, 18)
+    ])  # fmt: skip
+    fig, _renderer = _drawn([panel], (1, 1))
+    try:
+        labels = [t.get_text() for t in fig.axes[0].get_yticklabels() if t.get_text()]
+        assert labels and all(label.replace(",", "").isdigit() for label in labels), labels
+    finally:
+        plt.close(fig)
