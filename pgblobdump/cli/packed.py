@@ -15,7 +15,7 @@ import click
 from pgblobdump import storage as places
 from pgblobdump.cli.completion import complete_major
 from pgblobdump.cli.options import F, connection_options, output_options
-from pgblobdump.cli.output import Format, emit
+from pgblobdump.cli.output import Format, emit, write_listing
 from pgblobdump.cli.pipes import silence_stdout
 from pgblobdump.cli.progress import note, reporter
 from pgblobdump.cli.types import COLUMN, OID, OIDS, PART, SIZE
@@ -260,6 +260,12 @@ def verify(archive: str, target: ConnectionTarget, bases: tuple[str, ...], fmt: 
     volumes; with -d (or any connection option), also against that database: LOs
     missing, extra or different, by OID. Exits 1 when the database differs.
 
+    Prints the archive's counts; with -d, the differences (one row per LO) and then the
+    counts with the database's verdict; --json prints one object with the archive's
+    counts, "differences" (a list, empty when equal) and "missing", "extra", "differs";
+    --csv and --markdown print the differences under their header (only the header when
+    equal).
+
     Example: pgblobdump verify lobs.pbd -d mydb --json
     """
     chain = Chain.open(archive, bases)
@@ -277,20 +283,31 @@ def verify(archive: str, target: ConnectionTarget, bases: tuple[str, ...], fmt: 
         emit(_result_table("archive is sound", record), fmt, record)
         return
     columns = ["oid", "what", "detail"]
-    found = 0
+    counts = {"missing": 0, "extra": 0, "differs": 0}
 
     def counted(rows: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
-        nonlocal found
         for row in rows:
-            found += 1
+            counts[row["what"]] += 1
             yield row
 
     with reporter("comparing with the database", 0) as rep:
-        rows = (dataclasses.asdict(d) for d in compare_database(a, target.conninfo(), rep))
-        first = stream.started(rows)
-        if first is not None:
-            stream.write_rows(sys.stdout, fmt, columns, counted(first))
-    if first is None:
+        rows = counted(dataclasses.asdict(d) for d in compare_database(a, target.conninfo(), rep))
+        if fmt is Format.JSON:
+            stream.write_json_object(sys.stdout, record, "differences", rows, lambda: counts)
+        else:
+            listed = stream.started(rows)
+            if listed is not None or fmt is not Format.TABLE:  # CSV/Markdown: the header too
+                write_listing(fmt, columns, listed or iter(()), numeric=["oid"])
+    found = sum(counts.values())
+    if fmt is Format.TABLE:
+        verdict = "differs from" if found else "equals"
+        seen = {
+            "LOs missing from the database": counts["missing"],
+            "LOs extra in the database": counts["extra"],
+            "LOs differing": counts["differs"],
+        }
+        emit(_result_table(f"archive is sound; the database {verdict} it", record | seen), fmt)
+    if not found:
         note(f"the database holds the archive's {check.los:,} LOs, equal")
         return
     click.echo(f"Error: the database differs from the archive: {found:,} differences"
@@ -327,7 +344,7 @@ def ls_cmd(archive: str, oids: tuple[int, int], bases: tuple[str, ...], fmt: For
                 row["archive"] = chain.holder(r)
             yield row
 
-    stream.write_rows(sys.stdout, fmt, columns, rows())
+    write_listing(fmt, columns, rows(), numeric=["oid", "size"], show={"size": "{:,}".format})
 
 
 @click.command("cat")

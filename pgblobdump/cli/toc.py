@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from pgblobdump.cli.options import output_options
-from pgblobdump.cli.output import Format, emit
+from pgblobdump.cli.output import Format, emit, write_listing
 from pgblobdump.cli.types import OID
 from pgblobdump.errors import UsageError
 from pgblobdump.fileio import write_atomically
@@ -152,7 +152,13 @@ def los_cmd(archive: Path, no_sizes: bool, fmt: Format) -> None:
             {"oid": oid, "owner": owner, "size": size, "acl": list(acl), "comment": comment}
             for oid, owner, acl, comment, size, _group in rows
         )
-        stream.write_rows(sys.stdout, fmt, ["oid", "owner", "size", "acl", "comment"], records)
+        write_listing(
+            fmt,
+            ["oid", "owner", "size", "acl", "comment"],
+            records,
+            numeric=["oid", "size"],
+            show={"size": lambda v: "" if v is None else f"{v:,}"},
+        )
 
 
 CACHE_MAX = 1024
