@@ -19,7 +19,13 @@ from pgblobdump.cli.output import Format, emit, write_listing
 from pgblobdump.cli.pipes import silence_stdout
 from pgblobdump.cli.progress import note, reporter
 from pgblobdump.cli.types import COLUMN, OID, OIDS, PART, SIZE
-from pgblobdump.errors import CorruptArchive, FileError, UsageError
+from pgblobdump.errors import (
+    CorruptArchive,
+    FileError,
+    NotAnArchive,
+    PgBlobDumpError,
+    UsageError,
+)
 from pgblobdump.fileio import refuse_input, write_atomically
 from pgblobdump.packed import DumpRequest, OnConflict, RestoreRequest, restore_archive
 from pgblobdump.packed import dump as run_dump
@@ -67,9 +73,36 @@ BASES = click.option(
     help="An incremental archive's base, where its manifest does not say (repeatable;"
     " matched by checksum).",
 )
+OUTPUT_FILE = click.option(
+    "-o", "--output", type=click.Path(path_type=Path, dir_okay=False, allow_dash=True),
+    metavar="FILE|-", help="Write to FILE instead of stdout (- is stdout too).",
+)  # fmt: skip
+STDOUT = Path(places.STREAM)
+"""What ``-o -`` parses to: standard output."""
+
 ONLY_OIDS = click.option(
     "--oids", type=OIDS, default="", help="Only LOs with OIDs in this range (1000-5000)."
 )
+
+
+@contextlib.contextmanager
+def _pg_dump_hint(archive: str, command: str) -> Iterator[None]:
+    """NotAnArchive for a pg_dump archive (custom, directory or tar) says so and names
+    ``command``, which reads it; any other error goes through unchanged."""
+    try:
+        yield
+    except NotAnArchive as e:
+        path = places.local_path(archive)
+        if path is None or archive == places.STREAM:
+            raise
+        from pgblobdump.toc.reader import open_archive
+
+        try:
+            with open_archive(path) as a:  # its header only
+                kind = a.kind
+        except PgBlobDumpError:
+            raise e from None
+        raise NotAnArchive(f"{e}; it is a pg_dump {kind} archive: {command} reads it") from e
 
 
 def new_directory(output: str) -> contextlib.AbstractContextManager[Storage]:
@@ -135,6 +168,11 @@ def dump(target: ConnectionTarget, output: str, oids: tuple[int, int],
                       level, full, pg_dump_major, since)  # fmt: skip
     conninfo = target.conninfo()
     if output == places.STREAM:
+        if fmt is not Format.TABLE:
+            raise UsageError(
+                f"--{fmt.value} prints to stdout, which -o - fills with the archive: drop it"
+                " (the summary goes to stderr) or give -o DIR"
+            )
         if sys.stdout.isatty():
             raise UsageError("-o - writes binary data: redirect stdout to a file or a pipe")
         try:
@@ -327,7 +365,8 @@ def ls_cmd(archive: str, oids: tuple[int, int], bases: tuple[str, ...], fmt: For
 
     Example: pgblobdump ls lobs.pbd --oids 16384-17000 --csv
     """
-    chain = Chain.open(archive, bases)
+    with _pg_dump_hint(archive, f"pgblobdump toc los {shlex.quote(archive)}"):
+        chain = Chain.open(archive, bases)
     first, last = oids
     index = chain.index
     columns = ["oid", "size", "owner", "acl", "comment"]
@@ -350,8 +389,7 @@ def ls_cmd(archive: str, oids: tuple[int, int], bases: tuple[str, ...], fmt: For
 @click.command("cat")
 @ARCHIVE
 @click.argument("oid", type=OID)
-@click.option("-o", "--output", type=click.Path(path_type=Path, dir_okay=False),
-              help="Write to FILE instead of stdout.")  # fmt: skip
+@OUTPUT_FILE
 @BASES
 def cat_cmd(archive: str, oid: int, output: Path | None, bases: tuple[str, ...]) -> None:
     """Write one LO's bytes to stdout or FILE, reading only its index block and frames
@@ -359,9 +397,10 @@ def cat_cmd(archive: str, oid: int, output: Path | None, bases: tuple[str, ...])
 
     Example: pgblobdump cat lobs.pbd 16401 -o picture.png
     """
-    chain = Chain.open(archive, bases)
+    with _pg_dump_hint(archive, f"pgblobdump toc extract {shlex.quote(archive)} {oid}"):
+        chain = Chain.open(archive, bases)
     chain.top.find(oid)  # NotFound before any output
-    if output is None:
+    if output is None or output == STDOUT:
         out = sys.stdout.buffer
         for piece in chain.read_lo(oid):
             out.write(piece)
@@ -469,6 +508,11 @@ def unpack_cmd(archive: str, output: str, out_format: str, pg_dump_major: int | 
     """
     from pgblobdump.packed.unpack import unpack, unpack_custom
 
+    if output == places.STREAM:
+        raise UsageError(
+            "- is standard output, which cannot hold a pg_dump archive (a directory, or a"
+            " custom file whose offsets are written after its data): name a new one"
+        )
     if places.local_path(output) is None:
         raise UsageError("unpack writes a pg_dump archive for pg_restore: give a local -o")
     a = packed_source.directory(archive)

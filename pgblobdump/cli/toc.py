@@ -247,8 +247,9 @@ def diff(a: Path, b: Path, fmt: Format) -> None:
 @toc.command()
 @ARCHIVE
 @click.argument("oid", type=OID)
-@click.option("-o", "--output", type=click.Path(path_type=Path, dir_okay=False),
-              help="Write to FILE instead of stdout.")  # fmt: skip
+@click.option("-o", "--output", metavar="FILE|-",
+              type=click.Path(path_type=Path, dir_okay=False, allow_dash=True),
+              help="Write to FILE instead of stdout (- is stdout too).")  # fmt: skip
 def extract(archive: Path, oid: int, output: Path | None) -> None:
     """Write one large object's bytes, decompressed, to stdout or FILE.
 
@@ -257,6 +258,8 @@ def extract(archive: Path, oid: int, output: Path | None) -> None:
 
     Example: pgblobdump toc extract db.dump 16401 -o picture.png
     """
+    if output == Path("-"):
+        output = None
     with open_archive(archive) as a:
         _refuse_writing_into(a, output)
         pieces = los.extract(a, oid)
