@@ -21,7 +21,9 @@ from pgblobdump.cli.progress import note, reporter
 from pgblobdump.cli.types import COLUMN, OID, OIDS, PART, SIZE
 from pgblobdump.errors import (
     CorruptArchive,
+    DamagedData,
     FileError,
+    LosSkipped,
     NotAnArchive,
     PgBlobDumpError,
     UsageError,
@@ -223,7 +225,8 @@ def dump(target: ConnectionTarget, output: str, oids: tuple[int, int],
 @click.option(
     "--skip-damaged",
     is_flag=True,
-    help="Restore what is intact of a damaged directory archive; name the LOs skipped.",
+    help="Restore what is intact of a damaged directory archive; name the LOs skipped"
+    " (then exit 14, after the report).",
 )
 @click.option(
     "--full",
@@ -259,11 +262,30 @@ def restore(archive: str, target: ConnectionTarget, no_owner: bool, no_acl: bool
     req = RestoreRequest(no_owner, no_acl, no_comments, OnConflict(on_conflict), resume,
                          skip_damaged, full, part, jobs, bases)  # fmt: skip
     again = resume_command(archive, target, req)
-    with reporter("restoring LOs", 0) as rep:
-        result = restore_archive(target.conninfo(), archive, req, rep, again)
+    try:
+        with reporter("restoring LOs", 0) as rep:
+            result = restore_archive(target.conninfo(), archive, req, rep, again)
+    except DamagedData as e:
+        raise DamagedData(
+            f"{e}; restore --skip-damaged restores the LOs the damage spares and names"
+            " those it skips (exit 14)"
+        ) from e
     record = dataclasses.asdict(result)
     record["seconds"] = round(result.seconds, 3)
     emit(_result_table("restored", record), fmt, record)
+    if result.damaged:
+        raise LosSkipped(
+            f"restored {result.los:,} LOs and skipped {result.damaged:,} of the damaged"
+            f" archive (OIDs {_first_ranges(result.damaged_oids)}); restore those from"
+            " another copy"
+        )
+
+
+def _first_ranges(ranges: str, keep: int = 3) -> str:
+    """The first ``keep`` of OID ranges ``1..5, 9, 12..20``, and how many more."""
+    parts = ranges.split(", ")
+    more = len(parts) - keep
+    return ", ".join(parts[:keep]) + (f" and {more:,} more ranges" if more > 0 else "")
 
 
 def resume_command(archive: str, target: ConnectionTarget, req: RestoreRequest) -> str:
@@ -311,8 +333,7 @@ def verify(archive: str, target: ConnectionTarget, bases: tuple[str, ...], fmt: 
     with reporter("checking files", 0) as rep:
         check = check_chain(chain, rep)
     if not check.ok:
-        more = len(check.problems) - 1
-        raise CorruptArchive(f"{check.problems[0]}" + (f" (and {more} more)" if more else ""))
+        raise CorruptArchive(_problems(check.problems, skippable=check.data_only))
     record: dict[str, Any] = {"files": check.files, "los": check.los, "bytes": check.bytes}
     if chain.incremental:
         record["bases_checked"] = sum(k.archive is not None for k in chain.links)
@@ -351,6 +372,18 @@ def verify(archive: str, target: ConnectionTarget, bases: tuple[str, ...], fmt: 
     click.echo(f"Error: the database differs from the archive: {found:,} differences"
                " (listed on stdout)", err=True)  # fmt: skip
     raise SystemExit(1)
+
+
+def _problems(problems: list[str], skippable: bool, shown: int = 3) -> str:
+    """verify's one line for what it found: the first ``shown`` problems, how many more,
+    and, when only data volumes are damaged, the restore that reads past them."""
+    line = "; ".join(problems[:shown])
+    more = len(problems) - shown
+    if more > 0:
+        line += f"; and {more:,} more problem{'s' if more > 1 else ''}"
+    if skippable:
+        line += "; restore --skip-damaged restores the LOs the damage spares"
+    return line
 
 
 @click.command("ls")

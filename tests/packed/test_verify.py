@@ -112,3 +112,9 @@ def test_damage_is_named(dumped: tuple[str, Path], tmp_path: Path, damage: str) 
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("Error: "), result.stderr
     assert want in lines[0]
+    # Before: "(and 1 more)", saying neither what the other was nor what reads past it.
+    assert "more)" not in lines[0]
+    hint = "; restore --skip-damaged restores the LOs the damage spares"
+    assert lines[0].endswith(hint) == (damage in ("flip", "truncate")), lines[0]
+    if damage == "flip":  # the file's checksum, then the frame that reading met
+        assert lines[0].count(f"{volume.name}: ") == 2 and "frame at byte" in lines[0]
