@@ -1,9 +1,12 @@
 """Every command that takes --json prints one JSON document on stdout in a normal run,
-including when nothing differs or nothing is listed; the commands are read from the click
-tree, so a new one fails here until it has a recipe below."""
+including when nothing differs or nothing is listed, and every --csv at least its header
+line; the commands are read from the click tree, so a new one fails here until it has a
+recipe below."""
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -162,3 +165,18 @@ def test_json_is_one_document_on_stdout(command: str, scene: Scene) -> None:
         assert result.exit_code == 0, (args, result.stdout, result.stderr)
         assert result.stdout.strip(), f"{command} {args} --json printed nothing on stdout"
         json.loads(result.stdout)
+
+
+CSV_COMMANDS = commands_with("--csv")
+
+
+@pytest.mark.parametrize("command", CSV_COMMANDS)
+def test_csv_has_its_header_line_at_least(command: str, scene: Scene) -> None:
+    recipe = RECIPES.get(command)
+    assert recipe is not None, f"{command} takes --csv: give it a recipe in RECIPES"
+    for args in recipe(scene):
+        result = run(*command.split(), *args, "--csv")
+        assert result.exit_code == 0, (args, result.stdout, result.stderr)
+        rows = list(csv.reader(io.StringIO(result.stdout)))
+        assert rows and all(rows[0]), f"{command} {args} --csv printed no header: {rows}"
+        assert all(len(r) == len(rows[0]) for r in rows), rows
