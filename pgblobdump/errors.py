@@ -68,6 +68,12 @@ class CorruptArchive(ArchiveError):
     """A pg_dump archive that ends early or holds impossible values."""
 
 
+class DamagedData(CorruptArchive):
+    """Damage in a packed archive's data volumes (a frame, a volume's end, the volume
+    itself) that ``restore --skip-damaged`` reads past, naming from the index the LOs it
+    loses; the index and manifest are sound."""
+
+
 class NotFound(PgBlobDumpError):
     """A named object (an OID in an archive, a results folder) does not exist."""
 
@@ -106,6 +112,14 @@ class UnsafeToRemove(PgBlobDumpError):
     may hold OIDs and that no ``--references`` names), so it cannot tell orphans apart."""
 
     exit_code = 13
+
+
+class LosSkipped(PgBlobDumpError):
+    """``restore --skip-damaged`` finished, and left out the LOs of the damaged parts of
+    its archive (its report, printed first, counts and names them): the database is
+    not the archive's. Its own code, so a script tells it from a whole restore (0)."""
+
+    exit_code = 14
 
 
 def from_os_error(e: OSError, doing: str = "", what: str | None = None) -> PgBlobDumpError:

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table as RichTable
 
-from pgblobdump.report import Table, to_csv, to_json, to_markdown
+from pgblobdump.report import Table, stream, to_csv, to_json, to_markdown
 from pgblobdump.report.formats import Format
 
-__all__ = ["Format", "emit", "rich_table", "stderr_console", "stdout_console"]
+__all__ = ["Format", "emit", "rich_table", "stderr_console", "stdout_console", "write_listing"]
 
 
 PIPE_WIDTH = 200
@@ -59,3 +60,20 @@ def emit(table: Table, fmt: Format, json_value: Any = None) -> None:
         console.print(rich_table(table))
         for note in table.notes:
             console.print(f"[dim]{note}[/dim]")
+
+
+def write_listing(
+    fmt: Format,
+    columns: Sequence[str],
+    records: Iterable[dict[str, Any]],
+    numeric: Collection[str] = (),
+    show: Mapping[str, Callable[[Any], str]] | None = None,
+) -> None:
+    """A listing too long to hold (a million LOs), streamed to stdout: JSON, CSV or
+    Markdown as asked; else, on a terminal, aligned columns for people (``numeric``
+    ones right-aligned, ``show`` formatting a column), and tab-separated lines under a
+    header line when stdout is a pipe or a file (for cut and awk)."""
+    if fmt is Format.TABLE and sys.stdout.isatty():
+        stream.write_aligned(sys.stdout, columns, records, numeric, show)
+    else:
+        stream.write_rows(sys.stdout, fmt, columns, records)

@@ -15,11 +15,19 @@ import click
 from pgblobdump import storage as places
 from pgblobdump.cli.completion import complete_major
 from pgblobdump.cli.options import F, connection_options, output_options
-from pgblobdump.cli.output import Format, emit
+from pgblobdump.cli.output import Format, emit, write_listing
 from pgblobdump.cli.pipes import silence_stdout
 from pgblobdump.cli.progress import note, reporter
 from pgblobdump.cli.types import COLUMN, OID, OIDS, PART, SIZE
-from pgblobdump.errors import CorruptArchive, FileError, UsageError
+from pgblobdump.errors import (
+    CorruptArchive,
+    DamagedData,
+    FileError,
+    LosSkipped,
+    NotAnArchive,
+    PgBlobDumpError,
+    UsageError,
+)
 from pgblobdump.fileio import refuse_input, write_atomically
 from pgblobdump.packed import DumpRequest, OnConflict, RestoreRequest, restore_archive
 from pgblobdump.packed import dump as run_dump
@@ -67,9 +75,36 @@ BASES = click.option(
     help="An incremental archive's base, where its manifest does not say (repeatable;"
     " matched by checksum).",
 )
+OUTPUT_FILE = click.option(
+    "-o", "--output", type=click.Path(path_type=Path, dir_okay=False, allow_dash=True),
+    metavar="FILE|-", help="Write to FILE instead of stdout (- is stdout too).",
+)  # fmt: skip
+STDOUT = Path(places.STREAM)
+"""What ``-o -`` parses to: standard output."""
+
 ONLY_OIDS = click.option(
     "--oids", type=OIDS, default="", help="Only LOs with OIDs in this range (1000-5000)."
 )
+
+
+@contextlib.contextmanager
+def _pg_dump_hint(archive: str, command: str) -> Iterator[None]:
+    """NotAnArchive for a pg_dump archive (custom, directory or tar) says so and names
+    ``command``, which reads it; any other error goes through unchanged."""
+    try:
+        yield
+    except NotAnArchive as e:
+        path = places.local_path(archive)
+        if path is None or archive == places.STREAM:
+            raise
+        from pgblobdump.toc.reader import open_archive
+
+        try:
+            with open_archive(path) as a:  # its header only
+                kind = a.kind
+        except PgBlobDumpError:
+            raise e from None
+        raise NotAnArchive(f"{e}; it is a pg_dump {kind} archive: {command} reads it") from e
 
 
 def new_directory(output: str) -> contextlib.AbstractContextManager[Storage]:
@@ -135,6 +170,11 @@ def dump(target: ConnectionTarget, output: str, oids: tuple[int, int],
                       level, full, pg_dump_major, since)  # fmt: skip
     conninfo = target.conninfo()
     if output == places.STREAM:
+        if fmt is not Format.TABLE:
+            raise UsageError(
+                f"--{fmt.value} prints to stdout, which -o - fills with the archive: drop it"
+                " (the summary goes to stderr) or give -o DIR"
+            )
         if sys.stdout.isatty():
             raise UsageError("-o - writes binary data: redirect stdout to a file or a pipe")
         try:
@@ -185,7 +225,8 @@ def dump(target: ConnectionTarget, output: str, oids: tuple[int, int],
 @click.option(
     "--skip-damaged",
     is_flag=True,
-    help="Restore what is intact of a damaged directory archive; name the LOs skipped.",
+    help="Restore what is intact of a damaged directory archive; name the LOs skipped"
+    " (then exit 14, after the report).",
 )
 @click.option(
     "--full",
@@ -221,11 +262,30 @@ def restore(archive: str, target: ConnectionTarget, no_owner: bool, no_acl: bool
     req = RestoreRequest(no_owner, no_acl, no_comments, OnConflict(on_conflict), resume,
                          skip_damaged, full, part, jobs, bases)  # fmt: skip
     again = resume_command(archive, target, req)
-    with reporter("restoring LOs", 0) as rep:
-        result = restore_archive(target.conninfo(), archive, req, rep, again)
+    try:
+        with reporter("restoring LOs", 0) as rep:
+            result = restore_archive(target.conninfo(), archive, req, rep, again)
+    except DamagedData as e:
+        raise DamagedData(
+            f"{e}; restore --skip-damaged restores the LOs the damage spares and names"
+            " those it skips (exit 14)"
+        ) from e
     record = dataclasses.asdict(result)
     record["seconds"] = round(result.seconds, 3)
     emit(_result_table("restored", record), fmt, record)
+    if result.damaged:
+        raise LosSkipped(
+            f"restored {result.los:,} LOs and skipped {result.damaged:,} of the damaged"
+            f" archive (OIDs {_first_ranges(result.damaged_oids)}); restore those from"
+            " another copy"
+        )
+
+
+def _first_ranges(ranges: str, keep: int = 3) -> str:
+    """The first ``keep`` of OID ranges ``1..5, 9, 12..20``, and how many more."""
+    parts = ranges.split(", ")
+    more = len(parts) - keep
+    return ", ".join(parts[:keep]) + (f" and {more:,} more ranges" if more > 0 else "")
 
 
 def resume_command(archive: str, target: ConnectionTarget, req: RestoreRequest) -> str:
@@ -260,6 +320,12 @@ def verify(archive: str, target: ConnectionTarget, bases: tuple[str, ...], fmt: 
     volumes; with -d (or any connection option), also against that database: LOs
     missing, extra or different, by OID. Exits 1 when the database differs.
 
+    Prints the archive's counts; with -d, the differences (one row per LO) and then the
+    counts with the database's verdict; --json prints one object with the archive's
+    counts, "differences" (a list, empty when equal) and "missing", "extra", "differs";
+    --csv and --markdown print the differences under their header (only the header when
+    equal).
+
     Example: pgblobdump verify lobs.pbd -d mydb --json
     """
     chain = Chain.open(archive, bases)
@@ -267,8 +333,7 @@ def verify(archive: str, target: ConnectionTarget, bases: tuple[str, ...], fmt: 
     with reporter("checking files", 0) as rep:
         check = check_chain(chain, rep)
     if not check.ok:
-        more = len(check.problems) - 1
-        raise CorruptArchive(f"{check.problems[0]}" + (f" (and {more} more)" if more else ""))
+        raise CorruptArchive(_problems(check.problems, skippable=check.data_only))
     record: dict[str, Any] = {"files": check.files, "los": check.los, "bytes": check.bytes}
     if chain.incremental:
         record["bases_checked"] = sum(k.archive is not None for k in chain.links)
@@ -277,25 +342,48 @@ def verify(archive: str, target: ConnectionTarget, bases: tuple[str, ...], fmt: 
         emit(_result_table("archive is sound", record), fmt, record)
         return
     columns = ["oid", "what", "detail"]
-    found = 0
+    counts = {"missing": 0, "extra": 0, "differs": 0}
 
     def counted(rows: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
-        nonlocal found
         for row in rows:
-            found += 1
+            counts[row["what"]] += 1
             yield row
 
     with reporter("comparing with the database", 0) as rep:
-        rows = (dataclasses.asdict(d) for d in compare_database(a, target.conninfo(), rep))
-        first = stream.started(rows)
-        if first is not None:
-            stream.write_rows(sys.stdout, fmt, columns, counted(first))
-    if first is None:
+        rows = counted(dataclasses.asdict(d) for d in compare_database(a, target.conninfo(), rep))
+        if fmt is Format.JSON:
+            stream.write_json_object(sys.stdout, record, "differences", rows, lambda: counts)
+        else:
+            listed = stream.started(rows)
+            if listed is not None or fmt is not Format.TABLE:  # CSV/Markdown: the header too
+                write_listing(fmt, columns, listed or iter(()), numeric=["oid"])
+    found = sum(counts.values())
+    if fmt is Format.TABLE:
+        verdict = "differs from" if found else "equals"
+        seen = {
+            "LOs missing from the database": counts["missing"],
+            "LOs extra in the database": counts["extra"],
+            "LOs differing": counts["differs"],
+        }
+        emit(_result_table(f"archive is sound; the database {verdict} it", record | seen), fmt)
+    if not found:
         note(f"the database holds the archive's {check.los:,} LOs, equal")
         return
     click.echo(f"Error: the database differs from the archive: {found:,} differences"
                " (listed on stdout)", err=True)  # fmt: skip
     raise SystemExit(1)
+
+
+def _problems(problems: list[str], skippable: bool, shown: int = 3) -> str:
+    """verify's one line for what it found: the first ``shown`` problems, how many more,
+    and, when only data volumes are damaged, the restore that reads past them."""
+    line = "; ".join(problems[:shown])
+    more = len(problems) - shown
+    if more > 0:
+        line += f"; and {more:,} more problem{'s' if more > 1 else ''}"
+    if skippable:
+        line += "; restore --skip-damaged restores the LOs the damage spares"
+    return line
 
 
 @click.command("ls")
@@ -310,7 +398,8 @@ def ls_cmd(archive: str, oids: tuple[int, int], bases: tuple[str, ...], fmt: For
 
     Example: pgblobdump ls lobs.pbd --oids 16384-17000 --csv
     """
-    chain = Chain.open(archive, bases)
+    with _pg_dump_hint(archive, f"pgblobdump toc los {shlex.quote(archive)}"):
+        chain = Chain.open(archive, bases)
     first, last = oids
     index = chain.index
     columns = ["oid", "size", "owner", "acl", "comment"]
@@ -327,14 +416,13 @@ def ls_cmd(archive: str, oids: tuple[int, int], bases: tuple[str, ...], fmt: For
                 row["archive"] = chain.holder(r)
             yield row
 
-    stream.write_rows(sys.stdout, fmt, columns, rows())
+    write_listing(fmt, columns, rows(), numeric=["oid", "size"], show={"size": "{:,}".format})
 
 
 @click.command("cat")
 @ARCHIVE
 @click.argument("oid", type=OID)
-@click.option("-o", "--output", type=click.Path(path_type=Path, dir_okay=False),
-              help="Write to FILE instead of stdout.")  # fmt: skip
+@OUTPUT_FILE
 @BASES
 def cat_cmd(archive: str, oid: int, output: Path | None, bases: tuple[str, ...]) -> None:
     """Write one LO's bytes to stdout or FILE, reading only its index block and frames
@@ -342,9 +430,10 @@ def cat_cmd(archive: str, oid: int, output: Path | None, bases: tuple[str, ...])
 
     Example: pgblobdump cat lobs.pbd 16401 -o picture.png
     """
-    chain = Chain.open(archive, bases)
+    with _pg_dump_hint(archive, f"pgblobdump toc extract {shlex.quote(archive)} {oid}"):
+        chain = Chain.open(archive, bases)
     chain.top.find(oid)  # NotFound before any output
-    if output is None:
+    if output is None or output == STDOUT:
         out = sys.stdout.buffer
         for piece in chain.read_lo(oid):
             out.write(piece)
@@ -452,6 +541,11 @@ def unpack_cmd(archive: str, output: str, out_format: str, pg_dump_major: int | 
     """
     from pgblobdump.packed.unpack import unpack, unpack_custom
 
+    if output == places.STREAM:
+        raise UsageError(
+            "- is standard output, which cannot hold a pg_dump archive (a directory, or a"
+            " custom file whose offsets are written after its data): name a new one"
+        )
     if places.local_path(output) is None:
         raise UsageError("unpack writes a pg_dump archive for pg_restore: give a local -o")
     a = packed_source.directory(archive)

@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from pgblobdump.cli.options import output_options
-from pgblobdump.cli.output import Format, emit
+from pgblobdump.cli.output import Format, emit, write_listing
 from pgblobdump.cli.types import OID
 from pgblobdump.errors import UsageError
 from pgblobdump.fileio import write_atomically
@@ -152,7 +152,13 @@ def los_cmd(archive: Path, no_sizes: bool, fmt: Format) -> None:
             {"oid": oid, "owner": owner, "size": size, "acl": list(acl), "comment": comment}
             for oid, owner, acl, comment, size, _group in rows
         )
-        stream.write_rows(sys.stdout, fmt, ["oid", "owner", "size", "acl", "comment"], records)
+        write_listing(
+            fmt,
+            ["oid", "owner", "size", "acl", "comment"],
+            records,
+            numeric=["oid", "size"],
+            show={"size": lambda v: "" if v is None else f"{v:,}"},
+        )
 
 
 CACHE_MAX = 1024
@@ -241,8 +247,9 @@ def diff(a: Path, b: Path, fmt: Format) -> None:
 @toc.command()
 @ARCHIVE
 @click.argument("oid", type=OID)
-@click.option("-o", "--output", type=click.Path(path_type=Path, dir_okay=False),
-              help="Write to FILE instead of stdout.")  # fmt: skip
+@click.option("-o", "--output", metavar="FILE|-",
+              type=click.Path(path_type=Path, dir_okay=False, allow_dash=True),
+              help="Write to FILE instead of stdout (- is stdout too).")  # fmt: skip
 def extract(archive: Path, oid: int, output: Path | None) -> None:
     """Write one large object's bytes, decompressed, to stdout or FILE.
 
@@ -251,6 +258,8 @@ def extract(archive: Path, oid: int, output: Path | None) -> None:
 
     Example: pgblobdump toc extract db.dump 16401 -o picture.png
     """
+    if output == Path("-"):
+        output = None
     with open_archive(archive) as a:
         _refuse_writing_into(a, output)
         pieces = los.extract(a, oid)

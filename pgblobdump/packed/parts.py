@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 
-from pgblobdump.errors import CorruptArchive, UsageError
+from pgblobdump.errors import CorruptArchive, DamagedData, UsageError
 from pgblobdump.packed.format import volume_name, volume_of
 from pgblobdump.packed.reader import (
     Damaged,
@@ -102,7 +102,9 @@ def share_items(
                         break
         except CorruptArchive as e:  # the volume itself: missing, or no volume header
             if not skip_damaged:
-                raise
+                if isinstance(e, DamagedData):  # met further down already
+                    raise
+                raise DamagedData(str(e)) from e  # restore names --skip-damaged
             damaged = True
             cut = asm.drop_open()
             lost = [o for o in archive._lost_after(name, 0) if first <= o <= last]

@@ -13,6 +13,7 @@ import xxhash
 
 from pgblobdump.errors import (
     CorruptArchive,
+    DamagedData,
     NotAnArchive,
     NotFound,
     UnsupportedArchive,
@@ -381,7 +382,9 @@ class PackedDirectory:
                 yield from self._frame_items(frames, name, asm, skip)
         except CorruptArchive as e:  # the volume itself: missing, or no volume header
             if not skip:
-                raise
+                if isinstance(e, DamagedData):  # met further down already
+                    raise
+                raise DamagedData(str(e)) from e  # restore names --skip-damaged
             cut = asm.drop_open()
             lost = self._lost_after(name, 0)
             yield Damaged(lost if cut is None else [cut, *lost], f"{self.where}/{name}", str(e))
@@ -400,7 +403,9 @@ class PackedDirectory:
                 out = asm.items(frame, frames.name)
             except CorruptArchive as e:
                 if not skip:
-                    raise
+                    if isinstance(e, DamagedData):  # met further down already
+                        raise
+                    raise DamagedData(str(e)) from e  # restore names --skip-damaged
                 cut = asm.drop_open()
                 lost, resume = self._lost(name, start)
                 if cut is not None:

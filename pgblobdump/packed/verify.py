@@ -36,10 +36,20 @@ class ArchiveCheck:
     los: int = 0
     bytes: int = 0
     problems: list[str] = field(default_factory=list)
+    damaged_files: list[str] = field(default_factory=list)
+    """The files among the problems: missing, of another size or checksum."""
 
     @property
     def ok(self) -> bool:
         return not self.problems
+
+    @property
+    def data_only(self) -> bool:
+        """Damage in data volumes only, the manifest and index sound: what restore
+        --skip-damaged reads past."""
+        return bool(self.damaged_files) and all(
+            f.startswith("data-") and f.endswith(".pbd") for f in self.damaged_files
+        )
 
 
 def check_archive(archive: PackedDirectory, reporter: Reporter = QUIET) -> ArchiveCheck:
@@ -64,10 +74,12 @@ def check_archive(archive: PackedDirectory, reporter: Reporter = QUIET) -> Archi
         result.files += 1
         if not storage.exists(name):
             result.problems.append(f"{name}: missing")
+            result.damaged_files.append(name)
             continue
         size = storage.size(name)
         if size != f["size"]:
             result.problems.append(f"{name}: {size:,} bytes, the manifest says {f['size']:,}")
+            result.damaged_files.append(name)
             continue
         h = xxhash.xxh3_128()
         with storage.open(name) as fh:
@@ -77,6 +89,7 @@ def check_archive(archive: PackedDirectory, reporter: Reporter = QUIET) -> Archi
                 reporter.progress(k, hashed)
         if h.hexdigest() != f["xxh3_128"]:
             result.problems.append(f"{name}: damaged (its checksum differs from the manifest's)")
+            result.damaged_files.append(name)
     reporter.progress(len(listed), hashed)
     if any(p.startswith(f"{INDEX_NAME}: ") for p in result.problems):
         return result  # the LOs are checked against the index, which is not to be read
@@ -144,6 +157,7 @@ def check_chain(chain: Chain, reporter: Reporter = QUIET) -> ArchiveCheck:
         sub = check_archive(link.archive, reporter)
         result.files += sub.files
         result.problems += sub.problems
+        result.damaged_files += [f"{link.where}/{f}" for f in sub.damaged_files]
         try:
             _carried_match(chain, link.depth, link.archive)
         except PgBlobDumpError as e:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import csv
 import itertools
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TextIO, TypeVar
 
 from pgblobdump.report.formats import Format
@@ -90,3 +90,71 @@ def write_rows(
         write_markdown(out, columns, records)
     else:
         write_tsv(out, columns, records)
+
+
+def write_json_object(
+    out: TextIO,
+    head: Mapping[str, Any],
+    key: str,
+    records: Iterable[dict[str, Any]],
+    tail: Callable[[], Mapping[str, Any]],
+) -> None:
+    """One JSON object: ``head``'s fields, then ``key``: the records as an array written as
+    they come, then ``tail()``'s fields (counts, known only once the records are out).
+    The first record is fetched before the ``{``, as in every writer here."""
+    rows = started(records)
+    out.write("{")
+    for k, v in head.items():
+        out.write(f"\n  {json.dumps(k)}: {json.dumps(v, ensure_ascii=False)},")
+    out.write(f"\n  {json.dumps(key)}: [")
+    sep = "\n    "
+    for rec in rows or ():
+        out.write(sep)
+        out.write(json.dumps(rec, ensure_ascii=False))
+        sep = ",\n    "
+    out.write("\n  ]" if rows is not None else "]")
+    for k, v in tail().items():
+        out.write(f",\n  {json.dumps(k)}: {json.dumps(v, ensure_ascii=False)}")
+    out.write("\n}\n")
+
+
+ALIGN_SAMPLE = 1000
+"""Rows read before an aligned listing starts: its column widths are theirs."""
+
+
+def write_aligned(
+    out: TextIO,
+    columns: Sequence[str],
+    records: Iterable[dict[str, Any]],
+    numeric: Collection[str] = (),
+    show: Mapping[str, Callable[[Any], str]] | None = None,
+) -> None:
+    """A table for people, streamed: the header and rows in columns as wide as the first
+    ALIGN_SAMPLE rows need (a later, wider cell pushes its row right, never cut), the
+    ``numeric`` columns right-aligned, the last column left unpadded. ``show`` formats a
+    column's values (default: ``cell``)."""
+    rows = started(records)
+    fmt = {c: (show or {}).get(c, cell) for c in columns}
+
+    def cells(rec: dict[str, Any]) -> list[str]:
+        return [fmt[c](rec[c]).replace("\n", " ") for c in columns]
+
+    sample = [cells(r) for r in itertools.islice(rows, ALIGN_SAMPLE)] if rows else []
+    widths = [max([len(c), *(len(r[i]) for r in sample)]) for i, c in enumerate(columns)]
+    last = len(columns) - 1
+
+    def line(values: Sequence[str]) -> str:
+        parts = []
+        for i, (v, w) in enumerate(zip(values, widths, strict=True)):
+            if columns[i] in numeric:
+                parts.append(v.rjust(w))
+            else:
+                parts.append(v if i == last else v.ljust(w))
+        return "  ".join(parts).rstrip() + "\n"
+
+    out.write(line(columns))
+    out.write("  ".join("-" * w for w in widths) + "\n")
+    for values in sample:
+        out.write(line(values))
+    for rec in rows or ():
+        out.write(line(cells(rec)))

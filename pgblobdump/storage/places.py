@@ -7,7 +7,7 @@ import contextlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from pgblobdump.errors import FileError, PgBlobDumpError
+from pgblobdump.errors import FileError, PgBlobDumpError, UsageError
 from pgblobdump.storage.base import CLAIM_NAME, Storage, why, widened
 from pgblobdump.storage.local import LocalDirectory
 from pgblobdump.storage.s3 import S3Prefix
@@ -44,7 +44,13 @@ def create_new(url: str, what: str, warn: Callable[[str], None] | None = None) -
     prefix holding nothing yet, in a bucket that exists. Either is claimed first
     (CLAIM_NAME, naming ``what`` holds it): of two runs given one place, one goes on and
     the other is refused. The claim is released when the block ends; one that cannot be
-    removed is named in the error, or after a run that succeeded passed to ``warn``."""
+    removed is named in the error, or after a run that succeeded passed to ``warn``.
+    ``-`` (standard output) is refused: a directory cannot go there."""
+    if url == STREAM:
+        raise UsageError(
+            f"- is standard output, which cannot hold the directory {what} writes:"
+            " name a new directory"
+        )
     p = local_path(url)
     if p is None:
         s3 = S3Prefix(url, create=True)

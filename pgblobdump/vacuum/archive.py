@@ -16,7 +16,7 @@ from collections.abc import Callable
 import psycopg
 from psycopg import sql
 
-from pgblobdump.errors import CorruptArchive, FileError
+from pgblobdump.errors import CorruptArchive, FileError, UsageError
 from pgblobdump.packed.dump import DumpRequest, dump
 from pgblobdump.packed.reader import PackedDirectory
 from pgblobdump.packed.verify import check_archive
@@ -30,7 +30,13 @@ VERIFIED = "pgbd_vacuum_verified"
 
 def check_place(url: str) -> None:
     """FileError before anything runs when ``url`` is a local path that is taken (a file,
-    or a directory with files in it): the same refusal ``create_new`` makes later."""
+    or a directory with files in it), and UsageError for ``-``: the same refusals
+    ``create_new`` makes later."""
+    if url == places.STREAM:
+        raise UsageError(
+            "--archive-to -: - is standard output, which cannot hold the archive (a"
+            " directory): name a new directory"
+        )
     p = places.local_path(url)
     if p is not None and p.exists() and (not p.is_dir() or any(p.iterdir())):
         raise FileError(f"{p} exists and is not an empty directory; choose a new name")

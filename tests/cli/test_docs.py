@@ -56,7 +56,7 @@ _MEANS = {
     errors.NotFound: "not found", errors.ExternalCommandFailed: "pg_dump/pg_restore failed",
     errors.InsufficientResources: "disk space", errors.FileError: "file or directory",
     errors.ObjectStorageError: "object storage",
-    errors.UnsafeToRemove: "vacuum refused",
+    errors.UnsafeToRemove: "vacuum refused", errors.LosSkipped: "restore --skip-damaged left out",
 }  # fmt: skip
 
 

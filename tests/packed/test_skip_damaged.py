@@ -1,5 +1,6 @@
-"""A damaged packed archive: restore refuses it and leaves nothing; with --skip-damaged
-it restores every intact LO, names the ones it skipped, and rolls back a large LO cut."""
+"""A damaged packed archive: restore refuses it, naming --skip-damaged, and leaves
+nothing; with --skip-damaged it restores every intact LO, names the ones it skipped,
+rolls back a large LO cut, and exits 14 after its report."""
 
 from __future__ import annotations
 
@@ -64,6 +65,18 @@ def _restore(path: Path, db: str, *extra: str) -> Result:
     return CliRunner().invoke(cli, ["restore", str(path), "-d", db, "--json", *extra])
 
 
+def skipped(done: Result, lost: int) -> None:
+    """A restore that skipped ``lost`` LOs: exit 14 (before: 0, which a script could not
+    tell from a whole restore), its JSON report first on stdout, then one Error line."""
+    assert done.exit_code == 14, done.output
+    report = json.loads(done.stdout)
+    assert report["damaged"] == lost and report["los"] > 0
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"Error: restored {report['los']:,} LOs and skipped {lost:,} of the"
+                           " damaged archive (OIDs "), last  # fmt: skip
+    assert last.endswith("); restore those from another copy"), last
+
+
 def _flip(path: Path, at: int) -> None:
     with path.open("r+b") as f:
         f.seek(at)
@@ -85,10 +98,15 @@ def test_a_damaged_frame(archive: Damageable, pg17: EmbeddedCluster, new_db: New
     refused = _restore(path, dst, "--jobs", jobs)
     assert refused.exit_code == 7, refused.output
     assert f"frame at byte {offset:,} is damaged" in refused.stderr
+    # Before: the error did not say that --skip-damaged reads past the damage.
+    assert refused.stderr.count("\n") == 1 and (
+        "; restore --skip-damaged restores the LOs the damage spares and names those it skips"
+        " (exit 14)" in refused.stderr
+    ), refused.stderr
     assert state(dst) == {}  # what was restored before the damage was met is removed
 
     done = _restore(path, dst, "--skip-damaged", "--jobs", jobs)
-    assert done.exit_code == 0, done.output
+    skipped(done, len(lost))
     report = json.loads(done.stdout)
     assert report["damaged"] == len(lost) > 100
     assert f"skipped {len(lost):,} LOs of a damaged part" in done.stderr
@@ -108,8 +126,7 @@ def test_a_large_lo_cut_by_damage_is_rolled_back(
     _flip(path / volume, first + (1 << 20) + 4096)
     dst = new_db(pg17)
     done = _restore(path, dst, "--skip-damaged", "--jobs", jobs)
-    assert done.exit_code == 0, done.output
-    assert json.loads(done.stdout)["damaged"] == 1
+    skipped(done, 1)
     assert state(dst) == {oid: v for oid, v in archive.src.items() if oid != LARGE}
 
 
@@ -126,7 +143,7 @@ def test_a_truncated_volume(archive: Damageable, pg17: EmbeddedCluster, new_db: 
     assert _restore(path, dst, "--jobs", jobs).exit_code == 7
     assert state(dst) == {}
     done = _restore(path, dst, "--skip-damaged", "--jobs", jobs)
-    assert done.exit_code == 0, done.output
+    skipped(done, len(lost))
     assert "(truncated)" in done.stderr
     assert state(dst) == {oid: v for oid, v in archive.src.items() if oid not in set(lost)}
 
@@ -143,7 +160,7 @@ def test_a_damaged_frame_across_two_connections(
     _flip(path / volume, offset + 200)
     dst = new_db(pg17)
     done = _restore(path, dst, "--skip-damaged", "--jobs", "2")
-    assert done.exit_code == 0, done.output
+    skipped(done, len(lost))
     report = json.loads(done.stdout)
     assert report["damaged"] == len(lost)
     counts = [int(n.replace(",", "")) for n in re.findall(r"skipped ([\d,]+) LOs", done.stderr)]

@@ -43,6 +43,19 @@ def test_a_sound_archive_and_an_equal_database(dumped: tuple[str, Path]) -> None
     against = _verify(str(path), "-d", db)
     assert against.exit_code == 0, against.output
     assert "the database holds the archive's 402 LOs, equal" in against.stderr
+    # the archive's counts and the verdict on stdout, not only on stderr
+    assert "archive is sound; the database equals it" in against.stdout
+    assert "LOs missing from the database" in against.stdout
+
+
+def test_an_equal_database_in_every_format(dumped: tuple[str, Path]) -> None:
+    # Before: --json and --csv printed nothing on stdout when the database was equal.
+    db, path = dumped
+    doc = json.loads(_verify(str(path), "-d", db, "--json").stdout)
+    assert doc["los"] == 402 and doc["files"] >= 3 and doc["bytes"] > 0
+    assert (doc["differences"], doc["missing"], doc["extra"], doc["differs"]) == ([], 0, 0, 0)
+    assert _verify(str(path), "-d", db, "--csv").stdout == "oid,what,detail\n"
+    assert _verify(str(path), "-d", db, "--markdown").stdout.startswith("| oid | what | detail |")
 
 
 def test_differences_by_oid(dumped: tuple[str, Path]) -> None:
@@ -56,7 +69,9 @@ def test_differences_by_oid(dumped: tuple[str, Path]) -> None:
         conn.execute("SELECT lo_create(90000)")
     result = _verify(str(path), "-d", db, "--json")
     assert result.exit_code == 1, result.output
-    rows = {r["oid"]: (r["what"], r["detail"]) for r in json.loads(result.stdout)}
+    doc = json.loads(result.stdout)
+    assert (doc["los"], doc["missing"], doc["extra"], doc["differs"]) == (402, 1, 1, 4)
+    rows = {r["oid"]: (r["what"], r["detail"]) for r in doc["differences"]}
     owner = rows.pop(70003)  # ALTER ... OWNER rewrites the owner's ACL entry too
     assert owner[0] == "differs" and owner[1].startswith("owner pgbd_t_owner vs pgbd_t_reader, ACL")
     assert rows == {
@@ -97,3 +112,9 @@ def test_damage_is_named(dumped: tuple[str, Path], tmp_path: Path, damage: str) 
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("Error: "), result.stderr
     assert want in lines[0]
+    # Before: "(and 1 more)", saying neither what the other was nor what reads past it.
+    assert "more)" not in lines[0]
+    hint = "; restore --skip-damaged restores the LOs the damage spares"
+    assert lines[0].endswith(hint) == (damage in ("flip", "truncate")), lines[0]
+    if damage == "flip":  # the file's checksum, then the frame that reading met
+        assert lines[0].count(f"{volume.name}: ") == 2 and "frame at byte" in lines[0]
