@@ -43,9 +43,11 @@ def interrupt_in(e: BaseException) -> KeyboardInterrupt | None:
     """The signal behind ``e``, if any: an exception raised while handling it (psycopg's
     failed clean-up of a COPY, a module import cut short) carries it as its context."""
     seen: BaseException | None = e
-    while seen is not None:
+    visited: set[int] = set()  # a chain may loop: ``raise e from e``
+    while seen is not None and id(seen) not in visited:
         if isinstance(seen, KeyboardInterrupt):
             return seen
+        visited.add(id(seen))
         seen = seen.__cause__ or seen.__context__
     return None
 

@@ -309,3 +309,15 @@ def test_a_cleanup_blocked_by_a_lock_ends_naming_what_is_left(
                 " LIMIT 1000) s"
             ).fetchone() != (0,):
                 pass
+
+
+def test_an_error_that_is_its_own_cause_is_no_interrupt() -> None:
+    """``raise e from e`` makes a chain that loops: it is followed once, not forever."""
+    from pgblobdump.signals import interrupt_in
+
+    e = ValueError("x")
+    e.__cause__ = e
+    assert interrupt_in(e) is None
+    a, b = OSError("a"), KeyboardInterrupt()
+    a.__context__ = b
+    assert interrupt_in(a) is b
