@@ -1,4 +1,6 @@
-"""Parse and format byte sizes (``4KiB``, ``1.5MB``, ``1KiB-64KiB``) and counts."""
+"""Parse and format byte sizes (``4KiB``, ``1.5MB``, ``1KiB-64KiB``), counts and
+durations, for people: one unit family (B, KiB, MiB, GiB, TiB) in every table and
+progress line, and counts with their noun in the right number (``1 file``, ``2 files``)."""
 
 from __future__ import annotations
 
@@ -62,6 +64,29 @@ def format_bytes(n: float) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     raise AssertionError("unreachable")
+
+
+_IRREGULAR = {"LO": "LOs", "OID": "OIDs", "entry": "entries", "was": "were", "is": "are",
+              "this": "these", "that": "those", "it": "they"}  # fmt: skip
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """``1 file``, ``2 files``, ``1,000 LOs``: ``n`` with thousands separators and ``word``
+    in the number ``n`` asks for (``many``, else ``word`` + s, else a known irregular)."""
+    return f"{n:,} {noun(n, word, many)}"
+
+
+def noun(n: int, word: str, many: str | None = None) -> str:
+    """``word`` as ``n`` of it are called: ``difference`` or ``differences``."""
+    if n == 1:
+        return word
+    if many is not None:
+        return many
+    if word in _IRREGULAR:
+        return _IRREGULAR[word]
+    if word.endswith(("s", "x", "ch", "sh")):
+        return word + "es"
+    return word + "s"
 
 
 _DURATION_RE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|d|)\s*", re.IGNORECASE)

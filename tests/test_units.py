@@ -52,3 +52,16 @@ def test_size_ranges() -> None:
 def test_parse_size_reads_plain_numbers(n: int) -> None:
     assert parse_size(str(n)) == n
     assert format_bytes(n)  # never fails
+
+
+@pytest.mark.parametrize(
+    ("n", "word", "expected"),
+    [(1, "file", "1 file"), (0, "file", "0 files"), (2, "difference", "2 differences"),
+     (1, "LO", "1 LO"), (34816, "LO", "34,816 LOs"), (3, "entry", "3 entries"),
+     (1, "batch", "1 batch"), (5, "batch", "5 batches"), (2, "OID", "2 OIDs"),
+     (2, "person", "2 people")],
+)  # fmt: skip
+def test_plural(n: int, word: str, expected: str) -> None:
+    from pgblobdump.units import plural
+
+    assert plural(n, word, "people" if word == "person" else None) == expected

@@ -38,7 +38,8 @@ from pgblobdump.packed.verify import check_chain, compare_database
 from pgblobdump.packed.writer import check_settings
 from pgblobdump.pg.lostream import Selection
 from pgblobdump.pg.target import ConnectionTarget, split_password
-from pgblobdump.report import Column, Table, stream
+from pgblobdump.report import Table, stream
+from pgblobdump.report.summary import summary_table
 from pgblobdump.storage import Storage
 from pgblobdump.units import format_bytes
 
@@ -116,8 +117,7 @@ def new_directory(output: str) -> contextlib.AbstractContextManager[Storage]:
 
 
 def _result_table(title: str, record: dict[str, Any]) -> Table:
-    rows = [{"what": k.replace("_", " "), "value": v} for k, v in record.items()]
-    return Table([Column("what"), Column("value")], rows, title=title)
+    return summary_table(title, record)
 
 
 @click.command()

@@ -18,7 +18,9 @@ from pgblobdump.cli.types import COLUMN, OIDS, PART
 from pgblobdump.errors import SyncConflict, UsageError
 from pgblobdump.pg.lostream import Selection
 from pgblobdump.pg.target import ConnectionTarget
-from pgblobdump.report import Column, Table, stream
+from pgblobdump.report import Table, stream
+from pgblobdump.report.summary import summary_table
+from pgblobdump.units import plural
 
 
 def target_of(src: ConnectionTarget, to: ConnectionTarget) -> ConnectionTarget:
@@ -44,8 +46,7 @@ def target_of(src: ConnectionTarget, to: ConnectionTarget) -> ConnectionTarget:
 
 
 def result_table(title: str, record: dict[str, Any]) -> Table:
-    rows = [{"what": k.replace("_", " "), "value": v} for k, v in record.items()]
-    return Table([Column("what"), Column("value")], rows, title=title)
+    return summary_table(title, record)
 
 
 TARGET: Callable[[F], F] = connection_options(prefix="target", dest="to")
@@ -224,7 +225,7 @@ def sync_cmd(target: ConnectionTarget, to: ConnectionTarget, oids: tuple[int, in
         if dry_run:
             rows = result.plan.rows(delete)
             stream.write_rows(sys.stdout, fmt, ["oid", "action", "detail"], rows)
-            click.echo(f"would: {_summary(result.record())} ({result.method})", err=True)
+            click.echo(f"sync would {sentence(result.record(), True, delete)}", err=True)
             return
         if watch is None:
             record = result.record()
@@ -237,11 +238,27 @@ def sync_cmd(target: ConnectionTarget, to: ConnectionTarget, oids: tuple[int, in
                     " comment changed there and copies again those deleted there"
                 )
             return
-        click.echo(f"sync {runs}: {_summary(result.record())}", err=True)
+        click.echo(f"sync {runs}: {sentence(result.record(), False, delete)}", err=True)
         time.sleep(watch)
 
 
-def _summary(record: dict[str, Any]) -> str:
-    keys = ("new", "rewrite", "gone", "conflicts", "deleted_on_target", "equal", "deleted",
-            "seconds")  # fmt: skip
-    return ", ".join(f"{k.replace('_', ' ')} {record[k]}" for k in keys)
+def sentence(record: dict[str, Any], would: bool, delete: bool) -> str:
+    """A sync's counts as one sentence after ``sync would`` (``would``) or ``sync 3:``:
+    ``copy 1 new LO and 10 changed; 1 LO gone from the source, deleted; 8,000 equal
+    already (0.26 s; changes found by transaction ids since 759:759)``."""
+    new, rewrite, gone = record["new"], record["rewrite"], record["gone"]
+    copies = [plural(new, "new LO")] if new else []
+    copies += [f"{rewrite:,} changed"] if rewrite else []
+    copied = " and ".join(copies) if copies else "nothing"
+    parts = [f"copy {copied}" if would else f"copied {copied}"]
+    if record["deleted_on_target"]:
+        parts.append(f"{plural(record['deleted_on_target'], 'LO')} deleted on the target")
+    if gone:
+        fate = ("deleted" if would else f"{record['deleted']:,} deleted") if delete else (
+            "kept (--delete removes them)")  # fmt: skip
+        parts.append(f"{plural(gone, 'LO')} gone from the source, {fate}")
+    if record["conflicts"]:
+        parts.append(f"{plural(record['conflicts'], 'LO')} in conflict, left as they are")
+    parts.append(f"{record['equal']:,} equal already")
+    return "; ".join(parts) + (f" ({record['seconds']:,.2f} s;"
+                               f" changes found by {record['method']})")  # fmt: skip

@@ -18,9 +18,15 @@ from pathlib import Path
 from typing import Any
 
 
-def _plain(value: Any) -> str:
+def show(value: Any) -> str:
+    """A raw value as a table for people shows it: ``yes``/``no`` for a flag, a list
+    joined with commas (``-`` when empty), numbers with thousands separators."""
     if value is None:
         return ""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, list | tuple | set | frozenset):
+        return ", ".join(show(v) for v in value) if value else "-"
     if isinstance(value, float):
         return f"{value:,.2f}"
     if isinstance(value, int) and not isinstance(value, bool):
@@ -36,7 +42,7 @@ class Column:
 
     key: str
     title: str = ""
-    show: Callable[[Any], str] = _plain
+    show: Callable[[Any], str] = show
     numeric: bool = False
     fold: bool = False
 

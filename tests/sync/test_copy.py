@@ -163,7 +163,11 @@ def test_cli_copy_json_and_refusals(pg17: EmbeddedCluster, new_db: NewDb) -> Non
     fill(src, DECORATED)
     result = run("copy", "-d", src, "--target-dbname", dst, "--jobs", "2", "--json")
     assert result.exit_code == 0, result.output
-    assert '"los": 62' in result.stdout
+    assert '"los": 62' in result.stdout and '"oids": "0..4294967295"' in result.stdout
+    table = run("copy", "-d", src, "--target-dbname", new_db(pg17)).stdout
+    # for people: the range that restricts nothing said so, bytes in binary units
+    assert "│ OIDs " in table and "all OIDs" in table and "4294967295" not in table, table
+    assert "│ LOs " in table and " KiB " in table and " s " in table, table
     assert_one_line_error(run("copy", "-d", src), 2, "--target-dbname")
     assert_one_line_error(run("copy", "-d", src, "--target-dbname", src), 2, "same database")
     assert_one_line_error(run("copy", "-d", src, "--target-dbname", dst, "--part", "3/2"), 2,

@@ -138,7 +138,8 @@ def test_dry_run_lists_and_changes_nothing(pair: tuple[str, str]) -> None:
     rows = json.loads(result.stdout)
     actions = {r["oid"]: r["action"] for r in rows}
     assert actions == {**dict.fromkeys(CHANGES, "rewrite"), 40000: "new", 30020: "delete"}
-    assert "would: new 1, rewrite 10, gone 1" in result.stderr
+    assert ("sync would copy 1 new LO and 10 changed; 1 LO gone from the source, deleted;"
+            in result.stderr), result.stderr  # fmt: skip
     assert state(dst) == before and _tables(dst) == tables
 
 

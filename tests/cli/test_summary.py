@@ -1,0 +1,47 @@
+"""Result records as people read them (report/summary.py, the sync sentence, report/table's
+cells): sizes in binary units, yes/no, all OIDs, nouns in the right number. JSON and CSV
+keep the raw values (tests elsewhere)."""
+
+from __future__ import annotations
+
+from pgblobdump.cli.sync import sentence
+from pgblobdump.report import Column, Table, to_csv, to_markdown
+from pgblobdump.report.summary import summary_table
+
+
+def _cells(record: dict[str, object]) -> dict[str, str]:
+    return dict((w, v) for w, v in summary_table("t", record).cells())
+
+
+def test_a_summary_shows_sizes_seconds_and_all_oids() -> None:
+    cells = _cells({"los": 8000, "bytes": 47_254_453, "archive_bytes": 512, "seconds": 0.3949,
+                    "oids": "0..4294967295", "damaged_oids": "", "snapshot": "0000-1"})  # fmt: skip
+    assert cells == {"LOs": "8,000", "bytes": "45.1 MiB", "archive bytes": "512 B",
+                     "seconds": "0.39 s", "OIDs": "all OIDs", "damaged OIDs": "",
+                     "snapshot": "0000-1"}  # fmt: skip
+    assert _cells({"oids": "5..9"}) == {"OIDs": "5..9"}
+
+
+def test_flags_and_lists_read_as_words_in_tables_and_stay_raw_in_csv() -> None:
+    t = Table(
+        [Column("name"), Column("ok"), Column("oids")],
+        [{"name": "a", "ok": True, "oids": []}, {"name": "b", "ok": False, "oids": [1, 2]}],
+    )
+    assert t.cells() == [["a", "yes", "-"], ["b", "no", "1, 2"]]
+    assert "True" not in to_markdown(t) and "[]" not in to_markdown(t)
+    assert to_csv(t).splitlines()[1] == "a,True,[]"
+
+
+def test_the_sync_line_is_a_sentence() -> None:
+    record = {"new": 1, "rewrite": 10, "gone": 1, "conflicts": 0, "deleted_on_target": 0,
+              "equal": 8000, "copied": 0, "bytes": 0, "deleted": 0, "seconds": 0.261,
+              "method": "transaction ids since 759:759", "snapshot": "x"}  # fmt: skip
+    assert sentence(record, True, False) == (
+        "copy 1 new LO and 10 changed; 1 LO gone from the source, kept (--delete removes"
+        " them); 8,000 equal already (0.26 s; changes found by transaction ids since 759:759)"
+    )
+    none = {**record, "new": 0, "rewrite": 0, "gone": 2, "deleted": 2, "conflicts": 1}
+    assert sentence(none, False, True).startswith(
+        "copied nothing; 2 LOs gone from the source, 2 deleted; 1 LO in conflict, left as"
+        " they are; 8,000 equal already"
+    )
