@@ -18,7 +18,7 @@ from pgblobdump.pg.target import ConnectionTarget
 from pgblobdump.report import Column, Table
 from pgblobdump.report import stream as rstream
 from pgblobdump.report.table import jsonable
-from pgblobdump.units import format_bytes, parse_duration
+from pgblobdump.units import format_bytes, noun, parse_duration, plural
 
 DURATION = Parsed("duration", parse_duration)
 
@@ -35,6 +35,18 @@ REFERENCES = click.option(
 
 def _size(n: int | None) -> str:
     return "" if n is None else format_bytes(n)
+
+
+def _oids(sample: tuple[int, ...], n: int) -> str:
+    """``OIDs 16385, 16390`` or ``OIDs 16385, 16390 and 3 more``."""
+    more = n - len(sample)
+    return f"{noun(len(sample), 'OID')} {', '.join(map(str, sample))}" + (
+        f" and {more:,} more" if more > 0 else "")  # fmt: skip
+
+
+def _counted(n: int, sample: tuple[int, ...]) -> str:
+    """A count with the first OIDs it counts, if any: ``2 (OIDs 16385, 16390)``."""
+    return f"{n:,} ({_oids(sample, n)})" if n and sample else f"{n:,}"
 
 
 NOT_REFERENCES = click.option(
@@ -67,11 +79,16 @@ def inspection_table(r: Any) -> Table:
         {"what": "pg_largeobject on disk", "value": _size(r.pg_largeobject_bytes)},
         {"what": "pg_largeobject_metadata on disk", "value": _size(r.metadata_bytes)},
     ]  # fmt: skip
-    rows += [{"what": f"  {b.label}", "value": f"{b.los:,} ({_size(b.bytes)})"}
-             for b in r.histogram]  # fmt: skip
-    if r.over_1gib is not None:
-        rows.append({"what": "over 1 GiB", "value": f"{r.over_1gib:,} {list(r.over_1gib_sample)}"})
-        rows.append({"what": "sparse", "value": f"{r.sparse:,} {list(r.sparse_sample)}"})
+    for b in r.histogram:  # its last bucket is "over 1 GiB": its OIDs go there
+        v = f"{b.los:,} ({_size(b.bytes)})"
+        if b is r.histogram[-1] and r.over_1gib and r.over_1gib_sample:
+            v += f": {_oids(r.over_1gib_sample, r.over_1gib)}"
+        rows.append({"what": f"  {b.label}", "value": v})
+    if r.over_1gib is not None and not r.histogram:
+        rows.append({"what": "over 1 GiB", "value": _counted(r.over_1gib, r.over_1gib_sample)})
+    if r.sparse is not None:
+        rows.append({"what": "sparse (holes never written)",
+                     "value": _counted(r.sparse, r.sparse_sample)})  # fmt: skip
     rows += [{"what": f"owner {o.role}", "value": f"{o.los:,}"} for o in r.owners]
     rows.append({"what": "with ACLs / comments", "value": f"{r.with_acl:,} / {r.with_comment:,}"})
     for c in r.columns:
@@ -114,7 +131,7 @@ def inspection_table(r: Any) -> Table:
         }
     )
     for p in r.predictions:
-        extra = f", {p.files:,} file{'s' * (p.files != 1)}" if p.files is not None else ""
+        extra = f", {plural(p.files, 'file')}" if p.files is not None else ""
         extra += f", {p.toc_entries:,} TOC entries" if p.toc_entries is not None else ""
         rows.append({"what": f"predicted {p.tool}",
                      "value": f"{p.seconds:,.0f} s, {_size(p.peak_rss)} peak{extra}"})  # fmt: skip

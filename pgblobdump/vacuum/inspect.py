@@ -13,6 +13,7 @@ from psycopg import sql
 from pgblobdump.pg import catalog
 from pgblobdump.pg.locks import LockBudget
 from pgblobdump.refs import suspects
+from pgblobdump.units import plural
 from pgblobdump.vacuum.checksums import Checksums, checksums
 from pgblobdump.vacuum.predict import Prediction, predict
 from pgblobdump.vacuum.refs import RefColumn, References, discover
@@ -209,7 +210,8 @@ def inspect(
     else:
         columns = tuple(_column_refs(conn, c, hidden.get(c.qualified, "")) for c in refs.columns)
     if hidden:
-        notes.append(f"{len(hidden)} columns not seen whole: some orphans may be referenced")
+        notes.append(f"{plural(len(hidden), 'column')} not seen whole: some orphans may be"
+                     " referenced")  # fmt: skip
     notes += refs.notes()
     cands = suspects.candidates(
         conn, skip={(c.relid, c.attnum) for c in refs.columns}, dismissed=not_references

@@ -17,6 +17,7 @@ from pgblobdump.pg.locks import LockBudget
 from pgblobdump.pg.trust import check_state_schema
 from pgblobdump.refs import suspects
 from pgblobdump.report.reporter import QUIET, Reporter
+from pgblobdump.units import noun, plural
 from pgblobdump.vacuum import age
 from pgblobdump.vacuum.batches import remove
 from pgblobdump.vacuum.orphans import (
@@ -138,14 +139,16 @@ def vacuum(
                 notes.append(why)
         row = conn.execute("SELECT count(*) FROM pg_catalog.pg_largeobject_metadata").fetchone()
         los = int(row[0]) if row else 0
-        reporter.note(f"{len(refs.columns)} reference columns; finding orphans among {los:,} LOs")
+        reporter.note(f"{plural(len(refs.columns), 'reference column')}; finding orphans"
+                      f" among {plural(los, 'LO')}")  # fmt: skip
         since = collect_refs(conn, refs)
         found = select_candidates(conn, rule)
         only_suspects = kept_by_suspects(conn)
         check = None
         if others and found.removable:
-            reporter.note(f"checking {found.removable:,} orphans against {len(others)} more"
-                          " columns that may hold OIDs as text or integers")  # fmt: skip
+            reporter.note(f"checking {plural(found.removable, 'orphan')} against"
+                          f" {len(others):,} more {noun(len(others), 'column')} that may hold"
+                          " OIDs as text or integers")  # fmt: skip
             check = suspects.kept(conn, others, sql.SQL("pg_temp.{}").format(
                 sql.Identifier(CANDIDATES)))  # fmt: skip
             if check.kept:

@@ -36,6 +36,10 @@ def test_inspect_reports_counts_columns_orphans_and_predictions(
     assert {"pg_dump 16 -Fc", "pg_dump 17 -Fd", "pg_restore 18 -Fc, one job"} <= tools
     md = run("inspect", "-d", db, "--markdown")
     assert md.exit_code == 0 and "| orphans | 2 |" in md.stdout
+    # each line once, its OIDs named, no Python list
+    assert md.stdout.count("over 1 GiB") == 1 and "[" not in md.stdout, md.stdout
+    assert "| sparse (holes never written) | 1 (OID 3) |" in md.stdout, md.stdout
+    assert " peak, 1 file, " in md.stdout and "1 files" not in md.stdout
 
 
 def test_vacuum_refusal_is_one_line_exit_13(pg17: EmbeddedCluster, new_db: NewDb) -> None:
@@ -52,7 +56,7 @@ def test_vacuum_refusal_is_one_line_exit_13(pg17: EmbeddedCluster, new_db: NewDb
         assert_one_line_error(r, 13, f"{temp[0]}.mine.o (another session's temporary table")
         assert los(db) == {1, 2, 3}
         r = run("inspect", "-d", db, "--json")
-        assert "1 columns not seen whole" in " ".join(json.loads(r.stdout)["notes"])
+        assert "1 column not seen whole" in " ".join(json.loads(r.stdout)["notes"])
     assert run("vacuum", "-d", db, "--min-age", "0").exit_code == 0  # it has ended
     assert los(db) == set()
     assert_one_line_error(run("vacuum", "-d", db, "--min-age", "soon"), 2, "not a duration")
