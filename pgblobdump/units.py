@@ -89,6 +89,15 @@ def noun(n: int, word: str, many: str | None = None) -> str:
     return word + "s"
 
 
+def format_duration(seconds: float) -> str:
+    """``3600`` -> ``1 h``, ``5400`` -> ``90 min``, ``90`` -> ``90 s``, ``172800`` -> ``2 d``:
+    the largest unit that holds it whole."""
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds / size:g} {unit}"
+    return f"{seconds:g} s"
+
+
 _DURATION_RE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|d|)\s*", re.IGNORECASE)
 _SECONDS = {"": 1, "s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "d": 86400}
 

@@ -65,3 +65,13 @@ def test_plural(n: int, word: str, expected: str) -> None:
     from pgblobdump.units import plural
 
     assert plural(n, word, "people" if word == "person" else None) == expected
+
+
+@pytest.mark.parametrize(
+    ("seconds", "expected"),
+    [(3600, "1 h"), (5400, "90 min"), (90, "90 s"), (172800, "2 d"), (1.5, "1.5 s")],
+)
+def test_format_duration(seconds: float, expected: str) -> None:
+    from pgblobdump.units import format_duration
+
+    assert format_duration(seconds) == expected

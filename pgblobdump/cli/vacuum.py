@@ -18,7 +18,7 @@ from pgblobdump.pg.target import ConnectionTarget
 from pgblobdump.report import Column, Table
 from pgblobdump.report import stream as rstream
 from pgblobdump.report.table import jsonable
-from pgblobdump.units import format_bytes, noun, parse_duration, plural
+from pgblobdump.units import format_bytes, format_duration, noun, parse_duration, plural
 
 DURATION = Parsed("duration", parse_duration)
 
@@ -177,6 +177,20 @@ def inspect_cmd(target: ConnectionTarget, references: tuple[tuple[str, str], ...
     emit(inspection_table(r), fmt, jsonable(r))
 
 
+def dry_run_line(r: Any, min_age: float) -> str:
+    """What a dry run found, for stderr: ``would remove 0 of 5,000 orphans; kept 5,000 as
+    younger than --min-age 1 h: <when they will be old enough>``."""
+    line = f"would remove {r.removable:,} of {plural(r.orphans, 'orphan')}"
+    kept = []
+    if r.young:
+        kept.append(f"{r.young:,} as younger than --min-age {format_duration(min_age)}")
+    if r.not_owned:
+        kept.append(f"{r.not_owned:,} as not this role's to unlink")
+    if kept:
+        line += "; kept " + " and ".join(kept)
+    return line + f" ({r.old_enough or r.age})" if r.young else line + f" ({r.age})"
+
+
 def result_table(r: Any) -> Table:
     did = "would remove" if r.dry_run else "removed"
     rows = [
@@ -184,7 +198,8 @@ def result_table(r: Any) -> Table:
         {"what": "reference columns", "value": f"{r.columns:,}"},
         {"what": "orphans", "value": f"{r.orphans:,}"},
         {"what": did, "value": f"{r.removable if r.dry_run else r.removed:,}"},
-        {"what": "kept: younger than --min-age", "value": f"{r.young:,}"},
+        {"what": "kept: younger than --min-age", "value": f"{r.young:,}"
+         + (f" ({r.old_enough})" if r.old_enough else "")},
         {"what": "kept: not this role's to unlink",
          "value": f"{r.not_owned:,}" + (f" {list(r.not_owned_sample)}" if r.not_owned else "")},
         {"what": "kept: referenced meanwhile", "value": f"{r.referenced_meanwhile:,}"},
@@ -263,7 +278,8 @@ def result_table(r: Any) -> Table:
     "--state-schema",
     default="pgblobdump",
     show_default=True,
-    help="Schema of the table keeping --min-age's horizon samples.",
+    help="Schema of the table where each run records which transactions had finished"
+    " (how --min-age tells an orphan's age without commit timestamps).",
 )
 @output_options
 def vacuum_cmd(target: ConnectionTarget, references: tuple[tuple[str, str], ...],
@@ -306,9 +322,7 @@ def vacuum_cmd(target: ConnectionTarget, references: tuple[tuple[str, str], ...]
     with reporter("removing orphans", 0) as rep:
         result = vacuum(conninfo, req, rep, listing if dry_run else None, warn)
     if dry_run and fmt is not Format.JSON:
-        note(f"would remove {result.removable:,} of {result.orphans:,} orphans"
-             f" ({result.young:,} too young, {result.not_owned:,} not this role's);"
-             f" {result.age}")  # fmt: skip
+        note(dry_run_line(result, min_age))
         return
     record = jsonable(result)
     if dry_run:

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 import psycopg
 from psycopg import sql
 
+from pgblobdump.units import format_duration
+
 STATE_TABLE = "vacuum_horizons"
 
 _NEXT = "(SELECT pg_catalog.pg_snapshot_xmax(pg_catalog.pg_current_snapshot())::text::int8)"
@@ -59,10 +61,16 @@ class AgeRule:
     horizon: int | None
     """The horizon (64-bit xid) of the newest sample at least ``min_age`` old, if any."""
     horizon_taken: str | None = None
+    """When that sample was taken, as people read a time (``2026-11-27 21:55 UTC``)."""
     bytes_before: int | None = None
     """``--archive-to``: the snapshot xmin (64-bit) taken before the archive read the LOs;
     an LO with a page written by that xid or a later one may hold bytes the archive has
     not, and is kept (None: no such condition)."""
+    pending: tuple[str, str] | None = None
+    """The oldest sample not yet ``min_age`` old: when it was taken and when it will be
+    (None: there is none)."""
+    from_now: str = ""
+    """When a sample taken now will be ``min_age`` old."""
 
     def condition(self) -> sql.Composable:
         if self.bytes_before is None:
@@ -90,19 +98,47 @@ class AgeRule:
         return sql.SQL("({})").format(sql.SQL(" OR ").join(parts))
 
     def describe(self) -> str:
+        """How the run told an orphan's age, in a few words."""
         if self.min_age <= 0:
             return "--min-age 0: every orphan is old enough"
         ways = []
         if self.commit_ts:
-            ways.append("commit timestamps")
+            ways.append("commit timestamps (track_commit_timestamp)")
         if self.horizon is not None:
-            ways.append(f"the horizon sampled at {self.horizon_taken}")
+            ways.append(f"the record of the run of {self.horizon_taken}")
         if not ways:
             return (
-                "no commit timestamps and no horizon sample old enough yet: only frozen LOs"
-                " count as old; a run after --min-age has passed removes the rest"
+                "age not known yet: track_commit_timestamp is off, and no earlier run"
+                f" recorded which transactions had finished {format_duration(self.min_age)} ago"
             )
         return "age from " + " and ".join(ways)
+
+    def when_old(self, recorded: bool) -> str:
+        """When the orphans kept as too young will be old enough, or what makes them so;
+        ``recorded``: this run recorded a sample (a run that removes, not a dry run)."""
+        if self.min_age <= 0:
+            return ""
+        age = format_duration(self.min_age)
+        if self.commit_ts:
+            return f"each is old enough {age} after the transaction that made it committed"
+        said = []
+        if self.pending is not None:
+            said.append(f"those made before {self.pending[0]} are old enough from"
+                        f" {self.pending[1]}")  # fmt: skip
+        if recorded:
+            said.append(
+                "this run recorded which transactions had finished: a run from"
+                f" {self.from_now} ({age} from now) removes the orphans made before now"
+            )
+        elif self.pending is None:
+            said.append(
+                "no earlier run recorded which transactions had finished, and"
+                " track_commit_timestamp is off: run vacuum without --dry-run now (it removes"
+                " nothing too young, and records them), then a run from"
+                f" {self.from_now} ({age} later) removes the orphans made before it;"
+                " --min-age 0 takes them all at once when no application is creating LOs"
+            )
+        return "; ".join(said)
 
 
 def _table(schema: str) -> sql.Composed:
@@ -117,23 +153,46 @@ def _exists(conn: psycopg.Connection, schema: str) -> bool:
     return bool(row and row[0])
 
 
+_WHEN = "'YYYY-MM-DD HH24:MI TZ'"
+"""A time as messages show it (the session's time zone)."""
+
+
 def read(conn: psycopg.Connection, min_age: float, schema: str) -> AgeRule:
     """The rule for ``min_age`` from the server's settings and the samples so far."""
-    row = conn.execute("SELECT current_setting('track_commit_timestamp') = 'on'").fetchone()
-    commit_ts = bool(row and row[0])
+    row = conn.execute(
+        "SELECT current_setting('track_commit_timestamp') = 'on',"
+        f" to_char(pg_catalog.now() + %s * interval '1 second', {_WHEN})",
+        (min_age,),
+    ).fetchone()
+    assert row is not None
+    commit_ts, from_now = bool(row[0]), str(row[1])
     horizon = taken = None
+    pending = None
     if min_age > 0 and _exists(conn, schema):
+        ours = (" AND (system_identifier, database) = (" + _IDENTITY + ")"
+                " AND horizon::text::int8 <= " + _NEXT)  # fmt: skip
         row = conn.execute(
             sql.SQL(
-                "SELECT horizon::text::int8, taken_at::text FROM {t}"
+                f"SELECT horizon::text::int8, to_char(taken_at, {_WHEN}) FROM {{t}}"
                 " WHERE taken_at <= pg_catalog.now() - {s} * interval '1 second'"
-                " AND (system_identifier, database) = (" + _IDENTITY + ")"
-                " AND horizon::text::int8 <= " + _NEXT + " ORDER BY taken_at DESC LIMIT 1"
+                + ours
+                + " ORDER BY taken_at DESC LIMIT 1"
             ).format(t=_table(schema), s=sql.Literal(min_age))
         ).fetchone()
         if row is not None:
             horizon, taken = int(row[0]), str(row[1])
-    return AgeRule(min_age, commit_ts, horizon, taken)
+        row = conn.execute(
+            sql.SQL(
+                f"SELECT to_char(taken_at, {_WHEN}),"
+                f" to_char(taken_at + {{s}} * interval '1 second', {_WHEN}) FROM {{t}}"
+                " WHERE taken_at > pg_catalog.now() - {s} * interval '1 second'"
+                + ours
+                + " ORDER BY taken_at LIMIT 1"
+            ).format(t=_table(schema), s=sql.Literal(min_age))
+        ).fetchone()
+        if row is not None:
+            pending = (str(row[0]), str(row[1]))
+    return AgeRule(min_age, commit_ts, horizon, taken, pending=pending, from_now=from_now)
 
 
 def record(conn: psycopg.Connection, schema: str, keep_after: float) -> str | None:

@@ -86,7 +86,10 @@ class VacuumResult:
     seconds: float
     dry_run: bool
     age: str
+    """How the run told an orphan's age."""
     notes: tuple[str, ...] = field(default_factory=tuple)
+    old_enough: str = ""
+    """When the ``young`` ones will be old enough, or what makes them so ("" when none)."""
     suspects: tuple[dict[str, object], ...] = ()
     """Suspected reference columns found (refs/suspects.py): each counts as a reference."""
     kept_only_by_suspects: int = 0
@@ -133,10 +136,12 @@ def vacuum(
         # horizon samples are read from it and --archive-to's OIDs written to it
         check_state_schema(conn, req.state_schema, "vacuum")
         rule = age.read(conn, req.min_age, req.state_schema)
+        recorded = False
         if not req.dry_run and req.min_age > 0:
             why = age.record(conn, req.state_schema, req.min_age)
             if why:
                 notes.append(why)
+            recorded = not why
         row = conn.execute("SELECT count(*) FROM pg_catalog.pg_largeobject_metadata").fetchone()
         los = int(row[0]) if row else 0
         reporter.note(f"{plural(len(refs.columns), 'reference column')}; finding orphans"
@@ -194,6 +199,7 @@ def vacuum(
         not_archived=removable - archived if archived is not None else 0, archived=archived,
         columns=len(refs.columns), batches=done.batches if done else 0, batch_size=batch_size,
         seconds=time.perf_counter() - t0, dry_run=req.dry_run, age=rule.describe(),
+        old_enough=rule.when_old(recorded) if found.young else "",
         notes=tuple(notes),
         suspects=tuple(f.summary() for f in found_suspects.hits),
         kept_only_by_suspects=only_suspects,

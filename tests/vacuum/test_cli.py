@@ -177,3 +177,33 @@ def test_archive_to_keeps_an_orphan_written_to_after_it_was_archived(
     assert los(db) == {2}
     with psycopg.connect(db) as c:
         assert c.execute("SELECT lo_get(2)").fetchone() == (b"new",)
+
+
+def test_too_young_orphans_are_told_when_they_will_be_old_enough(
+    pg17: EmbeddedCluster, new_db: NewDb
+) -> None:
+    """No commit timestamps: the first dry run cannot tell any orphan's age. It says what
+    to run and from when, instead of a note about horizon samples; after a run that
+    records, a dry run says from when the orphans made before it go."""
+    db = new_db(pg17)
+    setup(db, n=5)
+    first = run("vacuum", "-d", db, "--dry-run")
+    line = first.stderr.strip().splitlines()[-1]
+    assert line.startswith("would remove 0 of 5 orphans; kept 5 as younger than --min-age 1 h"
+                           " (no earlier run recorded"), line  # fmt: skip
+    assert "run vacuum without --dry-run now" in line and "(1 h later)" in line, line
+    assert "horizon" not in line and "frozen" not in line, line
+    real = run("vacuum", "-d", db, "--json")
+    assert real.exit_code == 0 and los(db) == {1, 2, 3, 4, 5}, real.output
+    assert json.loads(real.stdout)["old_enough"].endswith(
+        "(1 h from now) removes the orphans made before now"), real.stdout  # fmt: skip
+    again = run("vacuum", "-d", db, "--dry-run", "--json")
+    doc = json.loads(again.stdout)
+    with psycopg.connect(db, autocommit=True) as c:
+        row = c.execute("SELECT to_char(taken_at, 'YYYY-MM-DD HH24:MI TZ'), to_char(taken_at"
+                        " + interval '1 hour', 'YYYY-MM-DD HH24:MI TZ')"
+                        " FROM pgblobdump.vacuum_horizons").fetchone()  # fmt: skip
+    assert row is not None
+    assert doc["young"] == 5 and doc["old_enough"] == (
+        f"those made before {row[0]} are old enough from {row[1]}"
+    )
