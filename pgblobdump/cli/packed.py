@@ -272,7 +272,8 @@ def restore(archive: str, target: ConnectionTarget, no_owner: bool, no_acl: bool
         ) from e
     record = dataclasses.asdict(result)
     record["seconds"] = round(result.seconds, 3)
-    emit(_result_table("restored", record), fmt, record)
+    notes = [result.resumed()] if resume else []
+    emit(summary_table("restored", record, notes), fmt, record)
     if result.damaged:
         raise LosSkipped(
             f"restored {result.los:,} LOs and skipped {result.damaged:,} of the damaged"

@@ -21,9 +21,11 @@ from pathlib import Path
 import psycopg
 
 from pgblobdump.packed.index import Index
+from pgblobdump.pg import catalog
 from pgblobdump.pg.connect import describe
-from pgblobdump.pg.ledger import Ledger, format_ranges
+from pgblobdump.pg.ledger import Ledger, format_ranges, oid_ranges
 from pgblobdump.pg.target import split_password
+from pgblobdump.units import plural
 
 Ranges = list[tuple[int, int]]
 
@@ -89,8 +91,33 @@ class Journal:
         """Whether an earlier, unfinished run of this restore made (or may have) ``oid``."""
         return any(lo <= oid <= hi for lo, hi in self.earlier)
 
-    def describe_earlier(self) -> str:
-        return format_ranges(self.earlier)
+    def describe_earlier(self, conn: psycopg.Connection) -> str:
+        """What the earlier run left, as the target holds it: ``32,768 LOs of the 34,816
+        (OIDs ...) it had begun; the other 2,048 were in a batch that never committed``.
+        The journal also holds the batches in flight when it stopped (they may have
+        committed), so its count alone overstates what is there."""
+        there = catalog.count_in(conn, self.earlier)
+        begun = sum(hi - lo + 1 for lo, hi in self.earlier)
+        if there == begun:
+            return format_ranges(self.earlier)
+        return (
+            f"{plural(there, 'LO')} of the {begun:,} ({oid_ranges(self.earlier)}) it had"
+            f" begun; the other {begun - there:,} were in a batch that never committed"
+        )
+
+    def redone(self, *ledgers: Ledger) -> int:
+        """How many LOs of the earlier run's (its batches in flight that never committed)
+        this run made again: the overlap of its ranges with the ledgers'."""
+        ours = _merge([r for ledger in ledgers for r in ledger.lo_ranges])
+        n = i = 0
+        for lo, hi in self.earlier:  # both sorted, neither overlapping itself
+            while i < len(ours) and ours[i][1] < lo:
+                i += 1
+            j = i
+            while j < len(ours) and ours[j][0] <= hi:
+                n += min(hi, ours[j][1]) - max(lo, ours[j][0]) + 1
+                j += 1
+        return n
 
     def save(self, *ledgers: Ledger) -> None:
         """Record what is left to finish: the earlier run's, this run's (one ledger per

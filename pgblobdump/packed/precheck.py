@@ -48,7 +48,7 @@ def precheck(
                 raise DatabaseError(
                     f"LO {rows[0][0]} already exists in the target{more}: an earlier restore"
                     " of this archive into this database was interrupted and left"
-                    f" {journal.describe_earlier()}; run the restore again with --resume to"
+                    f" {journal.describe_earlier(conn)}; run the restore again with --resume to"
                     " finish it" + (f": {again}" if again else "")
                 )
             raise DatabaseError(

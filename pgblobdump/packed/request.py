@@ -7,6 +7,7 @@ import enum
 from dataclasses import dataclass
 
 from pgblobdump.errors import UsageError
+from pgblobdump.units import plural
 
 PARTS_MAX = 1024
 """The most restores ``--part K/N`` shares an archive among."""
@@ -82,3 +83,17 @@ class RestoreResult:
     seconds: float
     damaged: int = 0
     damaged_oids: str = ""
+    redone: int = 0
+    """--resume: LOs the interrupted run was writing when it stopped (its journal names
+    them, the target had them not: their batch never committed), restored by this run
+    and counted in ``los``."""
+
+    def resumed(self) -> str:
+        """What a --resume found and did, for a note: the numbers reconcile with the
+        interrupted run's ``left N LOs``."""
+        said = f"resumed: kept the {plural(self.skipped, 'LO')} there already"
+        if self.redone:
+            said += (f"; restored the other {plural(self.redone, 'LO')} the interrupted run"
+                     " was writing when it stopped (their batch never committed)")  # fmt: skip
+        more = self.los - self.redone
+        return said + (f", and {plural(more, 'LO')} it had not begun" if more else "")

@@ -486,13 +486,15 @@ def restore(
             if journal is not None:
                 journal.save(ledger)  # what is left, if anything, for the next run's hint
             raise error from e
+        redone = 0
         if journal is not None:
+            redone = journal.redone(ledger)
             journal.remove()
     reporter.progress(r.los + r.skipped, r.bytes)
     lost = to_ranges(sorted(r.damaged_oids))
     return RestoreResult(
         r.los, r.bytes, r.skipped, time.perf_counter() - t0, r.damaged,
-        ", ".join(f"{lo}..{hi}" if hi > lo else str(lo) for lo, hi in lost),
+        ", ".join(f"{lo}..{hi}" if hi > lo else str(lo) for lo, hi in lost), redone,
     )  # fmt: skip
 
 

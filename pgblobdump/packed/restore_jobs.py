@@ -95,11 +95,12 @@ def restore_jobs(
             error = failed_all(e, "restore", runs, taken, if_left=resume, stop=crew.stop_all)
             journal.save(*ledgers)  # what is left, if anything, for the next run's hint
             raise error from e
+        redone = journal.redone(*ledgers)
         journal.remove()
     lost = to_ranges(sorted(o for w in workers for o in w.damaged_oids))
     return RestoreResult(
         sum(w.los for w in workers), sum(w.bytes for w in workers),
         sum(w.skipped for w in workers), time.perf_counter() - t0,
         sum(w.damaged for w in workers),
-        ", ".join(f"{lo}..{hi}" if hi > lo else str(lo) for lo, hi in lost),
+        ", ".join(f"{lo}..{hi}" if hi > lo else str(lo) for lo, hi in lost), redone,
     )  # fmt: skip

@@ -58,6 +58,19 @@ def count(conn: psycopg.Connection, first: int | None = None, last: int | None =
     return int(row[0])
 
 
+def count_in(conn: psycopg.Connection, ranges: Sequence[tuple[int, int]]) -> int:
+    """How many LOs exist with OIDs in ``ranges`` (inclusive, not overlapping)."""
+    if not ranges:
+        return 0
+    row = conn.execute(
+        f"SELECT count(*) FROM unnest(%s::int8[], %s::int8[]) AS r(f, l) JOIN {METADATA} m"
+        " ON m.oid BETWEEN r.f::oid AND r.l::oid",
+        ([lo for lo, _ in ranges], [hi for _, hi in ranges]),
+    ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
 def existing(conn: psycopg.Connection, oids: Sequence[int]) -> set[int]:
     """Which of ``oids`` name an LO."""
     rows = conn.execute(

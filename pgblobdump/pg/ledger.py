@@ -73,11 +73,16 @@ def to_ranges(oids: Sequence[int]) -> list[tuple[int, int]]:
 
 
 def format_ranges(ranges: list[tuple[int, int]]) -> str:
-    """``5000000..5009999 (10,000 LOs)``, a few ranges at most, for messages."""
+    """``10,000 LOs (OIDs 5000000..5009999)``, a few ranges at most, for messages."""
     total = sum(hi - lo + 1 for lo, hi in ranges)
+    return f"{total:,} LO{'s' if total != 1 else ''} ({oid_ranges(ranges)})"
+
+
+def oid_ranges(ranges: list[tuple[int, int]]) -> str:
+    """``OIDs 5000000..5009999, 5020000`` (a few ranges at most, then how many more)."""
     shown = ", ".join(f"{lo}..{hi}" if hi > lo else str(lo) for lo, hi in ranges[:3])
     more = f" and {len(ranges) - 3} more ranges" if len(ranges) > 3 else ""
-    return f"{total:,} LO{'s' if total != 1 else ''} (OIDs {shown}{more})"
+    return f"OIDs {shown}{more}"
 
 
 @dataclass

@@ -45,3 +45,17 @@ def test_the_sync_line_is_a_sentence() -> None:
         "copied nothing; 2 LOs gone from the source, 2 deleted; 1 LO in conflict, left as"
         " they are; 8,000 equal already"
     )
+
+
+def test_a_resumed_restore_says_what_it_kept_and_what_it_did_again() -> None:
+    from pgblobdump.packed.request import RestoreResult
+
+    r = RestoreResult(los=10_000, bytes=0, skipped=32_768, seconds=1.0, redone=2_048)
+    assert r.resumed() == (
+        "resumed: kept the 32,768 LOs there already; restored the other 2,048 LOs the"
+        " interrupted run was writing when it stopped (their batch never committed), and"
+        " 7,952 LOs it had not begun"
+    )
+    assert RestoreResult(1, 0, 1, 1.0).resumed() == (
+        "resumed: kept the 1 LO there already, and 1 LO it had not begun"
+    )

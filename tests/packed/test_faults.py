@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import random
 import re
@@ -570,9 +571,23 @@ def test_kill_9_then_the_same_restore_says_resume(
     assert conninfo_to_dict(command[4]) == conninfo_to_dict(dst), command
     assert command[5:] == [*share, "--resume"], command
     assert _los(dst) == left  # the refusal wrote nothing
+    # the numbers reconcile: "left" is what the target holds, and the batch in flight
+    # when the kill came (in the journal, never committed) is said apart
+    said = re.search(r"was interrupted and left ([\d,]+) LOs?( of the ([\d,]+) )?", line)
+    assert said, line
+    assert int(said.group(1).replace(",", "")) == left, (left, line)
+    begun = int(said.group(3).replace(",", "")) if said.group(2) else left
+    if begun > left:
+        assert f"the other {begun - left:,} were in a batch that never committed" in line, line
 
-    code, err = _run(*command[1:])
-    assert code == 0, err
+    with _pgbd(*command[1:], "--json") as proc:
+        out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    done = json.loads(out)
+    assert (done["skipped"], done["redone"]) == (left, begun - left), (done, left, begun)
+    if not part:
+        assert done["los"] == len(archive.expected) - left, done
+    print(f"left {left:,} of {begun:,} begun; resumed: {done}")
     if part:
         code, err = _run("restore", str(archive.path), "-d", dst, "--part", "2/2")
         assert code == 0, err
