@@ -1,10 +1,13 @@
 """Progress of long runs on stderr, one look for every command: done of total LOs and
 bytes, rate (LOs/s, bytes/s), elapsed and ETA.
 
-On a terminal: a bar (rich) that vanishes when done. Not on a terminal: nothing, unless
-``--progress``: then a plain line at most every ``LINE_INTERVAL`` seconds, and one at the
-end (for CI logs and ``nohup``). ``-q``: nothing but errors. The figures are computed by
-pure functions (``Figures``, ``describe``) that tests call without a terminal.
+A total is shown only where one is known: a stream (``restore -``) has none (no bar, no
+ETA), and dump knows its LO count but not its bytes (a read of every page would tell:
+the bytes done have no total). On a terminal: a bar (rich) that vanishes when done. Not
+on a terminal: nothing, unless ``--progress``: then a plain line at most every
+``LINE_INTERVAL`` seconds, and one at the end (for CI logs and ``nohup``). ``-q``: nothing
+but errors. The figures are computed by pure functions (``Figures``, ``describe``) that
+tests call without a terminal.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from dataclasses import dataclass
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, ProgressColumn, Task, TaskID, TextColumn
+from rich.progress_bar import ProgressBar
 from rich.text import Text
 
 from pgblobdump.cli.output import stderr_console
@@ -170,6 +174,16 @@ class _Task:
                            self.now() - self.t0, self.unit)  # fmt: skip
 
 
+class _BarColumn(BarColumn):
+    """The bar, only where there is a known total to fill: with none (a stream, or
+    before the count is known) rich would draw a pulsing bar the width of a full one."""
+
+    def render(self, task: Task) -> Text | ProgressBar:  # type: ignore[override]
+        if task.total is None:
+            return Text("")
+        return super().render(task)
+
+
 class _FiguresColumn(ProgressColumn):
     def __init__(self, task: _Task) -> None:
         super().__init__()
@@ -194,7 +208,7 @@ class _Display:
         if m is Mode.BARS:
             self.bar = Progress(
                 TextColumn("{task.description}"),
-                BarColumn(bar_width=20),
+                _BarColumn(bar_width=20),
                 _FiguresColumn(self.task),
                 console=console,
                 transient=True,

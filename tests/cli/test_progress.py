@@ -61,8 +61,40 @@ def test_an_unknown_total_is_never_drawn_as_zero() -> None:
         rep.progress(20_000, 0)
         line = _drawn(out)
     assert "20,000 LOs," in line and "/0" not in line, line
-    # A count and a rate, no ETA: nothing says when it ends.
+    # no total, so no bar to fill (rich drew a full-width pulsing one) and no ETA
     assert "5,000 LOs/s" in line and "ETA" not in line, line
+    assert "━" not in line and "╸" not in line, line
+
+
+def test_a_stream_restore_shows_count_bytes_and_rate_only() -> None:
+    """``restore -``: neither count nor bytes known ahead; the bar and the plain line say
+    what is done and how fast, nothing about an end."""
+    console, out = _terminal()
+    clock = Clock()
+    with reporter("restoring LOs", 0, console=console, display=Mode.BARS, now=clock) as rep:
+        clock.t += 2.0
+        rep.progress(3_000, 3 * 2**20)
+        line = _drawn(out)
+    assert line == "restoring LOs  3,000 LOs, 1,500 LOs/s, 1.5 MiB/s, 3.0 MiB, 0:00:02 elapsed", (
+        line
+    )
+    assert describe(Figures(3_000, 0, 3 * 2**20, 0, 2.0)) == (
+        "3,000 LOs, 3.0 MiB, 1,500 LOs/s, 1.5 MiB/s, 0:00:02 elapsed"
+    )
+
+
+def test_a_dump_knows_its_count_not_its_bytes() -> None:
+    """dump counts its LOs under its snapshot (one catalog count) but their bytes only a
+    read of every page would tell: the bar fills by LOs, the bytes done have no total."""
+    console, out = _terminal()
+    clock = Clock()
+    with reporter("dumping LOs", 0, console=console, display=Mode.BARS, now=clock) as rep:
+        rep.totals(20_000, 0)
+        clock.t += 2.0
+        rep.progress(5_000, 5 * 2**20)
+        line = _drawn(out)
+    assert "━" in line and "5,000/20,000 LOs (25%), ETA 0:00:06" in line, line
+    assert ", 5.0 MiB, " in line and "MiB/" not in line.replace("MiB/s", ""), line
 
 
 def test_a_new_phase_starts_its_own_figures() -> None:
@@ -125,6 +157,7 @@ def test_figures() -> None:
     assert describe(Figures(0, 16, 0, 0, 5.0, "runs")) == (
         "0/16 runs (0%), 0:00:05 elapsed, ETA -:--:--"  # a total: its ETA is to come
     )
+    assert describe(Figures(0, 3, 0, 0, 0.0)).endswith("ETA -:--:--")  # a total, no rate yet
 
 
 def test_slow_rates_are_not_rounded_to_zero() -> None:
