@@ -36,9 +36,12 @@ def result_table(r: GenerateResult) -> Table:
     rows = [
         {"what": "large objects", "value": f"{r.count:,}"},
         {"what": "bytes", "value": f"{r.total_bytes:,} ({format_bytes(r.total_bytes)})"},
-        {"what": "seconds", "value": f"{r.seconds:.2f}"},
+        {"what": "seconds", "value": f"{r.seconds:.2f} s"},
         {"what": "LOs/s", "value": f"{r.los_per_second:,.0f}"},
-        {"what": "MB/s", "value": f"{r.mb_per_second:,.1f}"},
+        {
+            "what": "bytes/s",
+            "value": f"{format_bytes(r.total_bytes / r.seconds if r.seconds > 0 else 0)}/s",
+        },
         {"what": "OIDs", "value": f"{r.first_oid}..{r.last_oid}" if r.count else "-"},
         {"what": "owning table", "value": r.table or "-"},
         {"what": "owners", "value": ", ".join(r.owners) or "connecting user"},

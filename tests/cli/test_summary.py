@@ -59,3 +59,23 @@ def test_a_resumed_restore_says_what_it_kept_and_what_it_did_again() -> None:
     assert RestoreResult(1, 0, 1, 1.0).resumed() == (
         "resumed: kept the 1 LO there already, and 1 LO it had not begun"
     )
+
+
+def test_generate_says_its_rate_in_the_tables_unit() -> None:
+    """MiB in every table and progress line: generate's rate was in MB/s."""
+    from pgblobdump.cli.generate import result_table
+    from pgblobdump.generate.generator import GenerateResult
+
+    r = GenerateResult(10, 3 * 2**30, 2.0, 1, 10, None, (), 0, 0)
+    cells = dict((w, v) for w, v in result_table(r).cells())
+    assert cells["bytes"] == "3,221,225,472 (3.0 GiB)" and cells["bytes/s"] == "1.5 GiB/s"
+    assert cells["seconds"] == "2.00 s" and "MB/s" not in cells
+
+
+def test_compare_runs_say_sizes_in_binary_units() -> None:
+    """compare's line after each run said '34.5 MB, 1 files' next to tables in MiB."""
+    from pgblobdump.compare.runner import dumped_line
+
+    assert dumped_line("[1/4] pg_dump 17 -Fc of 10 LOs", 1.24, 46080, 4 * 2**20, 1) == (
+        "[1/4] pg_dump 17 -Fc of 10 LOs: 1.2 s, 45 MiB peak, 4.0 MiB, 1 file"
+    )
