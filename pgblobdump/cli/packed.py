@@ -41,7 +41,7 @@ from pgblobdump.pg.target import ConnectionTarget, split_password
 from pgblobdump.report import Table, stream
 from pgblobdump.report.summary import summary_table
 from pgblobdump.storage import Storage
-from pgblobdump.units import format_bytes
+from pgblobdump.units import format_bytes, plural
 
 ARCHIVE = click.argument("archive", metavar="ARCHIVE")
 VOLUME_SIZE = click.option(
@@ -370,7 +370,7 @@ def verify(archive: str, target: ConnectionTarget, bases: tuple[str, ...], fmt: 
     if not found:
         note(f"the database holds the archive's {check.los:,} LOs, equal")
         return
-    click.echo(f"Error: the database differs from the archive: {found:,} differences"
+    click.echo(f"Error: the database differs from the archive: {plural(found, 'difference')}"
                " (listed on stdout)", err=True)  # fmt: skip
     raise SystemExit(1)
 

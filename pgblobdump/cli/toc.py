@@ -24,6 +24,7 @@ from pgblobdump.toc import listing, summary
 from pgblobdump.toc import lo as los
 from pgblobdump.toc import show as toc_show
 from pgblobdump.toc.reader import Archive, open_archive
+from pgblobdump.units import format_bytes, plural
 
 ARCHIVE = click.argument("archive", type=click.Path(path_type=Path))
 
@@ -106,8 +107,8 @@ def _summary_table(s: summary.Summary) -> Table:
         {"field": "LO owners", "value": owners},
         {"field": "LOs with ACL/comment", "value": f"{s.los_with_acl:,}/{s.los_with_comment:,}"},
         {"field": "LO data stored", "value": "not measured" if s.lo_data_bytes is None
-         else f"{s.lo_data_bytes:,} bytes for {s.los_with_data:,} LOs"},
-        {"field": "archive size", "value": f"{s.archive_bytes:,} bytes"},
+         else f"{format_bytes(s.lo_data_bytes)} for {plural(s.los_with_data, 'LO')}"},
+        {"field": "archive size", "value": format_bytes(s.archive_bytes)},
     ]  # fmt: skip
     rows += [{"field": f"  {k}", "value": f"{v:,}"} for k, v in s.entries_by_type.items()]
     return Table([Column("field"), Column("value")], rows, title="Archive summary")

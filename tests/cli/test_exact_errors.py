@@ -8,6 +8,7 @@ import io
 import json
 import os
 import pwd
+import re
 import shutil
 import subprocess
 import tempfile
@@ -343,6 +344,9 @@ def test_migrate_and_toc_summary_csv_hold_raw_numbers(lo_db: str) -> None:
         assert result.exit_code == 0, result.stderr
         (row,) = csv.DictReader(io.StringIO(result.stdout))
         assert row["lo_count"] == "1501" and int(row["archive_bytes"]) > 0  # not "1,501"
+        shown = run("toc", "summary", str(path)).stdout  # people get sizes in MiB, not bytes
+        assert re.search(r"LO data stored +│ [\d.]+ KiB for 1,501 LOs ", shown), shown
+        assert re.search(r"archive size +│ [\d.]+ [KM]iB ", shown), shown
     finally:
         shutil.rmtree(path.parent)
 

@@ -86,6 +86,15 @@ def test_differences_by_oid(dumped: tuple[str, Path]) -> None:
     )
 
 
+def test_one_difference_is_one(dumped: tuple[str, Path]) -> None:
+    db, path = dumped
+    with psycopg.connect(db, autocommit=True) as conn:
+        conn.execute("SELECT lo_unlink(70001)")
+    result = _verify(str(path), "-d", db)
+    assert result.exit_code == 1, result.output
+    assert ": 1 difference (listed on stdout)" in result.stderr, result.stderr
+
+
 @pytest.mark.parametrize("damage", ["flip", "truncate", "no manifest", "no index"])
 def test_damage_is_named(dumped: tuple[str, Path], tmp_path: Path, damage: str) -> None:
     _db, src = dumped
