@@ -201,7 +201,7 @@ def result_table(r: Any) -> Table:
         {"what": "kept: younger than --min-age", "value": f"{r.young:,}"
          + (f" ({r.old_enough})" if r.old_enough else "")},
         {"what": "kept: not this role's to unlink",
-         "value": f"{r.not_owned:,}" + (f" {list(r.not_owned_sample)}" if r.not_owned else "")},
+         "value": _counted(r.not_owned, tuple(r.not_owned_sample))},
         {"what": "kept: referenced meanwhile", "value": f"{r.referenced_meanwhile:,}"},
         {"what": "kept: gone or changed meanwhile", "value": f"{r.skipped:,}"},
         {"what": "age", "value": r.age},

@@ -79,3 +79,25 @@ def test_compare_runs_say_sizes_in_binary_units() -> None:
     assert dumped_line("[1/4] pg_dump 17 -Fc of 10 LOs", 1.24, 46080, 4 * 2**20, 1) == (
         "[1/4] pg_dump 17 -Fc of 10 LOs: 1.2 s, 45 MiB peak, 4.0 MiB, 1 file"
     )
+
+
+def test_vacuum_names_what_it_kept_in_words() -> None:
+    """The OIDs not this role's to unlink were a Python list; a dry run's line says when
+    the young ones will be old enough."""
+    from pgblobdump.cli.vacuum import dry_run_line, result_table
+    from pgblobdump.vacuum.run import VacuumResult
+
+    r = VacuumResult(
+        database="db", los=5, orphans=4, removable=1, removed=0, young=1, not_owned=2,
+        not_owned_sample=(2, 3), referenced_meanwhile=0, skipped=0, not_archived=0,
+        archived=None, columns=1, batches=0, batch_size=400, seconds=0.5, dry_run=True,
+        age="age from commit timestamps (track_commit_timestamp)",
+        old_enough="each is old enough 1 h after the transaction that made it committed",
+    )  # fmt: skip
+    cells = dict((w, v) for w, v in result_table(r).cells())
+    assert cells["kept: not this role's to unlink"] == "2 (OIDs 2, 3)"
+    assert cells["kept: younger than --min-age"] == f"1 ({r.old_enough})"
+    assert dry_run_line(r, 3600) == (
+        "would remove 1 of 4 orphans; kept 1 as younger than --min-age 1 h and 2 as not this"
+        f" role's to unlink ({r.old_enough})"
+    )
