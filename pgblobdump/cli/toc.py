@@ -103,11 +103,11 @@ def _summary_table(s: summary.Summary) -> Table:
         {"field": "server version", "value": s.server_version},
         {"field": "pg_dump version", "value": s.pg_dump_version},
         {"field": "TOC entries", "value": f"{s.toc_entries:,} ({s.listed:,} listed)"},
-        {"field": "large objects", "value": f"{s.lo_count:,} in {s.lo_groups:,} groups"},
+        {"field": "large objects", "value": f"{s.lo_count:,} in {plural(s.lo_groups, 'group')}"},
         {"field": "LO owners", "value": owners},
         {"field": "LOs with ACL/comment", "value": f"{s.los_with_acl:,}/{s.los_with_comment:,}"},
         {"field": "LO data stored", "value": "not measured" if s.lo_data_bytes is None
-         else f"{format_bytes(s.lo_data_bytes)} for {plural(s.los_with_data, 'LO')}"},
+         else f"{format_bytes(s.lo_data_bytes)} for {plural(s.los_with_data or 0, 'LO')}"},
         {"field": "archive size", "value": format_bytes(s.archive_bytes)},
     ]  # fmt: skip
     rows += [{"field": f"  {k}", "value": f"{v:,}"} for k, v in s.entries_by_type.items()]
