@@ -197,7 +197,7 @@ def test_watch_picks_up_changes_until_interrupted(pair: tuple[str, str]) -> None
         reader.start()
         _sql(src, "SELECT lo_from_bytea(45000, 'watched')")
         deadline = time.monotonic() + 60
-        while not any(": new 1," in line for line in lines):  # a run that copied it ended
+        while not any(": copied 1 new LO;" in line for line in lines):  # a run that copied it
             assert p.poll() is None, lines
             assert time.monotonic() < deadline, lines
             time.sleep(0.1)
