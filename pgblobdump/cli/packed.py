@@ -201,7 +201,7 @@ def dump(target: ConnectionTarget, output: str, oids: tuple[int, int],
                        "base": inc["chain"][-1]["where"],
                        "chain_length": len(inc["chain"]) + 1})  # fmt: skip
     if output == places.STREAM:
-        note(f"dumped {result.los:,} LOs ({format_bytes(result.bytes)})")
+        note(f"dumped {plural(result.los, 'LO')} ({format_bytes(result.bytes)})")
         return
     emit(_result_table("dumped", record), fmt, record)
 
@@ -368,7 +368,7 @@ def verify(archive: str, target: ConnectionTarget, bases: tuple[str, ...], fmt: 
         }
         emit(_result_table(f"archive is sound; the database {verdict} it", record | seen), fmt)
     if not found:
-        note(f"the database holds the archive's {check.los:,} LOs, equal")
+        note(f"the database holds the archive's {plural(check.los, 'LO')}, equal")
         return
     click.echo(f"Error: the database differs from the archive: {plural(found, 'difference')}"
                " (listed on stdout)", err=True)  # fmt: skip

@@ -39,6 +39,7 @@ from pgblobdump.pg.failure import failed
 from pgblobdump.pg.ledger import Ledger, to_ranges
 from pgblobdump.pg.lo import Batch, Grant, LoWriter
 from pgblobdump.report.reporter import QUIET, Reporter
+from pgblobdump.units import plural
 
 BATCH_BYTES = 8 << 20
 """LO bytes per batch: one round trip carries them (a binary bytea[] parameter)."""
@@ -226,7 +227,8 @@ class Restorer:
                 stack.__exit__(_Abandoned, _Abandoned(), None)  # the transaction rolls back
         self.damaged += len(d.oids)
         self.damaged_oids.extend(d.oids)
-        self.reporter.note(f"skipped {len(d.oids):,} LOs of a damaged part, {d.where}: {d.reason}")
+        self.reporter.note(f"skipped {plural(len(d.oids), 'LO')} of a damaged part, {d.where}:"
+                           f" {d.reason}")  # fmt: skip
 
     def _take_piece(self, p: LoPiece) -> None:
         """A piece of an LO with holes up to BATCHED_MAX bytes: gathered, and the LO

@@ -30,6 +30,7 @@ from pgblobdump.pg.lostream import Selection
 from pgblobdump.report.reporter import QUIET, Reporter
 from pgblobdump.sync import feed, source, state
 from pgblobdump.sync.jobs import Feed, run_jobs
+from pgblobdump.units import noun, plural
 
 
 @dataclass(frozen=True)
@@ -164,7 +165,10 @@ def _conflicts(
             " with --on-conflict skip to keep what is there, or into another database"
         )
     if mine:
-        reporter.note(f"resuming: {mine:,} LOs an earlier copy made are there already; kept")
+        reporter.note(
+            f"resuming: {plural(mine, 'LO')} an earlier copy made {noun(mine, 'is')} there"
+            " already; kept"
+        )
     if others:
         reporter.note(f"keeping {format_ranges(to_ranges(others))} that exist on the target")
     return mine, bool(mine or others)

@@ -33,6 +33,7 @@ from pgblobdump.errors import DatabaseError
 from pgblobdump.pg.catalog import UNLINKABLE
 from pgblobdump.pg.connect import connect
 from pgblobdump.report.reporter import QUIET, Reporter
+from pgblobdump.units import plural
 from pgblobdump.vacuum.age import AgeRule
 from pgblobdump.vacuum.orphans import candidate_chunk, still_orphans
 from pgblobdump.vacuum.refs import (
@@ -226,8 +227,8 @@ def remove(
                     except psycopg.errors.LockNotAvailable as e:
                         raise DatabaseError(
                             f"could not lock the tables that reference LOs within {LOCK_TIMEOUT}"
-                            f" (a long transaction writes to one); {done.removed:,} LOs removed"
-                            " so far, a rerun finishes"
+                            " (a long transaction writes to one);"
+                            f" {plural(done.removed, 'LO')} removed so far, a rerun finishes"
                         ) from e
                     mark = stamp(guard, refs.types)
                     if discover(guard, named, own=own).fingerprint != refs.fingerprint:
@@ -252,7 +253,7 @@ def remove(
                 if changes > MAX_CHANGES:
                     raise DatabaseError(
                         f"the tables that reference LOs changed {MAX_CHANGES} times in a row"
-                        f" while vacuum ran; {done.removed:,} LOs removed so far, a rerun"
+                        f" while vacuum ran; {plural(done.removed, 'LO')} removed so far, a rerun"
                         " finishes"
                     ) from None
                 # The round again, against the new columns; what it unlinked stays gone.
