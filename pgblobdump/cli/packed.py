@@ -273,7 +273,7 @@ def restore(archive: str, target: ConnectionTarget, no_owner: bool, no_acl: bool
     record = dataclasses.asdict(result)
     record["seconds"] = round(result.seconds, 3)
     notes = [result.resumed()] if resume else []
-    emit(summary_table("restored", record, notes), fmt, record)
+    emit(summary_table("restored", record, notes, unless_zero=("redone",)), fmt, record)
     if result.damaged:
         raise LosSkipped(
             f"restored {result.los:,} LOs and skipped {result.damaged:,} of the damaged"

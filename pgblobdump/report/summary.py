@@ -40,12 +40,18 @@ def value(key: str, v: Any) -> str:
             return f"{v:,.2f} s"
     if key in ("oids", "oid_range") and v == ALL_OIDS:
         return "all OIDs"
-    return show(v)
+    return show(v) if v != "" else "-"
 
 
 def summary_table(
-    title: str, record: Mapping[str, Any], notes: Sequence[str] = (), what: str = "what"
+    title: str,
+    record: Mapping[str, Any],
+    notes: Sequence[str] = (),
+    what: str = "what",
+    unless_zero: Sequence[str] = (),
 ) -> Table:
-    """``record`` (raw values, what JSON prints) as one ``what | value`` line a field."""
-    rows = [{what: label(k), "value": value(k, v)} for k, v in record.items()]
+    """``record`` (raw values, what JSON prints) as one ``what | value`` line a field;
+    the fields in ``unless_zero`` only when not 0 (a count that only some runs have)."""
+    rows = [{what: label(k), "value": value(k, v)} for k, v in record.items()
+            if not (k in unless_zero and v == 0)]  # fmt: skip
     return Table([Column(what), Column("value")], rows, title=title, notes=tuple(notes))

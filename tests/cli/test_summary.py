@@ -17,9 +17,11 @@ def test_a_summary_shows_sizes_seconds_and_all_oids() -> None:
     cells = _cells({"los": 8000, "bytes": 47_254_453, "archive_bytes": 512, "seconds": 0.3949,
                     "oids": "0..4294967295", "damaged_oids": "", "snapshot": "0000-1"})  # fmt: skip
     assert cells == {"LOs": "8,000", "bytes": "45.1 MiB", "archive bytes": "512 B",
-                     "seconds": "0.39 s", "OIDs": "all OIDs", "damaged OIDs": "",
+                     "seconds": "0.39 s", "OIDs": "all OIDs", "damaged OIDs": "-",
                      "snapshot": "0000-1"}  # fmt: skip
     assert _cells({"oids": "5..9"}) == {"OIDs": "5..9"}
+    shown = summary_table("t", {"los": 1, "redone": 0}, unless_zero=("redone",)).cells()
+    assert shown == [["LOs", "1"]]
 
 
 def test_flags_and_lists_read_as_words_in_tables_and_stay_raw_in_csv() -> None:
