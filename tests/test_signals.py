@@ -202,6 +202,9 @@ def test_a_killed_server_leaves_a_named_remainder() -> None:
         copy = Path(tempfile.mkdtemp(prefix="pgbd-killed-"))
         copy.chmod(0o755)
         subprocess.run(["cp", "-a", str(cluster.datadir), str(copy / "data")], check=True)
+        # Its socket's lock file names the zombie too, and the copy keeps the port.
+        for lock in (copy / "data").glob(".s.PGSQL.*.lock"):
+            lock.unlink()
         with (
             EmbeddedCluster(16, datadir=copy / "data", remove=True) as after,
             psycopg.connect(after.conninfo()) as conn,
