@@ -1,0 +1,104 @@
+"""Start-up: ``pgblobdump --help`` and a Tab completion import no command, and what the
+root lists from SUBCOMMANDS is what the commands themselves say.
+
+The imports are read from a new process (``sys.modules`` as it ends): this one has every
+module loaded already."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import click
+import pytest
+
+from pgblobdump.cli import SUBCOMMANDS, cli
+
+HEAVY = ("matplotlib", "rich.table", "pgblobdump.harness.plots", "pgblobdump.compare.plots")
+"""Modules no help and no completion needs: plotting and rich's tables."""
+
+COMMAND_MODULES = {s.target.partition(":")[0] for s in SUBCOMMANDS.values()}
+
+
+DRIVER = """
+import sys
+from pgblobdump.cli import main
+sys.argv[0] = "pgblobdump"
+try:
+    main()
+finally:
+    sys.stdout.flush()
+    print("\\nimported:", *sorted(sys.modules), file=sys.stderr)
+"""
+"""pgblobdump's console script, telling on exit which modules were imported."""
+
+
+def imported(*args: str, env: dict[str, str] | None = None) -> tuple[str, set[str]]:
+    """stdout of ``pgblobdump ARGS`` in a new interpreter, and every module it imported."""
+    p = subprocess.run(
+        [sys.executable, "-c", DRIVER, *args],
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert p.returncode == 0, p.stderr[-2000:]
+    head, _, tail = p.stderr.rpartition("\nimported: ")
+    assert head.strip() == "", head[-2000:]
+    return p.stdout, set(tail.split())
+
+
+def completion_env(line: str) -> dict[str, str]:
+    """What bash's completion function sets to ask for the candidates of ``line``."""
+    return {
+        "_PGBLOBDUMP_COMPLETE": "bash_complete",
+        "COMP_WORDS": line,
+        "COMP_CWORD": str(len(line.split(" ")) - 1),
+    }
+
+
+def heavy(modules: set[str]) -> set[str]:
+    return {m for m in modules if m.startswith(HEAVY)}
+
+
+def test_help_imports_no_command_and_nothing_heavy() -> None:
+    out, modules = imported("--help")
+    assert "dump" in out and "Commands:" in out
+    assert not modules & COMMAND_MODULES
+    assert not heavy(modules)
+    assert not {m for m in modules if m.startswith(("psycopg", "rich", "zstandard"))}
+
+
+def test_completing_a_command_imports_no_command() -> None:
+    out, modules = imported(env=completion_env("pgblobdump re"))
+    assert out.splitlines() == ["plain,restore"]
+    assert not modules & COMMAND_MODULES
+    assert not heavy(modules)
+
+
+def test_the_listed_short_help_is_each_commands_own() -> None:
+    ctx = click.Context(cli)
+    widest = 100 - 6 - max(map(len, SUBCOMMANDS))  # help 100 columns wide (docs/commands.md)
+    for name, listed in SUBCOMMANDS.items():
+        command = cli.get_command(ctx, name)
+        assert command is not None
+        own = command.get_short_help_str(widest)
+        assert listed.short_help == own, f"SUBCOMMANDS[{name!r}]: give it {own!r}"
+
+
+@pytest.mark.parametrize("width", [50, 78, 98, 100])
+def test_the_root_help_lists_the_commands_as_click_would(width: int) -> None:
+    ctx = click.Context(cli)
+    ours, clicks = click.HelpFormatter(width=width), click.HelpFormatter(width=width)
+    cli.format_commands(ctx, ours)
+    click.Group.format_commands(cli, ctx, clicks)  # loads every command, as before
+    assert ours.getvalue() == clicks.getvalue()
+
+
+@pytest.mark.parametrize("incomplete", ["", "c", "re", "-", "--v"])
+def test_completion_offers_what_click_would(incomplete: str) -> None:
+    ctx = click.Context(cli)
+    ours = [(i.value, i.help) for i in cli.shell_complete(ctx, incomplete)]
+    clicks = [(i.value, i.help) for i in click.Group.shell_complete(cli, ctx, incomplete)]
+    assert ours == clicks
