@@ -22,9 +22,9 @@ from pgblobdump.cli.types import COLUMN, OID, OIDS, PART, SIZE
 from pgblobdump.errors import CorruptArchive, FileError, UsageError
 from pgblobdump.fileio import refuse_input, write_atomically
 from pgblobdump.packed import DumpRequest, OnConflict, RestoreRequest, restore_archive
-from pgblobdump.packed import dump as run_dump
 from pgblobdump.packed import source as packed_source
 from pgblobdump.packed.chain import Chain
+from pgblobdump.packed.dump import dump as run_dump
 from pgblobdump.packed.format import DEFAULT_VOLUME_SIZE, ZSTD_LEVEL
 from pgblobdump.packed.verify import check_chain, compare_database
 from pgblobdump.packed.writer import check_settings

@@ -6,6 +6,7 @@ module loaded already."""
 
 from __future__ import annotations
 
+import importlib
 import os
 import subprocess
 import sys
@@ -102,3 +103,23 @@ def test_completion_offers_what_click_would(incomplete: str) -> None:
     ours = [(i.value, i.help) for i in cli.shell_complete(ctx, incomplete)]
     clicks = [(i.value, i.help) for i in click.Group.shell_complete(cli, ctx, incomplete)]
     assert ours == clicks
+
+
+@pytest.mark.parametrize(
+    ("package", "light", "heavy_one"),
+    [("packed", "format", "dump"), ("generate", "spec", "generator")],
+)
+def test_a_package_loads_its_names_on_first_use(package: str, light: str, heavy_one: str) -> None:
+    """Importing one light module of the package loads no other (nor libpq); each name the
+    package offers is its module's."""
+    code = (
+        f"import sys, pgblobdump.{package}.{light}\n"
+        f"print('pgblobdump.{package}.{heavy_one}' in sys.modules, 'psycopg' in sys.modules)"
+    )
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert p.stdout.split() == ["False", "False"]
+    pkg = importlib.import_module(f"pgblobdump.{package}")
+    assert sorted(pkg.__all__) == sorted(pkg._HOME)
+    for name, home in pkg._HOME.items():
+        module = importlib.import_module(f"pgblobdump.{package}.{home}")
+        assert getattr(pkg, name) is getattr(module, name)
