@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
-from rich.table import Table as RichTable
 
 from pgblobdump.report import Table, to_csv, to_json, to_markdown
 from pgblobdump.report.formats import Format
+
+if TYPE_CHECKING:  # rich's tables are loaded by the first one printed, not by --help
+    from rich.table import Table as RichTable
 
 __all__ = ["Format", "emit", "rich_table", "stderr_console", "stdout_console"]
 
@@ -37,6 +39,8 @@ def stderr_console() -> Console:
 
 
 def rich_table(table: Table) -> RichTable:
+    from rich.table import Table as RichTable
+
     rt = RichTable(title=table.title or None, title_justify="left", header_style="bold")
     for c in table.columns:
         rt.add_column(c.heading, justify="right" if c.numeric else "left")

@@ -16,15 +16,17 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from rich.console import Console
-from rich.progress import BarColumn, Progress, ProgressColumn, Task, TaskID, TextColumn
-from rich.text import Text
 
 from pgblobdump.cli.output import stderr_console
 from pgblobdump.cli.verbosity import SETTINGS, Settings
 from pgblobdump.report.reporter import Reporter
 from pgblobdump.units import format_bytes
+
+if TYPE_CHECKING:  # rich's bars (and its tables) are loaded when a bar is drawn
+    from rich.progress import Progress, ProgressColumn, TaskID
 
 LINE_INTERVAL = 10.0
 """Seconds between two plain progress lines (``--progress`` off a terminal)."""
@@ -151,13 +153,16 @@ class _Task:
                            self.now() - self.t0, self.unit)  # fmt: skip
 
 
-class _FiguresColumn(ProgressColumn):
-    def __init__(self, task: _Task) -> None:
-        super().__init__()
-        self.task = task
+def _figures_column(shown: _Task) -> ProgressColumn:
+    """The bar's column of figures (``describe_for_bar``)."""
+    from rich.progress import ProgressColumn, Task
+    from rich.text import Text
 
-    def render(self, task: Task) -> Text:
-        return Text(describe_for_bar(self.task.figures()), no_wrap=True, overflow="ellipsis")
+    class _FiguresColumn(ProgressColumn):
+        def render(self, task: Task) -> Text:
+            return Text(describe_for_bar(shown.figures()), no_wrap=True, overflow="ellipsis")
+
+    return _FiguresColumn()
 
 
 class _Display:
@@ -173,10 +178,12 @@ class _Display:
         self.bar: Progress | None = None
         self.bar_task: TaskID | None = None
         if m is Mode.BARS:
+            from rich.progress import BarColumn, Progress, TextColumn
+
             self.bar = Progress(
                 TextColumn("{task.description}"),
                 BarColumn(bar_width=20),
-                _FiguresColumn(self.task),
+                _figures_column(self.task),
                 console=console,
                 transient=True,
             )
