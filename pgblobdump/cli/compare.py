@@ -10,7 +10,7 @@ import click
 from pgblobdump.cli.options import connection_options, output_options, pg_bin_option
 from pgblobdump.cli.output import Format, emit
 from pgblobdump.cli.progress import note, reporter
-from pgblobdump.compare import report, results, session
+from pgblobdump.compare import report, results
 from pgblobdump.compare.matrix import DEFAULT_FORMATS, DEFAULT_MAJORS
 from pgblobdump.errors import UsageError
 from pgblobdump.pg.target import ConnectionTarget
@@ -212,6 +212,8 @@ def compare(
 
     Example: pgblobdump compare --los 50k,200k --results compare-results
     """
+    from pgblobdump.compare import session  # the runs (and libpq): not for --help
+
     if render_dir is not None:
         _render(render_dir, against_dir, plots, fmt, details)
         return

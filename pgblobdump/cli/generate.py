@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import click
 
@@ -13,13 +14,15 @@ from pgblobdump.cli.output import Format, emit
 from pgblobdump.cli.progress import note, reporter
 from pgblobdump.cli.types import COUNT, Parsed
 from pgblobdump.errors import UsageError
-from pgblobdump.generate import Content, GenerateResult, GenerateSpec, SizeDist, SizeSpec
-from pgblobdump.generate import generate as run
+from pgblobdump.generate.spec import Content, GenerateSpec, SizeDist, SizeSpec
 from pgblobdump.pg.target import ConnectionTarget
 from pgblobdump.report import Column, Table
 from pgblobdump.report.table import jsonable
 from pgblobdump.servers.cluster import EmbeddedCluster
 from pgblobdump.units import format_bytes
+
+if TYPE_CHECKING:  # the generator (and libpq) is imported by a run, not by --help
+    from pgblobdump.generate.generator import GenerateResult
 
 
 def record_table(r: GenerateResult) -> Table:
@@ -176,6 +179,8 @@ def generate(
 
     Users' data: pgblobdump generate -d mydb -n 10k --preset realistic
     """
+    from pgblobdump.generate.generator import generate as run
+
     if preset == "realistic":
         # The preset fills only what the command line left at its default.
         ctx = click.get_current_context()

@@ -1,5 +1,6 @@
-"""Start-up: ``pgblobdump --help`` and a Tab completion import no command, and what the
-root lists from SUBCOMMANDS is what the commands themselves say.
+"""Start-up: ``pgblobdump --help`` and a Tab completion import no command, each command's
+``--help`` imports only its own module (and nothing that plots, draws tables or talks to
+a server), and what the root lists from SUBCOMMANDS is what the commands themselves say.
 
 The imports are read from a new process (``sys.modules`` as it ends): this one has every
 module loaded already."""
@@ -76,6 +77,33 @@ def test_completing_a_command_imports_no_command() -> None:
     assert out.splitlines() == ["plain,restore"]
     assert not modules & COMMAND_MODULES
     assert not heavy(modules)
+
+
+def test_completing_an_option_imports_only_that_commands_module() -> None:
+    out, modules = imported(env=completion_env("pgblobdump dump --prog"))
+    assert out.splitlines() == ["plain,--progress"]
+    assert modules & COMMAND_MODULES == {"pgblobdump.cli.packed", "pgblobdump.cli.completion"}
+    assert not heavy(modules)
+
+
+LIBPQ_FOR_HELP = {
+    "bench": "--lengths defaults to bench.toast's, a module that imports psycopg",
+    "migrate": "--to and --missing offer the migrate package's choices (it imports psycopg)",
+}
+"""The commands whose --help still loads libpq, and why: the core they take an option's
+default or choices from imports psycopg at its top."""
+
+
+@pytest.mark.parametrize("name", sorted(SUBCOMMANDS))
+def test_each_commands_help_imports_its_module_only(name: str) -> None:
+    out, modules = imported(name, "--help")
+    assert out.startswith(f"Usage: pgblobdump {name}"), out
+    own = SUBCOMMANDS[name].target.partition(":")[0]
+    # cli.completion gives --major its completion: a few lines, no more.
+    assert modules & COMMAND_MODULES <= {own, "pgblobdump.cli.completion"}
+    assert not heavy(modules)
+    libpq = {m for m in modules if m.startswith("psycopg")}
+    assert bool(libpq) == (name in LIBPQ_FOR_HELP), LIBPQ_FOR_HELP.get(name, "psycopg loaded")
 
 
 def test_the_listed_short_help_is_each_commands_own() -> None:
