@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import importlib
 import os
+import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import click
 import pytest
@@ -36,8 +38,9 @@ finally:
 """pgblobdump's console script, telling on exit which modules were imported."""
 
 
-def imported(*args: str, env: dict[str, str] | None = None) -> tuple[str, set[str]]:
-    """stdout of ``pgblobdump ARGS`` in a new interpreter, and every module it imported."""
+def imported(*args: str, env: dict[str, str] | None = None, code: int = 0) -> tuple[str, set[str]]:
+    """stdout of ``pgblobdump ARGS`` in a new interpreter (exiting with ``code``), and
+    every module it imported."""
     p = subprocess.run(
         [sys.executable, "-c", DRIVER, *args],
         env={**os.environ, **(env or {})},
@@ -45,9 +48,9 @@ def imported(*args: str, env: dict[str, str] | None = None) -> tuple[str, set[st
         text=True,
         check=False,
     )
-    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.returncode == code, p.stderr[-2000:]
     head, _, tail = p.stderr.rpartition("\nimported: ")
-    assert head.strip() == "", head[-2000:]
+    assert code != 0 or head.strip() == "", head[-2000:]  # an error says so on stderr
     return p.stdout, set(tail.split())
 
 
@@ -84,6 +87,20 @@ def test_completing_an_option_imports_only_that_commands_module() -> None:
     assert out.splitlines() == ["plain,--progress"]
     assert modules & COMMAND_MODULES == {"pgblobdump.cli.packed", "pgblobdump.cli.completion"}
     assert not heavy(modules)
+
+
+def test_a_dump_loads_what_a_plain_dump_runs(tmp_path: Path) -> None:
+    with socket.socket() as sock:  # a port nothing listens on: refused at once
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    dsn = f"host=127.0.0.1 port={port} dbname=x"
+    _, modules = imported("dump", "-d", dsn, "-o", str(tmp_path / "a"), code=3)
+    assert {"pgblobdump.packed.writer", "psycopg"} <= modules  # it got as far as connecting
+    others = {"reader", "chain", "restore", "full", "bychecksum", "source", "verify", "merge"}
+    assert not modules & {f"pgblobdump.packed.{m}" for m in others}  # restore's, --since's...
+    assert not modules & COMMAND_MODULES - {"pgblobdump.cli.packed", "pgblobdump.cli.completion"}
+    assert not heavy(modules)
+    assert "rich.progress" not in modules  # no bar off a terminal
 
 
 LIBPQ_FOR_HELP = {
