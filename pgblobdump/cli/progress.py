@@ -18,14 +18,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from rich.console import Console
-
 from pgblobdump.cli.output import stderr_console
 from pgblobdump.cli.verbosity import SETTINGS, Settings
 from pgblobdump.report.reporter import Reporter
 from pgblobdump.units import format_bytes
 
 if TYPE_CHECKING:  # rich's bars (and its tables) are loaded when a bar is drawn
+    from rich.console import Console
     from rich.progress import Progress, ProgressColumn, TaskID
 
 LINE_INTERVAL = 10.0
@@ -169,9 +168,9 @@ class _Display:
     """Where a Reporter's calls go: ``start``/``totals``/``update`` of the one task shown,
     ``note`` for a line, ``end`` once the run succeeded."""
 
-    def __init__(self, m: Mode, console: Console, now: Callable[[], float],
+    def __init__(self, m: Mode, console: Console | None, now: Callable[[], float],
                  interval: float, unit: str) -> None:  # fmt: skip
-        self.mode, self.console, self.interval = m, console, interval
+        self.mode, self._console, self.interval = m, console, interval
         self.task = _Task(now, unit)
         self.now = now
         self.last_line = 0.0
@@ -184,9 +183,17 @@ class _Display:
                 TextColumn("{task.description}"),
                 BarColumn(bar_width=20),
                 _figures_column(self.task),
-                console=console,
+                console=self.console,
                 transient=True,
             )
+
+    @property
+    def console(self) -> Console:
+        """stderr's console, made (and rich loaded) by the first line or bar shown: a
+        run with nothing to show before its first statement loads no rich."""
+        if self._console is None:
+            self._console = stderr_console()
+        return self._console
 
     def start(self, description: str, total: int) -> None:
         if self.mode is Mode.LINES and self.task.description and self.task.done:
@@ -261,7 +268,7 @@ def reporter(
     (``total`` 0 when unknown until the core's ``totals``; ``unit``: what it counts).
     ``console``, ``display``, ``now`` and ``interval`` are for tests (a forced terminal,
     a fake clock)."""
-    d = _Display(display or mode(), console or stderr_console(), now, interval, unit)
+    d = _Display(display or mode(), console, now, interval, unit)
     _LIVE.append(d)
     try:
         d.start(description, total)
