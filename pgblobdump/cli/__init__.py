@@ -9,7 +9,7 @@ import os
 import sys
 import threading
 from collections.abc import Sequence
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
 
 import click
 
@@ -17,6 +17,9 @@ from pgblobdump import __version__, signals
 from pgblobdump.cli import verbosity
 from pgblobdump.cli.pipes import silence_stdout
 from pgblobdump.errors import Interrupted, PgBlobDumpError, UsageError, from_os_error, scrub
+
+if TYPE_CHECKING:
+    from click.shell_completion import CompletionItem
 
 
 def report_error(e: PgBlobDumpError) -> int:
@@ -43,30 +46,105 @@ def _interrupted(e: KeyboardInterrupt) -> Interrupted:
     return Interrupted(f"interrupted by {signals.name(signum)}", signum)
 
 
+class Subcommand(NamedTuple):
+    """A top-level command: where it lives (``module:attribute``, imported only when that
+    command runs or completes) and its short help as ``pgblobdump --help`` lists it at its
+    widest, so that neither the root's help nor a Tab completion imports any command
+    (tests/cli/test_startup.py checks each against the command's own help)."""
+
+    target: str
+    short_help: str
+
+
 SUBCOMMANDS = {
-    "doctor": "pgblobdump.cli.doctor:doctor",
-    "server": "pgblobdump.cli.server:server",
-    "generate": "pgblobdump.cli.generate:generate",
-    "toc": "pgblobdump.cli.toc:toc",
-    "compare": "pgblobdump.cli.compare:compare",
-    "dump": "pgblobdump.cli.packed:dump",
-    "restore": "pgblobdump.cli.packed:restore",
-    "verify": "pgblobdump.cli.packed:verify",
-    "ls": "pgblobdump.cli.packed:ls_cmd",
-    "cat": "pgblobdump.cli.packed:cat_cmd",
-    "pack": "pgblobdump.cli.packed:pack_cmd",
-    "unpack": "pgblobdump.cli.packed:unpack_cmd",
-    "migrate": "pgblobdump.cli.migrate:migrate",
-    "bench": "pgblobdump.cli.bench:bench",
-    "completion": "pgblobdump.cli.completion:completion",
-    "copy": "pgblobdump.cli.sync:copy_cmd",
-    "merge": "pgblobdump.cli.packed:merge_cmd",
-    "sync": "pgblobdump.cli.sync:sync_cmd",
-    "inspect": "pgblobdump.cli.vacuum:inspect_cmd",
-    "vacuum": "pgblobdump.cli.vacuum:vacuum_cmd",
+    "doctor": Subcommand(
+        "pgblobdump.cli.doctor:doctor",
+        "Show the PostgreSQL binaries found per major, GNU time, and what is missing.",
+    ),
+    "server": Subcommand(
+        "pgblobdump.cli.server:server",
+        "Start, stop and list embedded PostgreSQL clusters for trying and benchmarking.",
+    ),
+    "generate": Subcommand(
+        "pgblobdump.cli.generate:generate",
+        "Create many large objects fast, with sizes, content, owners, ACLs and comments.",
+    ),
+    "toc": Subcommand(
+        "pgblobdump.cli.toc:toc",
+        "Read pg_dump custom and directory archives without a server or pg_restore.",
+    ),
+    "compare": Subcommand(
+        "pgblobdump.cli.compare:compare",
+        "Measure pg_dump/pg_restore and the packed archive on many large objects.",
+    ),
+    "dump": Subcommand(
+        "pgblobdump.cli.packed:dump",
+        "Dump large objects into a packed archive: a few files whatever the count.",
+    ),
+    "restore": Subcommand(
+        "pgblobdump.cli.packed:restore",
+        "Restore a packed archive's LOs: same OIDs, owners, ACLs and comments.",
+    ),
+    "verify": Subcommand(
+        "pgblobdump.cli.packed:verify",
+        "Check a packed archive: every file, frame and LO checksum, the index against the...",
+    ),
+    "ls": Subcommand(
+        "pgblobdump.cli.packed:ls_cmd",
+        "List a packed archive's LOs: OID, size, owner, ACL, comment (from its index); for...",
+    ),
+    "cat": Subcommand(
+        "pgblobdump.cli.packed:cat_cmd",
+        "Write one LO's bytes to stdout or FILE, reading only its index block and frames...",
+    ),
+    "pack": Subcommand(
+        "pgblobdump.cli.packed:pack_cmd",
+        "Pack the LOs of a pg_dump archive into a packed archive: a few files.",
+    ),
+    "unpack": Subcommand(
+        "pgblobdump.cli.packed:unpack_cmd",
+        "Give back the pg_dump archive a packed archive was packed from, as a directory...",
+    ),
+    "migrate": Subcommand(
+        "pgblobdump.cli.migrate:migrate",
+        "Move LO columns to bytea (and back), online, verified and resumable.",
+    ),
+    "bench": Subcommand(
+        "pgblobdump.cli.bench:bench",
+        "Storage benchmarks from the seed articles: reads (file vs LO vs bytea) and TOAST.",
+    ),
+    "completion": Subcommand(
+        "pgblobdump.cli.completion:completion",
+        "Print the completion script of SHELL: commands, options and --major (from the...",
+    ),
+    "copy": Subcommand(
+        "pgblobdump.cli.sync:copy_cmd",
+        "Copy large objects from the database -d into the one --target-dbname names: same...",
+    ),
+    "merge": Subcommand(
+        "pgblobdump.cli.packed:merge_cmd",
+        "Fold an incremental archive and its bases into one full archive, with no...",
+    ),
+    "sync": Subcommand(
+        "pgblobdump.cli.sync:sync_cmd",
+        "Bring the LOs of --target-dbname to equal those of -d as of one source snapshot,...",
+    ),
+    "inspect": Subcommand(
+        "pgblobdump.cli.vacuum:inspect_cmd",
+        "Report on a database's LOs from the catalogs: count and sizes (a histogram, over...",
+    ),
+    "vacuum": Subcommand(
+        "pgblobdump.cli.vacuum:vacuum_cmd",
+        "Remove orphan LOs: those no column references (oid, lo, arrays, domains and...",
+    ),
 }
-"""Each command's module, imported only when that command runs (or help lists them all),
-so ``toc`` never loads libpq or matplotlib."""
+"""Each command's module, imported only when that command runs or its options complete:
+``pgblobdump --help`` and ``pgblobdump <Tab>`` load none, ``toc`` never loads libpq."""
+
+
+def _shortened(short_help: str, limit: int) -> str:
+    """``short_help`` cut to ``limit`` columns as click cuts a command's help."""
+    return click.Command(None, help=short_help).get_short_help_str(limit)
 
 
 class _Group(click.Group):
@@ -77,16 +155,37 @@ class _Group(click.Group):
         return sorted(SUBCOMMANDS)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        target = SUBCOMMANDS.get(cmd_name)
-        if target is None:
+        listed = SUBCOMMANDS.get(cmd_name)
+        if listed is None:
             return None
-        module, _, attr = target.partition(":")
+        module, _, attr = listed.target.partition(":")
         command = getattr(importlib.import_module(module), attr)
         assert isinstance(command, click.Command)
         verbosity.add_to(command)  # -v, -q, --progress on every command
         if threading.current_thread() is threading.main_thread():
             signals.arm()  # loaded: act on signals (and on one that came meanwhile)
         return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The commands and their short help, as click lists them, from SUBCOMMANDS:
+        importing none."""
+        limit = formatter.width - 6 - max(map(len, SUBCOMMANDS))
+        rows = [(name, _shortened(SUBCOMMANDS[name].short_help, limit))
+                for name in self.list_commands(ctx)]  # fmt: skip
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+    def shell_complete(self, ctx: click.Context, incomplete: str) -> list[CompletionItem]:
+        """What Tab offers after ``pgblobdump``: the commands (from SUBCOMMANDS, importing
+        none) and the root's options, as click offers them."""
+        from click.shell_completion import CompletionItem
+
+        commands = [
+            CompletionItem(name, help=_shortened(SUBCOMMANDS[name].short_help, 45))
+            for name in self.list_commands(ctx)
+            if name.startswith(incomplete)
+        ]
+        return commands + click.Command.shell_complete(self, ctx, incomplete)
 
     def main(
         self,

@@ -11,7 +11,7 @@ import click
 from pgblobdump.cli.options import connection_options, output_options, pg_bin_option
 from pgblobdump.cli.output import Format, emit, rich_table, stdout_console
 from pgblobdump.cli.progress import note, reporter
-from pgblobdump.compare import report, results, session
+from pgblobdump.compare import report, results
 from pgblobdump.compare.matrix import DEFAULT_FORMATS, DEFAULT_MAJORS
 from pgblobdump.errors import UsageError
 from pgblobdump.pg.target import ConnectionTarget
@@ -268,6 +268,8 @@ def compare(
 
     Example: pgblobdump compare --los 50k,200k --results compare-results
     """
+    from pgblobdump.compare import session  # the runs (and libpq): not for --help
+
     if render_dir is not None:
         _render(render_dir, against_dir, plots, fmt, details)
         return

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import click
 
@@ -13,14 +14,16 @@ from pgblobdump.cli.output import Format, emit
 from pgblobdump.cli.progress import note, reporter
 from pgblobdump.cli.types import COUNT, Parsed
 from pgblobdump.errors import UsageError
-from pgblobdump.generate import Content, GenerateResult, GenerateSpec, SizeDist, SizeSpec
-from pgblobdump.generate import generate as run
-from pgblobdump.generate.estimate import Estimate, estimate
+from pgblobdump.generate.spec import Content, GenerateSpec, SizeDist, SizeSpec
 from pgblobdump.pg.target import ConnectionTarget
 from pgblobdump.report import Column, Table
 from pgblobdump.report.table import jsonable
 from pgblobdump.servers.cluster import EmbeddedCluster
 from pgblobdump.units import format_bytes
+
+if TYPE_CHECKING:  # the generator (and libpq) is imported by a run, not by --help
+    from pgblobdump.generate.estimate import Estimate
+    from pgblobdump.generate.generator import GenerateResult
 
 
 def record_table(r: GenerateResult) -> Table:
@@ -197,6 +200,9 @@ def generate(
 
     A run of more than 1 GiB says how much it writes on stderr before it starts.
     """
+    from pgblobdump.generate.estimate import estimate
+    from pgblobdump.generate.generator import generate as run
+
     if preset == "realistic":
         # The preset fills only what the command line left at its default.
         ctx = click.get_current_context()

@@ -9,8 +9,8 @@ from typing import Any, TypeVar
 
 import click
 
-from pgblobdump.cli.output import Format
 from pgblobdump.pg.target import ConnectionTarget
+from pgblobdump.report.formats import Format
 
 F = TypeVar("F", bound=Callable[..., Any])
 

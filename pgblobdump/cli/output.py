@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from typing import Any
-
-from rich.console import Console
-from rich.table import Table as RichTable
+from typing import TYPE_CHECKING, Any
 
 from pgblobdump.report import Table, stream, to_csv, to_json, to_markdown
 from pgblobdump.report.formats import Format
+
+if TYPE_CHECKING:  # rich is loaded by the first table or line printed, not by --help
+    from rich.console import Console
+    from rich.table import Table as RichTable
 
 __all__ = ["Format", "emit", "rich_table", "stderr_console", "stdout_console", "write_listing"]
 
@@ -19,25 +21,32 @@ PIPE_WIDTH = 200
 """Columns for tables written to a pipe or file, where rich would assume 80 and elide cells."""
 
 
-class _Console(Console):
+@functools.cache
+def _console_class() -> type[Console]:
     """rich's Console, except that a closed pipe raises BrokenPipeError (which the CLI
     turns into a quiet exit 0, like cat) instead of rich's SystemExit(1)."""
+    from rich.console import Console
 
-    def on_broken_pipe(self) -> None:
-        self.quiet = True
-        raise BrokenPipeError
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            self.quiet = True
+            raise BrokenPipeError
+
+    return _Console
 
 
 def stdout_console() -> Console:
     width = None if sys.stdout.isatty() else PIPE_WIDTH
-    return _Console(file=sys.stdout, soft_wrap=True, width=width)
+    return _console_class()(file=sys.stdout, soft_wrap=True, width=width)
 
 
 def stderr_console() -> Console:
-    return _Console(file=sys.stderr, soft_wrap=True)
+    return _console_class()(file=sys.stderr, soft_wrap=True)
 
 
 def rich_table(table: Table) -> RichTable:
+    from rich.table import Table as RichTable
+
     rt = RichTable(title=table.title or None, title_justify="left", header_style="bold")
     for c in table.columns:
         rt.add_column(c.heading, justify="right" if c.numeric else "left",

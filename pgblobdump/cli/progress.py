@@ -19,16 +19,16 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-
-from rich.console import Console
-from rich.progress import BarColumn, Progress, ProgressColumn, Task, TaskID, TextColumn
-from rich.progress_bar import ProgressBar
-from rich.text import Text
+from typing import TYPE_CHECKING
 
 from pgblobdump.cli.output import stderr_console
 from pgblobdump.cli.verbosity import SETTINGS, Settings
 from pgblobdump.report.reporter import Reporter
 from pgblobdump.units import format_bytes
+
+if TYPE_CHECKING:  # rich's bars (and its tables) are loaded when a bar is drawn
+    from rich.console import Console
+    from rich.progress import Progress, ProgressColumn, TaskID
 
 LINE_INTERVAL = 10.0
 """Seconds between two plain progress lines (``--progress`` off a terminal)."""
@@ -174,45 +174,64 @@ class _Task:
                            self.now() - self.t0, self.unit)  # fmt: skip
 
 
-class _BarColumn(BarColumn):
+def _bar_column() -> ProgressColumn:
     """The bar, only where there is a known total to fill: with none (a stream, or
     before the count is known) rich would draw a pulsing bar the width of a full one."""
+    from rich.progress import BarColumn, Task
+    from rich.progress_bar import ProgressBar
+    from rich.text import Text
 
-    def render(self, task: Task) -> Text | ProgressBar:  # type: ignore[override]
-        if task.total is None:
-            return Text("")
-        return super().render(task)
+    class _BarColumn(BarColumn):
+        def render(self, task: Task) -> Text | ProgressBar:  # type: ignore[override]
+            if task.total is None:
+                return Text("")
+            return super().render(task)
+
+    return _BarColumn(bar_width=20)
 
 
-class _FiguresColumn(ProgressColumn):
-    def __init__(self, task: _Task) -> None:
-        super().__init__()
-        self.task = task
+def _figures_column(shown: _Task) -> ProgressColumn:
+    """The bar's column of figures (``describe_for_bar``)."""
+    from rich.progress import ProgressColumn, Task
+    from rich.text import Text
 
-    def render(self, task: Task) -> Text:
-        return Text(describe_for_bar(self.task.figures()), no_wrap=True, overflow="ellipsis")
+    class _FiguresColumn(ProgressColumn):
+        def render(self, task: Task) -> Text:
+            return Text(describe_for_bar(shown.figures()), no_wrap=True, overflow="ellipsis")
+
+    return _FiguresColumn()
 
 
 class _Display:
     """Where a Reporter's calls go: ``start``/``totals``/``update`` of the one task shown,
     ``note`` for a line, ``end`` once the run succeeded."""
 
-    def __init__(self, m: Mode, console: Console, now: Callable[[], float],
+    def __init__(self, m: Mode, console: Console | None, now: Callable[[], float],
                  interval: float, unit: str) -> None:  # fmt: skip
-        self.mode, self.console, self.interval = m, console, interval
+        self.mode, self._console, self.interval = m, console, interval
         self.task = _Task(now, unit)
         self.now = now
         self.last_line = 0.0
         self.bar: Progress | None = None
         self.bar_task: TaskID | None = None
         if m is Mode.BARS:
+            from rich.progress import Progress, TextColumn
+
             self.bar = Progress(
                 TextColumn("{task.description}"),
-                _BarColumn(bar_width=20),
-                _FiguresColumn(self.task),
-                console=console,
+                _bar_column(),
+                _figures_column(self.task),
+                console=self.console,
                 transient=True,
             )
+
+    @property
+    def console(self) -> Console:
+        """stderr's console, made (and rich loaded) by the first line or bar shown: a
+        run with nothing to show before its first statement loads no rich."""
+        if self._console is None:
+            self._console = stderr_console()
+        return self._console
 
     def start(self, description: str, total: int) -> None:
         if self.mode is Mode.LINES and self.task.description and self.task.done:
@@ -287,7 +306,7 @@ def reporter(
     (``total`` 0 when unknown until the core's ``totals``; ``unit``: what it counts).
     ``console``, ``display``, ``now`` and ``interval`` are for tests (a forced terminal,
     a fake clock)."""
-    d = _Display(display or mode(), console or stderr_console(), now, interval, unit)
+    d = _Display(display or mode(), console, now, interval, unit)
     _LIVE.append(d)
     try:
         d.start(description, total)

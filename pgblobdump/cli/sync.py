@@ -16,7 +16,6 @@ from pgblobdump.cli.output import Format, emit
 from pgblobdump.cli.progress import reporter
 from pgblobdump.cli.types import COLUMN, OIDS, PART
 from pgblobdump.errors import SyncConflict, UsageError
-from pgblobdump.pg.lostream import Selection
 from pgblobdump.pg.target import ConnectionTarget
 from pgblobdump.report import Table, stream
 from pgblobdump.report.summary import summary_table
@@ -131,6 +130,7 @@ def copy_cmd(target: ConnectionTarget, to: ConnectionTarget, oids: tuple[int, in
     Example: pgblobdump copy -d olddb --target-dbname newdb --target-port 5433 --jobs 2
     """
     from pgblobdump.packed.request import OnConflict
+    from pgblobdump.pg.lostream import Selection
     from pgblobdump.sync.copy import CopyRequest
     from pgblobdump.sync.copy import copy as run_copy
 
@@ -200,6 +200,7 @@ def sync_cmd(target: ConnectionTarget, to: ConnectionTarget, oids: tuple[int, in
 
     Example: pgblobdump sync -d olddb --target-dbname newdb --target-port 5433 --watch 60
     """
+    from pgblobdump.pg.lostream import Selection
     from pgblobdump.sync.run import SyncRequest, sync
     from pgblobdump.sync.state import forget as drop_state
 

@@ -13,7 +13,6 @@ from pgblobdump.cli.options import connection_options, output_options
 from pgblobdump.cli.output import Format, emit
 from pgblobdump.cli.progress import note, reporter
 from pgblobdump.cli.types import COLUMN, Parsed
-from pgblobdump.pg.connect import connect, describe
 from pgblobdump.pg.target import ConnectionTarget
 from pgblobdump.report import Column, Table
 from pgblobdump.report import stream as rstream
@@ -169,6 +168,7 @@ def inspect_cmd(target: ConnectionTarget, references: tuple[tuple[str, str], ...
 
     Example: pgblobdump inspect -d mydb --markdown
     """
+    from pgblobdump.pg.connect import connect, describe
     from pgblobdump.vacuum.inspect import inspect
 
     conninfo = target.conninfo()

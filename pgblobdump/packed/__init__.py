@@ -1,15 +1,43 @@
 """The packed LO archive: pgblobdump's own format for dumping and restoring LOs in a
 handful of files (see docs/format.md). The CLI's dump, restore, verify, ls and cat are
-thin layers over this package; tests use it directly."""
+thin layers over this package; tests use it directly.
 
-from pgblobdump.packed.dump import DumpRequest, DumpResult, dump
-from pgblobdump.packed.index import Meta
-from pgblobdump.packed.reader import Item, LoPiece, PackedDirectory, WholeLos
-from pgblobdump.packed.request import OnConflict, RestoreRequest, RestoreResult
-from pgblobdump.packed.restore import restore
-from pgblobdump.packed.restoring import restore_archive
-from pgblobdump.packed.source import open_source
-from pgblobdump.packed.streamread import stream_items, stream_pieces
+The names below are loaded on first use, so that importing one module of the package
+(``packed.format`` for a default, ``packed.request`` for a choice) does not import them
+all: ``dump --help`` loads no libpq. The functions ``dump`` and ``restore`` share their
+modules' names, so they are imported from those modules (``packed.dump.dump``)."""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pgblobdump.packed.dump import DumpRequest, DumpResult
+    from pgblobdump.packed.index import Meta
+    from pgblobdump.packed.reader import Item, LoPiece, PackedDirectory, WholeLos
+    from pgblobdump.packed.request import OnConflict, RestoreRequest, RestoreResult
+    from pgblobdump.packed.restoring import restore_archive
+    from pgblobdump.packed.source import open_source
+    from pgblobdump.packed.streamread import stream_items, stream_pieces
+
+_HOME = {
+    "DumpRequest": "dump",
+    "DumpResult": "dump",
+    "Item": "reader",
+    "LoPiece": "reader",
+    "Meta": "index",
+    "OnConflict": "request",
+    "PackedDirectory": "reader",
+    "RestoreRequest": "request",
+    "RestoreResult": "request",
+    "WholeLos": "reader",
+    "open_source": "source",
+    "restore_archive": "restoring",
+    "stream_items": "streamread",
+    "stream_pieces": "streamread",
+}
+"""Each name the package offers and its module."""
 
 __all__ = [
     "DumpRequest",
@@ -22,10 +50,17 @@ __all__ = [
     "RestoreRequest",
     "RestoreResult",
     "WholeLos",
-    "dump",
     "open_source",
-    "restore",
     "restore_archive",
     "stream_items",
     "stream_pieces",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOME.get(name)
+    if home is None:  # a module of the package not imported yet: the import system's turn
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    globals()[name] = value
+    return value

@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import psycopg
 from psycopg import sql
@@ -23,8 +23,7 @@ from psycopg.pq import TransactionStatus
 
 from pgblobdump import logs
 from pgblobdump.errors import UsageError
-from pgblobdump.packed import full, referenced, since
-from pgblobdump.packed.bychecksum import Comparer
+from pgblobdump.packed import referenced, since
 from pgblobdump.packed.format import (
     DEFAULT_VOLUME_SIZE,
     FORMAT_VERSION,
@@ -34,7 +33,6 @@ from pgblobdump.packed.format import (
 )
 from pgblobdump.packed.index import IndexBuilder, Meta
 from pgblobdump.packed.packer import LoPacker
-from pgblobdump.packed.source import directory as source_dir
 from pgblobdump.packed.writer import ArchiveWriter, check_settings
 from pgblobdump.pg import changes
 from pgblobdump.pg.connect import connect, describe
@@ -42,6 +40,9 @@ from pgblobdump.pg.lostream import LoRun, Selection, iter_los
 from pgblobdump.pg.target import split_password
 from pgblobdump.report.reporter import QUIET, Reporter
 from pgblobdump.storage import FileInfo, Storage
+
+if TYPE_CHECKING:  # --since's and --full's modules are imported by a dump that uses them
+    from pgblobdump.packed.bychecksum import Comparer
 
 log = logging.getLogger(__name__)
 
@@ -286,6 +287,9 @@ def dump(
                 ranges = since.selections(work.dump, sel, req.jobs)
                 reporter.totals(len(work.dump), 0)
                 if why is not None:
+                    from pgblobdump.packed.bychecksum import Comparer
+                    from pgblobdump.packed.source import directory as source_dir
+
                     for r in ranges:
                         c = Comparer(source_dir(req.since), base.depth, r.first, r.last,
                                      writer.metas) if r else None  # fmt: skip
@@ -301,6 +305,8 @@ def dump(
                                for r in ranges))  # fmt: skip
             pg_dump = None
             if req.full:
+                from pgblobdump.packed import full
+
                 assert storage is not None  # refused above
                 tc = full.pg_dump_for(full.server_major(leader), req.pg_dump_major)
                 pg_dump = stack.enter_context(full.PgDump(tc, conninfo, snapshot, storage))

@@ -18,22 +18,23 @@ import json
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 import zstandard
 from psycopg import sql
 
 from pgblobdump.errors import UsageError
-from pgblobdump.packed.bychecksum import Comparer, merge_taken
-from pgblobdump.packed.chain import Chain, where_of
 from pgblobdump.packed.format import CHAIN_VOLUME, INDEX_RECORD
 from pgblobdump.packed.index import IndexBuilder, MetaTable
 from pgblobdump.packed.rawindex import COLUMNS_OK, RawRecords, oid_column
-from pgblobdump.packed.reader import PackedDirectory
 from pgblobdump.pg import changes, lometa
 from pgblobdump.pg.changes import Mark
 from pgblobdump.pg.lostream import WINDOW, Selection, in_index_order
+
+if TYPE_CHECKING:  # a plain dump takes only Share from here: the chain's reader is --since's
+    from pgblobdump.packed.bychecksum import Comparer
+    from pgblobdump.packed.reader import PackedDirectory
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,8 @@ class Base:
 def open_base(path: str) -> Base:
     """PREV as given to ``--since``: a complete packed archive made by ``dump`` (full or
     incremental), its index sound. Refused in one line otherwise."""
+    from pgblobdump.packed.chain import Chain, where_of
+
     archive = Chain.open(path).top  # its own chain checked: no dump on a broken one
     manifest = archive.manifest
     assert manifest is not None  # an archive without one is refused by PackedDirectory
@@ -112,6 +115,8 @@ class Plan:
     def absorb(self, c: Comparer) -> None:
         """What a worker comparing checksums carried (``changed`` counted every compared
         LO until then)."""
+        from pgblobdump.packed.bychecksum import merge_taken
+
         self.carried += c.los
         self.carried_bytes += c.bytes
         self.changed -= c.los

@@ -13,8 +13,10 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from pgblobdump.packed import DumpRequest, RestoreRequest, dump, open_source, restore
+from pgblobdump.packed import DumpRequest, RestoreRequest, open_source
+from pgblobdump.packed.dump import dump
 from pgblobdump.packed.index import Meta
+from pgblobdump.packed.restore import restore
 from pgblobdump.packed.writer import ArchiveWriter
 from pgblobdump.pg import lostream
 from pgblobdump.servers.cluster import EmbeddedCluster

@@ -30,7 +30,8 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict
 
-from pgblobdump.packed import DumpRequest, dump
+from pgblobdump.packed import DumpRequest
+from pgblobdump.packed.dump import dump
 from pgblobdump.servers.cluster import EmbeddedCluster
 from pgblobdump.servers.runas import reachable_bin_dir
 from pgblobdump.storage import LocalDirectory

@@ -15,7 +15,8 @@ from click.testing import CliRunner
 
 from pgblobdump.cli import cli
 from pgblobdump.errors import UsageError
-from pgblobdump.packed import DumpRequest, OnConflict, RestoreRequest, dump, restore_archive
+from pgblobdump.packed import DumpRequest, OnConflict, RestoreRequest, restore_archive
+from pgblobdump.packed.dump import dump
 from pgblobdump.packed.parts import parse_part
 from pgblobdump.units import parse_size
 

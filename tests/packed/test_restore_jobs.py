@@ -18,7 +18,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from pgblobdump.packed import DumpRequest, dump
+from pgblobdump.packed import DumpRequest
+from pgblobdump.packed.dump import dump
 from pgblobdump.packed.parts import share
 from pgblobdump.packed.reader import PackedDirectory
 from pgblobdump.servers.cluster import EmbeddedCluster

@@ -17,7 +17,8 @@ import pytest
 from click.testing import CliRunner, Result
 
 from pgblobdump.cli import cli
-from pgblobdump.packed import DumpRequest, PackedDirectory, dump
+from pgblobdump.packed import DumpRequest, PackedDirectory
+from pgblobdump.packed.dump import dump
 from pgblobdump.packed.format import volume_name, volume_of
 from pgblobdump.packed.parts import share
 from pgblobdump.servers.cluster import EmbeddedCluster

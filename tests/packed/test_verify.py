@@ -12,7 +12,8 @@ import pytest
 from click.testing import CliRunner, Result
 
 from pgblobdump.cli import cli
-from pgblobdump.packed import DumpRequest, dump
+from pgblobdump.packed import DumpRequest
+from pgblobdump.packed.dump import dump
 from pgblobdump.servers.cluster import EmbeddedCluster
 from pgblobdump.storage import LocalDirectory
 from tests.conftest import NewDb
