@@ -5,8 +5,9 @@ The names below are loaded on first use: ``generate --help`` takes its choices f
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from pgblobdump import lazy
 
 if TYPE_CHECKING:
     from pgblobdump.generate.generator import GenerateResult, generate
@@ -25,10 +26,4 @@ _HOME = {
 __all__ = ["Content", "GenerateResult", "GenerateSpec", "SizeDist", "SizeSpec", "generate"]
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOME.get(name)
-    if home is None:  # a module of the package not imported yet: the import system's turn
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy.exports(__name__, _HOME)

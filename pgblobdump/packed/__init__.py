@@ -9,8 +9,9 @@ modules' names, so they are imported from those modules (``packed.dump.dump``)."
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from pgblobdump import lazy
 
 if TYPE_CHECKING:
     from pgblobdump.packed.dump import DumpRequest, DumpResult
@@ -57,10 +58,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOME.get(name)
-    if home is None:  # a module of the package not imported yet: the import system's turn
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy.exports(__name__, _HOME)
