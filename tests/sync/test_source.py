@@ -116,7 +116,7 @@ def test_copy_from_another_source_is_refused_unless_source_changed(
     # the next sync compares digests (20000 was kept as a resumed copy's would be)
     result = run("copy", "-d", b, "--target-dbname", dst, "--source-changed")
     assert result.exit_code == 0, result.output
-    assert "resuming: 1 LOs" in result.stderr
+    assert "resuming: 1 LO an earlier copy made is there already" in result.stderr
     assert _marks(dst) == [("all", Recorded(describe(b), _name(b), replaced=True))]
     with pytest.raises(UsageError, match=f"read database {_name(b)} on "):
         sync(a, dst, SyncRequest(delete=True))
