@@ -123,9 +123,14 @@ WHERE a.attnum > 0 AND NOT a.attisdropped
   AND n.nspname NOT IN ('pg_catalog', 'information_schema')
   AND n.nspname NOT LIKE 'pg\\_toast%%' AND n.nspname NOT LIKE 'pg\\_temp\\_%%'
   AND n.oid <> pg_catalog.pg_my_temp_schema()
+  AND NOT (c.relname = 'vacuum_horizons' AND a.attname = 'database' AND EXISTS (
+      SELECT 1 FROM pg_catalog.pg_attribute h WHERE h.attrelid = c.oid
+      AND h.attname = 'horizon' AND h.atttypid = 'pg_catalog.xid8'::pg_catalog.regtype))
 ORDER BY n.nspname, c.relname, a.attnum
 """
 )
+"""Every column of a type that holds OIDs, but vacuum's own horizon samples (vacuum/age.py):
+their ``database`` is the database's OID, not an LO's."""
 
 _NAMED = (
     """

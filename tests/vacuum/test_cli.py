@@ -207,3 +207,27 @@ def test_too_young_orphans_are_told_when_they_will_be_old_enough(
     assert doc["young"] == 5 and doc["old_enough"] == (
         f"those made before {row[0]} are old enough from {row[1]}"
     )
+
+
+def test_its_own_horizon_table_is_no_reference(pg17: EmbeddedCluster, new_db: NewDb) -> None:
+    """vacuum's state table keeps the database's OID with each horizon sample; an orphan
+    whose OID equals it was kept by that row as if an application named it."""
+    import time
+
+    db = new_db(pg17)
+    with psycopg.connect(db, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT lo_create(oid) FROM pg_database WHERE datname = current_database()"
+        ).fetchone()
+        assert row is not None
+        dboid = int(row[0])
+    first = run("vacuum", "-d", db, "--min-age", "1s", "--json")  # records a sample
+    assert first.exit_code == 0 and json.loads(first.stdout)["removed"] == 0, first.output
+    time.sleep(1.5)
+    again = run("vacuum", "-d", db, "--min-age", "1s", "--json")
+    assert again.exit_code == 0, again.output
+    doc = json.loads(again.stdout)
+    assert doc["removed"] == 1 and los(db) == set(), doc
+    assert doc["columns"] == 0, dboid  # no reference column at all
+    inspected = json.loads(run("inspect", "-d", db, "--json").stdout)
+    assert not [c for c in inspected["columns"] if "vacuum_horizons" in c["column"]]
