@@ -23,7 +23,8 @@ def label(key: str) -> str:
 
 
 def is_bytes(key: str) -> bool:
-    return key == "bytes" or key.endswith("_bytes")
+    """``bytes``, ``archive_bytes``, ``bytes_at_snapshot`` (an incremental dump's)."""
+    return key == "bytes" or key.endswith("_bytes") or key.startswith("bytes_at_")
 
 
 def is_seconds(key: str) -> bool:

@@ -20,6 +20,9 @@ def test_a_summary_shows_sizes_seconds_and_all_oids() -> None:
                      "seconds": "0.39 s", "OIDs": "all OIDs", "damaged OIDs": "-",
                      "snapshot": "0000-1"}  # fmt: skip
     assert _cells({"oids": "5..9"}) == {"OIDs": "5..9"}
+    # an incremental dump's: the source's LOs and bytes at its snapshot
+    assert _cells({"los_at_snapshot": 22_000, "bytes_at_snapshot": 1_017_990_636}) == {
+        "LOs at snapshot": "22,000", "bytes at snapshot": "970.8 MiB"}  # fmt: skip
     shown = summary_table("t", {"los": 1, "redone": 0}, unless_zero=("redone",)).cells()
     assert shown == [["LOs", "1"]]
 
