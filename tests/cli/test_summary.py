@@ -23,6 +23,7 @@ def test_a_summary_shows_sizes_seconds_and_all_oids() -> None:
     # an incremental dump's: the source's LOs and bytes at its snapshot
     assert _cells({"los_at_snapshot": 22_000, "bytes_at_snapshot": 1_017_990_636}) == {
         "LOs at snapshot": "22,000", "bytes at snapshot": "970.8 MiB"}  # fmt: skip
+    assert _cells({"kept_pg_dump_files": True}) == {"kept pg_dump files": "yes"}  # pack's
     shown = summary_table("t", {"los": 1, "redone": 0}, unless_zero=("redone",)).cells()
     assert shown == [["LOs", "1"]]
 
