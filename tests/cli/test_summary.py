@@ -44,7 +44,7 @@ def test_the_sync_line_is_a_sentence() -> None:
               "method": "transaction ids since 759:759", "snapshot": "x"}  # fmt: skip
     assert sentence(record, True, False) == (
         "copy 1 new LO and 10 changed; 1 LO gone from the source, kept (--delete removes"
-        " them); 8,000 equal already (0.26 s; changes found by transaction ids since 759:759)"
+        " it); 8,000 equal already (0.26 s; changes found by transaction ids since 759:759)"
     )
     none = {**record, "new": 0, "rewrite": 0, "gone": 2, "deleted": 2, "conflicts": 1}
     assert sentence(none, False, True).startswith(
