@@ -107,3 +107,13 @@ def test_vacuum_names_what_it_kept_in_words() -> None:
         "would remove 1 of 4 orphans; kept 1 as younger than --min-age 1 h and 2 as not this"
         f" role's to unlink ({r.old_enough})"
     )
+
+
+def test_migrate_run_says_its_seconds_with_their_unit() -> None:
+    from pgblobdump.cli.migrate import result_table
+    from pgblobdump.migrate.options import RunResult
+
+    r = RunResult(1, "public.docs.lo", "bytea", "done", False, 300, 0, 0, 0, 4, 0.0712,
+                  "EXTERNAL", None, [])  # fmt: skip
+    cells = dict((w, v) for w, v in result_table(r).cells())
+    assert cells["seconds"] == "0.07 s" and cells["longest exclusive lock"] == "0.004 s"
