@@ -108,9 +108,9 @@ def _plots(res: results.Results, folder: Path) -> None:
 def kept(folder: Path | None, plots: bool) -> str:
     """The run's last line: where its results went, or the option that keeps them."""
     if folder is None:
-        return (
-            "results not kept: --results DIR keeps them (results.json, commands.txt, the"
-            " plots and report.html; --render DIR shows them again)"
+        return (  # within 100 columns: the terminal would break it mid-option
+            "results not kept: add --results DIR to keep results.json, commands.txt, plots"
+            " and report.html"
         )
     what = ["results.json", "commands.txt"]
     if plots:

@@ -123,7 +123,7 @@ def result_table(r: core.RunResult) -> Table:
         {"what": "LOs unlinked", "value": f"{r.unlinked:,}"},
         {"what": "LOs kept (referenced elsewhere)", "value": f"{r.kept_referenced:,}"},
         {"what": "longest exclusive lock", "value": f"{r.lock_ms / 1000:.3f} s"},
-        {"what": "seconds", "value": f"{r.seconds:.2f}"},
+        {"what": "seconds", "value": f"{r.seconds:,.2f} s"},  # as every summary says it
     ]  # fmt: skip
     if r.storage:
         rows.append({"what": "storage", "value": f"{r.storage} {r.compression or ''}".strip()})

@@ -65,10 +65,12 @@ def emit(table: Table, fmt: Format, json_value: Any = None) -> None:
     elif fmt is Format.MARKDOWN:
         sys.stdout.write(to_markdown(table))
     else:
+        from rich.markup import escape
+
         console = stdout_console()
         console.print(rich_table(table))
-        for note in table.notes:
-            console.print(f"[dim]{note}[/dim]")
+        for note in table.notes:  # on a terminal wrapped at words, not by it mid-word
+            console.print(f"[dim]{escape(note)}[/dim]", soft_wrap=not console.is_terminal)
 
 
 def write_listing(

@@ -525,21 +525,21 @@ def pack_cmd(archive: Path, output: str, volume_size: int, level: int, fmt: Form
 @click.command(name="unpack")
 @ARCHIVE
 @click.option("-o", "--output", required=True, metavar="DIR|FILE",
-              help="A new directory (or file, --format custom).")  # fmt: skip
+              help="A new directory (or file, for a custom archive).")  # fmt: skip
 @click.option(
     "--format",
     "out_format",
     type=click.Choice(["directory", "custom"]),
-    default="directory",
-    show_default=True,
-    help="The pg_dump archive format to write.",
+    default=None,
+    help="The pg_dump archive format to write [default: the one it was packed from;"
+    " directory for a packed dump].",
 )
 @pg_dump_major_option(
     "A packed dump's archive layout: pg_dump 16's (the default; pg_restore 16-18 read"
     " it) or 17/18's (grouped BLOB METADATA; pg_restore 17+)."
 )
 @output_options
-def unpack_cmd(archive: str, output: str, out_format: str, pg_dump_major: int | None,
+def unpack_cmd(archive: str, output: str, out_format: str | None, pg_dump_major: int | None,
                fmt: Format) -> None:  # fmt: skip
     """Give back the pg_dump archive a packed archive was packed from, as a directory
     archive (-o DIR) or a custom one (--format custom, -o FILE).
@@ -547,7 +547,7 @@ def unpack_cmd(archive: str, output: str, out_format: str, pg_dump_major: int | 
     Its toc.dat and table data come back unchanged and a blob_<oid>.dat file per LO
     is written with the archive's compression, so pg_restore reads it as it read the
     original; --format custom writes the same header, TOC and data as one file. An
-    archive packed from a custom archive comes back as that archive (--format custom).
+    archive packed from a custom archive comes back as that archive (-o FILE).
     A packed dump becomes a pg_dump archive of its LOs, custom or directory, in pg_dump
     16's layout (or 17's, --pg-dump-major 17).
 
@@ -571,6 +571,9 @@ def unpack_cmd(archive: str, output: str, out_format: str, pg_dump_major: int | 
             f" (pgblobdump merge {archive} -o FULL), then unpack FULL"
         )
     los, nbytes = (int(a.manifest[k]) for k in ("los", "bytes")) if a.manifest else (0, 0)
+    if out_format is None:  # as it came: only a directory archive's pack can be a directory
+        packed_from = ((a.manifest or {}).get("source") or {}).get("format", "directory")
+        out_format = "directory" if packed_from == "directory" else "custom"
     if out_format == "custom":
         with reporter("unpacking LOs", 0) as rep:
             rep.totals(los, nbytes)

@@ -249,13 +249,24 @@ class _Display:
         self.task.totals(los, nbytes)
         if self.bar is not None and self.bar_task is not None:
             self.bar.update(self.bar_task, total=los or None)
+            self._fill()
 
     def update(self, done: int, nbytes: int) -> None:
         self.task.update(done, nbytes)
         if self.bar is not None and self.bar_task is not None:
-            self.bar.update(self.bar_task, completed=done)
+            self._fill()
         elif self.mode is Mode.LINES and self.now() - self.last_line >= self.interval:
             self._line()
+
+    def _fill(self) -> None:
+        """The bar filled as far as the percentage beside it (LOs and bytes alike), not
+        by LOs alone: with its biggest LOs still to come, a restore drew a nearly full
+        bar beside "(53%)"."""
+        assert self.bar is not None and self.bar_task is not None
+        f = self.task.figures()
+        fraction = f.fraction
+        done = f.done if fraction is None or not f.total else fraction * f.total
+        self.bar.update(self.bar_task, completed=done)
 
     def _line(self) -> None:
         self.last_line = self.now()

@@ -128,8 +128,8 @@ def status_table(infos: list[ClusterInfo]) -> Table:
             Column("version"),
             Column("running", show=lambda v: "yes" if v else "no"),
             Column("port", numeric=True, show=str),
-            Column("conninfo"),
-            Column("datadir", "data directory"),
+            Column("conninfo", fold=True),  # to copy whole: wrapped, never cut
+            Column("datadir", "data directory", fold=True),
         ],
         [
             {

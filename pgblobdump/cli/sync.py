@@ -4,7 +4,6 @@ between; sync again and again for the weeks before a cut-over."""
 from __future__ import annotations
 
 import dataclasses
-import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -12,12 +11,12 @@ from typing import Any
 import click
 
 from pgblobdump.cli.options import F, connection_options, output_options
-from pgblobdump.cli.output import Format, emit
+from pgblobdump.cli.output import Format, emit, write_listing
 from pgblobdump.cli.progress import reporter
 from pgblobdump.cli.types import COLUMN, OIDS, PART
 from pgblobdump.errors import SyncConflict, UsageError
 from pgblobdump.pg.target import ConnectionTarget
-from pgblobdump.report import Table, stream
+from pgblobdump.report import Table
 from pgblobdump.report.summary import summary_table
 from pgblobdump.units import plural
 
@@ -225,7 +224,8 @@ def sync_cmd(target: ConnectionTarget, to: ConnectionTarget, oids: tuple[int, in
         conflicts = len(result.plan.conflicts)
         if dry_run:
             rows = result.plan.rows(delete)
-            stream.write_rows(sys.stdout, fmt, ["oid", "action", "detail"], rows)
+            # aligned on a terminal, as every listing; tab-separated into a pipe or file
+            write_listing(fmt, ["oid", "action", "detail"], rows, numeric=["oid"])
             click.echo(f"sync would {sentence(result.record(), True, delete)}", err=True)
             return
         if watch is None:
@@ -256,7 +256,7 @@ def sentence(record: dict[str, Any], would: bool, delete: bool) -> str:
         parts.append(f"{plural(record['deleted_on_target'], 'LO')} deleted on the target")
     if gone:
         fate = ("deleted" if would else f"{record['deleted']:,} deleted") if delete else (
-            "kept (--delete removes them)")  # fmt: skip
+            f"kept (--delete removes {'it' if gone == 1 else 'them'})")  # fmt: skip
         parts.append(f"{plural(gone, 'LO')} gone from the source, {fate}")
     if record["conflicts"]:
         parts.append(f"{plural(record['conflicts'], 'LO')} in conflict, left as they are")

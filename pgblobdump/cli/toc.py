@@ -102,7 +102,9 @@ def _summary_table(s: summary.Summary) -> Table:
         {"field": "database", "value": s.dbname},
         {"field": "server version", "value": s.server_version},
         {"field": "pg_dump version", "value": s.pg_dump_version},
-        {"field": "TOC entries", "value": f"{s.toc_entries:,} ({s.listed:,} listed)"},
+        {"field": "TOC entries", "value": f"{s.toc_entries:,} ({s.listed:,} in pg_restore -l)"},
+        # the entries by type, under their count (they sat under "archive size")
+        *({"field": f"  {k}", "value": f"{v:,}"} for k, v in s.entries_by_type.items()),
         {"field": "large objects", "value": f"{s.lo_count:,} in {plural(s.lo_groups, 'group')}"},
         {"field": "LO owners", "value": owners},
         {"field": "LOs with ACL/comment", "value": f"{s.los_with_acl:,}/{s.los_with_comment:,}"},
@@ -110,7 +112,6 @@ def _summary_table(s: summary.Summary) -> Table:
          else f"{format_bytes(s.lo_data_bytes)} for {plural(s.los_with_data or 0, 'LO')}"},
         {"field": "archive size", "value": format_bytes(s.archive_bytes)},
     ]  # fmt: skip
-    rows += [{"field": f"  {k}", "value": f"{v:,}"} for k, v in s.entries_by_type.items()]
     return Table([Column("field"), Column("value")], rows, title="Archive summary")
 
 

@@ -319,7 +319,7 @@ def vacuum_cmd(target: ConnectionTarget, references: tuple[tuple[str, str], ...]
     def warn(m: str) -> None:
         click.echo(f"Warning: {m}", err=True)
 
-    with reporter("removing orphans", 0) as rep:
+    with reporter("finding orphans" if dry_run else "removing orphans", 0) as rep:
         result = vacuum(conninfo, req, rep, listing if dry_run else None, warn)
     if dry_run and fmt is not Format.JSON:
         note(dry_run_line(result, min_age))

@@ -3,6 +3,7 @@ the machine, tools and server settings, readable offline (harness/html.py writes
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ from pgblobdump.compare.results import Results
 from pgblobdump.errors import PgBlobDumpError, from_os_error
 from pgblobdump.harness import html
 from pgblobdump.report.table import Table
+from pgblobdump.units import format_bytes
 
 _CAPTIONS = {
     PLOT_NAME: "dumps: wall time, peak RSS, archive size and files per contender",
@@ -59,7 +61,11 @@ def _facts(meta: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
         f"PostgreSQL {major}": f"{tc.get('version')} in {tc.get('bin_dir')} ({tc.get('source')})"
         for major, tc in sorted(meta.get("toolchains", {}).items())
     }
-    facts = [("run", run), ("machine", dict(meta.get("machine", {}))), ("source", source)]
+    machine = dict(meta.get("machine", {}))
+    memory = re.fullmatch(r"(\d+) kB", str(machine.get("memory") or ""))
+    if memory:  # /proc/meminfo's MemTotal, in KiB
+        machine["memory"] = format_bytes(int(memory[1]) * 1024)
+    facts = [("run", run), ("machine", machine), ("source", source)]
     if settings:
         facts.append(("source server settings", dict(settings)))
     if restore_settings:

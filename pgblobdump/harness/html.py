@@ -112,6 +112,8 @@ def _facts(heading: str, values: Mapping[str, Any]) -> str:
 
 
 def _flat(value: Any) -> str:
+    if isinstance(value, bool):  # a page for people: yes/no, as the tables say it
+        return "yes" if value else "no"
     if isinstance(value, Mapping):
         return ", ".join(f"{k}={_flat(v)}" for k, v in value.items())
     if isinstance(value, list | tuple):

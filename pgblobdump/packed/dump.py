@@ -40,11 +40,18 @@ from pgblobdump.pg.lostream import LoRun, Selection, iter_los
 from pgblobdump.pg.target import split_password
 from pgblobdump.report.reporter import QUIET, Reporter
 from pgblobdump.storage import FileInfo, Storage
+from pgblobdump.units import plural
 
 if TYPE_CHECKING:  # --since's and --full's modules are imported by a dump that uses them
     from pgblobdump.packed.bychecksum import Comparer
 
 log = logging.getLogger(__name__)
+
+
+def _oids(first: int, last: int) -> str:
+    """A worker's share for -v: ``OIDs 16384..20000``, or ``all OIDs`` for one that
+    restricts nothing (not ``OIDs 0..4294967295``)."""
+    return "all OIDs" if (first, last) == (0, 2**32 - 1) else f"OIDs {first}..{last}"
 
 
 @dataclass(frozen=True)
@@ -300,8 +307,8 @@ def dump(
                 ranges = [since.Share.of(r) for r in _ranges(leader, sel, req.jobs)]
                 if reporter.shown:
                     reporter.totals(_count(leader, sel), 0)
-            log.info("%d worker(s): %s", len(ranges),
-                     ", ".join(f"OIDs {r.first}..{r.last}" if r else "nothing"
+            log.info("%s: %s", plural(len(ranges), "worker"),
+                     ", ".join(_oids(r.first, r.last) if r else "nothing"
                                for r in ranges))  # fmt: skip
             pg_dump = None
             if req.full:

@@ -25,7 +25,7 @@ from pgblobdump.pg import catalog
 from pgblobdump.pg.connect import describe
 from pgblobdump.pg.ledger import Ledger, format_ranges, oid_ranges
 from pgblobdump.pg.target import split_password
-from pgblobdump.units import plural
+from pgblobdump.units import noun, plural
 
 Ranges = list[tuple[int, int]]
 
@@ -93,7 +93,7 @@ class Journal:
 
     def describe_earlier(self, conn: psycopg.Connection) -> str:
         """What the earlier run left, as the target holds it: ``32,768 LOs of the 34,816
-        (OIDs ...) it had begun; the other 2,048 were in a batch that never committed``.
+        (OIDs ...) it had begun; the other 2,048 LOs were in a batch that never committed``.
         The journal also holds the batches in flight when it stopped (they may have
         committed), so its count alone overstates what is there."""
         there = catalog.count_in(conn, self.earlier)
@@ -102,7 +102,8 @@ class Journal:
             return format_ranges(self.earlier)
         return (
             f"{plural(there, 'LO')} of the {begun:,} ({oid_ranges(self.earlier)}) it had"
-            f" begun; the other {begun - there:,} were in a batch that never committed"
+            f" begun; the other {plural(begun - there, 'LO')} {noun(begun - there, 'was')} in"
+            " a batch that never committed"
         )
 
     def redone(self, *ledgers: Ledger) -> int:

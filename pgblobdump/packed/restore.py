@@ -227,8 +227,10 @@ class Restorer:
                 stack.__exit__(_Abandoned, _Abandoned(), None)  # the transaction rolls back
         self.damaged += len(d.oids)
         self.damaged_oids.extend(d.oids)
-        self.reporter.note(f"skipped {plural(len(d.oids), 'LO')} of a damaged part, {d.where}:"
-                           f" {d.reason}")  # fmt: skip
+        # the reason names the file and the byte already, as the error would
+        where = d.where.partition(" at byte ")[0]
+        detail = d.reason if where in d.reason else f"{d.where}: {d.reason}"
+        self.reporter.note(f"skipped {plural(len(d.oids), 'LO')} of a damaged part: {detail}")
 
     def _take_piece(self, p: LoPiece) -> None:
         """A piece of an LO with holes up to BATCHED_MAX bytes: gathered, and the LO

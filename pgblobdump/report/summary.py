@@ -18,12 +18,13 @@ _WORDS = {"los": "LOs", "lo": "LO", "oids": "OIDs", "oid": "OID", "acls": "ACLs"
 
 def label(key: str) -> str:
     """``archive_bytes`` -> ``archive bytes``, ``los`` -> ``LOs``, ``damaged_oids`` ->
-    ``damaged OIDs``."""
-    return " ".join(_WORDS.get(w, w) for w in key.split("_"))
+    ``damaged OIDs``, ``kept_pg_dump_files`` -> ``kept pg_dump files``."""
+    return " ".join(_WORDS.get(w, w) for w in key.split("_")).replace("pg dump", "pg_dump")
 
 
 def is_bytes(key: str) -> bool:
-    return key == "bytes" or key.endswith("_bytes")
+    """``bytes``, ``archive_bytes``, ``bytes_at_snapshot`` (an incremental dump's)."""
+    return key == "bytes" or key.endswith("_bytes") or key.startswith("bytes_at_")
 
 
 def is_seconds(key: str) -> bool:

@@ -52,6 +52,23 @@ def test_the_bar_shows_total_rate_and_eta_on_a_terminal() -> None:
     assert "ETA 0:00:06" in line, line  # a quarter done in 2 s: 6 s to go
 
 
+def test_the_bar_fills_as_far_as_its_percentage() -> None:
+    """LOs and bytes alike: 90% of the LOs but 10% of the bytes is half done, and the
+    bar said 90% (filled by LOs alone) beside "(50%)"."""
+    console, out = _terminal()
+    clock = Clock()
+    with reporter("restoring LOs", 0, console=console, display=Mode.BARS, now=clock) as rep:
+        rep.totals(1_000, 1_000_000)
+        clock.t += 1.0
+        rep.progress(900, 100_000)
+        line = _drawn(out)
+        bar = progress._LIVE[-1].bar
+        assert bar is not None
+        assert bar.tasks[0].percentage == pytest.approx(50.0), bar.tasks[0].percentage
+    assert "900/1,000 LOs (50%)" in line, line
+    assert "━━━━━━━━━━╺━━━━━━━━━" in line, line  # 10 of 20 cells
+
+
 def test_an_unknown_total_is_never_drawn_as_zero() -> None:
     """The bug this replaces: ``20000/0`` and an ETA of nothing."""
     console, out = _terminal()

@@ -20,6 +20,10 @@ def test_a_summary_shows_sizes_seconds_and_all_oids() -> None:
                      "seconds": "0.39 s", "OIDs": "all OIDs", "damaged OIDs": "-",
                      "snapshot": "0000-1"}  # fmt: skip
     assert _cells({"oids": "5..9"}) == {"OIDs": "5..9"}
+    # an incremental dump's: the source's LOs and bytes at its snapshot
+    assert _cells({"los_at_snapshot": 22_000, "bytes_at_snapshot": 1_017_990_636}) == {
+        "LOs at snapshot": "22,000", "bytes at snapshot": "970.8 MiB"}  # fmt: skip
+    assert _cells({"kept_pg_dump_files": True}) == {"kept pg_dump files": "yes"}  # pack's
     shown = summary_table("t", {"los": 1, "redone": 0}, unless_zero=("redone",)).cells()
     assert shown == [["LOs", "1"]]
 
@@ -40,7 +44,7 @@ def test_the_sync_line_is_a_sentence() -> None:
               "method": "transaction ids since 759:759", "snapshot": "x"}  # fmt: skip
     assert sentence(record, True, False) == (
         "copy 1 new LO and 10 changed; 1 LO gone from the source, kept (--delete removes"
-        " them); 8,000 equal already (0.26 s; changes found by transaction ids since 759:759)"
+        " it); 8,000 equal already (0.26 s; changes found by transaction ids since 759:759)"
     )
     none = {**record, "new": 0, "rewrite": 0, "gone": 2, "deleted": 2, "conflicts": 1}
     assert sentence(none, False, True).startswith(
@@ -103,3 +107,13 @@ def test_vacuum_names_what_it_kept_in_words() -> None:
         "would remove 1 of 4 orphans; kept 1 as younger than --min-age 1 h and 2 as not this"
         f" role's to unlink ({r.old_enough})"
     )
+
+
+def test_migrate_run_says_its_seconds_with_their_unit() -> None:
+    from pgblobdump.cli.migrate import result_table
+    from pgblobdump.migrate.options import RunResult
+
+    r = RunResult(1, "public.docs.lo", "bytea", "done", False, 300, 0, 0, 0, 4, 0.0712,
+                  "EXTERNAL", None, [])  # fmt: skip
+    cells = dict((w, v) for w, v in result_table(r).cells())
+    assert cells["seconds"] == "0.07 s" and cells["longest exclusive lock"] == "0.004 s"

@@ -81,6 +81,8 @@ def test_report_html_is_self_contained(tmp_path: Path) -> None:
     plan = Plan(pg_dump_contenders((16, 17), ("custom",)), (100, 200), 1, restore_modes(2, 1000))
     res.meta["plan"] = jsonable(plan)
     res.meta["restore_server"] = {"settings": {"server_version": "17.10"}}
+    res.meta["complete"] = True
+    res.meta["machine"] = {"hostname": "vm", "memory": "24684084 kB"}
     written = plots.write_plots(res, tmp_path / "run" / "plots")
     assert [p.name for p in written] == [
         "compare.png", "compare.svg", "compare-restore.png", "compare-restore.svg",
@@ -123,6 +125,9 @@ def test_report_html_is_self_contained(tmp_path: Path) -> None:
     assert "pg_dump 16 -Fc, pg_dump 17 -Fc" in text  # the plan as people read it
     assert "1 job, -j 2, -j 2 --transaction-size 1000" in text
     assert "restore server settings" in text and "17.10" in text
+    # The facts as people read them: no raw True, memory in binary units.
+    assert "True" not in text and "<dt>complete</dt><dd>yes</dd>" in path.read_text()
+    assert "<dt>memory</dt><dd>23.5 GiB</dd>" in path.read_text()
 
 
 def test_report_without_plots_still_reads(tmp_path: Path) -> None:

@@ -170,12 +170,16 @@ def test_bad_input(pg16: EmbeddedCluster, new_db: NewDb, tmp_path: Path,
     assert not (tmp_path / "y").exists()
     packed = tmp_path / "p.pbd"
     assert _cli("pack", str(dumped), "-o", str(packed)).exit_code == 0
-    result = _cli("unpack", str(packed), "-o", str(tmp_path / "z"))
+    result = _cli("unpack", str(packed), "--format", "directory", "-o", str(tmp_path / "z"))
     assert result.exit_code == 2 and "unpack it with --format custom" in result.stderr
+    # Without --format: the custom archive it was packed from (it was refused, exit 2).
+    back = tmp_path / "back.dump"
+    assert _cli("unpack", str(packed), "-o", str(back)).exit_code == 0
+    assert _cli("toc", "show", str(back)).stdout == _cli("toc", "show", str(dumped)).stdout
     busy = tmp_path / "busy"
     busy.mkdir()
     (busy / "f").write_text("x")
-    result = _cli("unpack", str(packed), "-o", str(busy))
+    result = _cli("unpack", str(packed), "--format", "directory", "-o", str(busy))
     assert result.exit_code == 11 and "not an empty directory" in result.stderr
 
 

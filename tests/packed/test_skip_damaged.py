@@ -111,6 +111,8 @@ def test_a_damaged_frame(archive: Damageable, pg17: EmbeddedCluster, new_db: New
     report = json.loads(done.stdout)
     assert report["damaged"] == len(lost) > 100
     assert f"skipped {len(lost):,} LOs of a damaged part" in done.stderr
+    line = next(x for x in done.stderr.splitlines() if "of a damaged part" in x)
+    assert line.count(f"at byte {offset:,}") == 1, line  # said once, not twice
     assert str(min(lost)) in report["damaged_oids"]
     want = {oid: v for oid, v in archive.src.items() if oid not in set(lost)}
     assert state(dst) == want

@@ -21,6 +21,7 @@ from pgblobdump.sync.copy import CopyRequest, copy
 from pgblobdump.sync.plan import REPLACED_HERE
 from pgblobdump.sync.run import SyncRequest, sync
 from pgblobdump.sync.state import SCHEMA
+from tests.cli.test_stdout_dash import _on_a_terminal
 from tests.clirun import assert_one_line_error, run
 from tests.conftest import NewDb
 from tests.losets import State, fill, state
@@ -141,6 +142,23 @@ def test_dry_run_lists_and_changes_nothing(pair: tuple[str, str]) -> None:
     assert ("sync would copy 1 new LO and 10 changed; 1 LO gone from the source, deleted;"
             in result.stderr), result.stderr  # fmt: skip
     assert state(dst) == before and _tables(dst) == tables
+
+
+def test_dry_run_on_a_terminal_is_a_table(pair: tuple[str, str]) -> None:
+    """As every listing: aligned columns on a terminal (it printed tab-separated lines
+    there), tab-separated into a pipe."""
+    src, dst = pair
+    _sql(src, "SELECT lo_unlink(30020)", "SELECT lo_create(40000)")
+    shown = _on_a_terminal("sync", "-d", src, "--target-dbname", dst, "--dry-run").splitlines()
+    assert "\t" not in "".join(shown), shown
+    head, rule, *rows = shown
+    assert head.split() == ["oid", "action", "detail"] and set(rule) == {"-", " "}
+    assert any(r.split()[:2] == ["40000", "new"] for r in rows), rows
+    assert any(r.split()[:2] == ["30020", "gone"] and r.endswith("--delete removes it")
+               for r in rows), rows  # fmt: skip
+    piped = run("sync", "-d", src, "--target-dbname", dst, "--dry-run")
+    assert piped.stdout.splitlines()[0] == "oid\taction\tdetail", piped.stdout
+    assert "1 LO gone from the source, kept (--delete removes it)" in piped.stderr
 
 
 def test_digests_when_the_state_cannot_be_used(pair: tuple[str, str], pg17: EmbeddedCluster,

@@ -87,6 +87,9 @@ def test_dry_run_lists_and_changes_nothing(pg17: EmbeddedCluster, new_db: NewDb)
     assert r.exit_code == 0 and r.stdout.split() == ["oid", "1", "3"], r.output
     doc = json.loads(run("vacuum", "-d", db, "--min-age", "0", "--dry-run", "--json").stdout)
     assert doc["oids"] == [1, 3] and doc["removed"] == 0
+    # its progress says what it does: it finds them ("removing orphans" before)
+    shown = run("--progress", "vacuum", "-d", db, "--min-age", "0", "--dry-run").stderr
+    assert "finding orphans: " in shown and "removing" not in shown, shown
     assert los(db) == {1, 2, 3}
     with psycopg.connect(db, autocommit=True) as c:  # a dry run records no horizon
         assert c.execute("SELECT to_regclass('pgblobdump.vacuum_horizons')").fetchone() == (None,)
