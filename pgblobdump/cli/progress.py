@@ -274,7 +274,7 @@ class _Display:
 
     def note(self, line: str) -> None:
         if not SETTINGS.quiet:
-            self.console.print(line, markup=False, highlight=False, soft_wrap=True)
+            print_line(self.console, line)
 
     def end(self) -> None:
         if self.mode is Mode.LINES and self.task.description:
@@ -290,10 +290,16 @@ _LIVE: list[_Display] = []
 land above a bar instead of through it."""
 
 
+def print_line(console: Console, line: str) -> None:
+    """``line`` as is (no rich markup): on a terminal wrapped at words to its width (the
+    terminal itself broke a long note mid-word: "(" / "--max-wal-size)"), into a pipe or
+    a file one line whole, for grep."""
+    console.print(line, markup=False, highlight=False, soft_wrap=not console.is_terminal)
+
+
 def emit_line(line: str) -> None:
-    """A line on stderr (as is, no rich markup), above the bar if one is drawn."""
-    console = _LIVE[-1].console if _LIVE else stderr_console()
-    console.print(line, markup=False, highlight=False, soft_wrap=True)
+    """A line on stderr (see ``print_line``), above the bar if one is drawn."""
+    print_line(_LIVE[-1].console if _LIVE else stderr_console(), line)
 
 
 def note(line: str) -> None:
