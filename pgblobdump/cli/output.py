@@ -154,9 +154,21 @@ def write_listing(
 ) -> None:
     """A listing too long to hold (a million LOs), streamed to stdout: JSON, CSV or
     Markdown as asked; else, on a terminal, aligned columns for people (``numeric``
-    ones right-aligned, ``show`` formatting a column), and tab-separated lines under a
-    header line when stdout is a pipe or a file (for cut and awk)."""
+    ones right-aligned, ``show`` formatting a column) within its width (the widest text
+    cut with ``…``, a note on stderr naming --csv and --json for the whole), and
+    tab-separated lines under a header line when stdout is a pipe or a file (for cut
+    and awk)."""
     if fmt is Format.TABLE and sys.stdout.isatty():
-        stream.write_aligned(sys.stdout, columns, records, numeric, show)
+        import shutil
+
+        width = shutil.get_terminal_size().columns
+        cut = stream.write_aligned(sys.stdout, columns, records, numeric, show, width)
+        if cut:
+            from pgblobdump.cli.progress import note
+            from pgblobdump.units import plural
+
+            sys.stdout.flush()
+            note(f"{plural(cut, 'cell')} cut with … to fit {width} columns:"
+                 " --csv or --json lists them whole")  # fmt: skip
     else:
         stream.write_rows(sys.stdout, fmt, columns, records)

@@ -21,6 +21,7 @@ from pgblobdump.migrate.plan import ColumnPlan, Plan
 from pgblobdump.migrate.refs import RefStats
 from pgblobdump.report import Column, Table
 from pgblobdump.report.narrow import legend, stacked
+from pgblobdump.report.stream import fit, write_aligned
 
 NAMES = ["public.task_comment.text", "public.documents.lo",
          "accounting.invoice_attachments.scan_oid"]  # fmt: skip
@@ -148,3 +149,23 @@ def test_stacked_and_legend_are_plain_text() -> None:
     ]
     assert stacked(table, 5) is None
     assert legend(table) == "count of things: n, w: what"
+
+
+def test_aligned_listing_within_a_width() -> None:
+    """``write_aligned`` at a width: the widest text column narrowed (a narrower one kept
+    whole), numbers never cut, a later wider cell cut too; no width: as before."""
+    rows = [{"oid": 1, "owner": "alice", "acl": "x" * 60, "comment": "short"},
+            {"oid": 123456, "owner": "bob", "acl": "", "comment": "y" * 40}]  # fmt: skip
+    cols = ["oid", "owner", "acl", "comment"]
+    out = io.StringIO()
+    cut = write_aligned(out, cols, iter(rows), numeric=["oid"], width=50)
+    lines = out.getvalue().splitlines()
+    assert all(len(line) <= 50 for line in lines), lines
+    assert lines[2].startswith("     1  alice  xxx") and lines[2].endswith("…  short")
+    assert lines[3].startswith("123456  bob") and lines[3].endswith("…")
+    assert cut == 2
+    whole = io.StringIO()
+    assert write_aligned(whole, cols, iter(rows), numeric=["oid"]) == 0
+    assert "x" * 60 in whole.getvalue() and "y" * 40 in whole.getvalue()
+    assert fit([6, 5, 60, 40], [True, False, False, False], [3, 5, 3, 7], 44) == [6, 5, 16, 16]
+    assert fit([6, 5, 9], [True, False, False], [3, 5, 3], 44) == [6, 5, 9]
