@@ -15,8 +15,8 @@ if TYPE_CHECKING:  # rich is loaded by the first table or line printed, not by -
     from rich.table import Table as RichTable
 
 __all__ = [
-    "Format", "compact_table", "emit", "fits", "rich_table", "show_table", "stderr_console",
-    "stdout_console", "write_listing",
+    "Format", "compact_table", "emit", "fits", "print_line", "rich_table", "show_table",
+    "stderr_console", "stdout_console", "write_listing",
 ]  # fmt: skip
 
 
@@ -45,6 +45,13 @@ def stdout_console() -> Console:
 
 def stderr_console() -> Console:
     return _console_class()(file=sys.stderr, soft_wrap=True)
+
+
+def print_line(console: Console, line: str) -> None:
+    """``line`` as is (no rich markup): on a terminal wrapped at words to its width (the
+    terminal itself broke a long note mid-word: "(" / "--max-wal-size)"), into a pipe or
+    a file one line whole, for grep."""
+    console.print(line, markup=False, highlight=False, soft_wrap=not console.is_terminal)
 
 
 def rich_table(table: Table) -> RichTable:
@@ -163,12 +170,13 @@ def write_listing(
 
         width = shutil.get_terminal_size().columns
         cut = stream.write_aligned(sys.stdout, columns, records, numeric, show, width)
-        if cut:
-            from pgblobdump.cli.progress import note
+        from pgblobdump.cli.verbosity import SETTINGS
+
+        if cut and not SETTINGS.quiet:
             from pgblobdump.units import plural
 
             sys.stdout.flush()
-            note(f"{plural(cut, 'cell')} cut with … to fit {width} columns:"
-                 " --csv or --json lists them whole")  # fmt: skip
+            print_line(stderr_console(), f"{plural(cut, 'cell')} cut with … to fit {width}"
+                       " columns: --csv or --json lists them whole")  # fmt: skip
     else:
         stream.write_rows(sys.stdout, fmt, columns, records)

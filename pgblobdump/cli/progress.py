@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pgblobdump.cli.output import stderr_console
+from pgblobdump.cli.output import print_line, stderr_console
 from pgblobdump.cli.verbosity import SETTINGS, Settings
 from pgblobdump.report.reporter import Reporter
 from pgblobdump.units import format_bytes
@@ -288,13 +288,6 @@ class _Display:
 _LIVE: list[_Display] = []
 """The displays open now, innermost last: notes and log lines print through it, so they
 land above a bar instead of through it."""
-
-
-def print_line(console: Console, line: str) -> None:
-    """``line`` as is (no rich markup): on a terminal wrapped at words to its width (the
-    terminal itself broke a long note mid-word: "(" / "--max-wal-size)"), into a pipe or
-    a file one line whole, for grep."""
-    console.print(line, markup=False, highlight=False, soft_wrap=not console.is_terminal)
 
 
 def emit_line(line: str) -> None:
