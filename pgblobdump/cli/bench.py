@@ -101,16 +101,16 @@ def toast_table(result: toast_bench.ToastResult, kind: str) -> Table:
         "substring_rows_per_s": r.substring_rows_per_s,
         "buffers_per_access": r.buffers_per_access,
     } for r in result.rows]  # fmt: skip
-    columns = [
+    columns = [  # short: the headings on a terminal too narrow for the table, wrapped
         Column("length", show=_num(","), numeric=True), Column("storage"),
-        Column("bytes_per_row", "bytes/row", _num(",.0f"), True),
-        Column("heap_bytes_per_row", "heap/row", _num(",.0f"), True),
-        Column("toast_bytes_per_row", "toast/row", _num(",.0f"), True),
-        Column("compressed_share", "compressed", _num(".0%"), True),
-        Column("stored_ratio", "stored/length", _num(".2f"), True),
+        Column("bytes_per_row", "bytes/row", _num(",.0f"), True, short="bytes/ row"),
+        Column("heap_bytes_per_row", "heap/row", _num(",.0f"), True, short="heap/ row"),
+        Column("toast_bytes_per_row", "toast/row", _num(",.0f"), True, short="toast/ row"),
+        Column("compressed_share", "compressed", _num(".0%"), True, short="compr."),
+        Column("stored_ratio", "stored/length", _num(".2f"), True, short="stored/ length"),
         Column("insert_mb_per_s", "insert MB/s", _num(",.1f"), True),
         Column("substring_rows_per_s", "substring rows/s", _num(",.0f"), True),
-        Column("buffers_per_access", "buffers/access", str, True),
+        Column("buffers_per_access", "buffers/access", str, True, short="buffers/ access"),
     ]  # fmt: skip
     return Table(columns, rows, title=f"TOAST ({kind})",
                  notes=[_settings_note(result.server), *result.notes])  # fmt: skip

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
 from datetime import datetime
+from typing import Any
 
 import click
 
@@ -65,17 +68,39 @@ def plan_table(p: core.Plan) -> Table:
         notes += [f"{c.column}: {n}" for n in c.notes]
     heads = ["column", "type", "LOs?", "rows", "LOs", "dangling", "bytes", "largest", ">1GB",
              "shared", "widens", "storage", "space needed"]  # fmt: skip
-    sizes = ("bytes", "largest", "space needed")
-    counts = ("rows", "LOs", "dangling", ">1GB", "shared", "widens")
     return Table(
-        [
-            Column(h, show=_size, numeric=True) if h in sizes else Column(h, numeric=h in counts)
-            for h in heads
-        ],
+        [_plan_column(h) for h in heads],
         rows,
         title=f"oid/lo columns of {p.database} (PostgreSQL {p.server_version}):"
         f" {p.large_objects:,} LOs, {p.orphans:,} orphans",
         notes=notes,
+    )
+
+
+_SIZES = ("bytes", "largest", "space needed")
+_COUNTS = ("rows", "LOs", "dangling", ">1GB", "shared", "widens")
+_UNDER = ("type", "LOs?", "storage")
+"""What the narrow layout says on the column's own line, beside its name."""
+
+
+def _plan_column(h: str) -> Column:
+    return Column(h, show=_size, numeric=True) if h in _SIZES else Column(h, numeric=h in _COUNTS)
+
+
+def plan_narrow_table(table: Table) -> Table:
+    """``plan_table``'s table for a terminal too narrow for it (100 columns): each column's
+    name on a line of its own with its type, LOs? and storage, its figures under it."""
+
+    def label(row: Mapping[str, Any]) -> str:
+        said = "; ".join(f"{k} {row[k]}" for k in _UNDER if row[k])
+        return f"{row['column']}  ({said})"
+
+    figures = [c for c in table.columns if c.key != "column" and c.key not in _UNDER]
+    return dataclasses.replace(
+        table,
+        columns=[Column("column"), *figures],
+        rows=[{**row, "column": label(row)} for row in table.rows],
+        stack=True,
     )
 
 
@@ -110,7 +135,8 @@ def plan_cmd(
     conninfo = target.conninfo()
     with connect(conninfo, doing="planning the migration") as conn:
         p = core.plan(conn, describe(conninfo), measure, list(columns))
-    emit(plan_table(p), fmt, jsonable(p))
+    table = plan_table(p)
+    emit(table, fmt, jsonable(p), narrow=plan_narrow_table(table))
 
 
 def result_table(r: core.RunResult) -> Table:

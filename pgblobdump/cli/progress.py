@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pgblobdump.cli.output import stderr_console
+from pgblobdump.cli.output import print_line, stderr_console
 from pgblobdump.cli.verbosity import SETTINGS, Settings
 from pgblobdump.report.reporter import Reporter
 from pgblobdump.units import format_bytes
@@ -274,7 +274,7 @@ class _Display:
 
     def note(self, line: str) -> None:
         if not SETTINGS.quiet:
-            self.console.print(line, markup=False, highlight=False, soft_wrap=True)
+            print_line(self.console, line)
 
     def end(self) -> None:
         if self.mode is Mode.LINES and self.task.description:
@@ -291,9 +291,8 @@ land above a bar instead of through it."""
 
 
 def emit_line(line: str) -> None:
-    """A line on stderr (as is, no rich markup), above the bar if one is drawn."""
-    console = _LIVE[-1].console if _LIVE else stderr_console()
-    console.print(line, markup=False, highlight=False, soft_wrap=True)
+    """A line on stderr (see ``print_line``), above the bar if one is drawn."""
+    print_line(_LIVE[-1].console if _LIVE else stderr_console(), line)
 
 
 def note(line: str) -> None:

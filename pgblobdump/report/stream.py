@@ -128,11 +128,15 @@ def write_aligned(
     records: Iterable[dict[str, Any]],
     numeric: Collection[str] = (),
     show: Mapping[str, Callable[[Any], str]] | None = None,
-) -> None:
+    width: int | None = None,
+) -> int:
     """A table for people, streamed: the header and rows in columns as wide as the first
-    ALIGN_SAMPLE rows need (a later, wider cell pushes its row right, never cut), the
-    ``numeric`` columns right-aligned, the last column left unpadded. ``show`` formats a
-    column's values (default: ``cell``)."""
+    ALIGN_SAMPLE rows need (a later, wider cell pushes its row right), the ``numeric``
+    columns right-aligned, the last column left unpadded. ``show`` formats a column's
+    values (default: ``cell``). ``width``: the terminal's; when the columns need more,
+    the widest text columns are narrowed (``fit``) and a cell wider than its column is
+    cut with ``…``, numbers never; so is a later cell that would make its line wider.
+    Returns the number of cells cut."""
     rows = started(records)
     fmt = {c: (show or {}).get(c, cell) for c in columns}
 
@@ -142,19 +146,55 @@ def write_aligned(
     sample = [cells(r) for r in itertools.islice(rows, ALIGN_SAMPLE)] if rows else []
     widths = [max([len(c), *(len(r[i]) for r in sample)]) for i, c in enumerate(columns)]
     last = len(columns) - 1
+    fixed = [c in numeric for c in columns]
+    caps: list[int | None] = [None] * len(columns)
+    if width is not None:
+        widths = fit(widths, fixed, [len(c) for c in columns], width - GAP * last)
+        room = width - sum(widths[:last]) - GAP * last  # the last column takes what is left
+        caps = [None if f else (max(widths[i], room) if i == last else widths[i])
+                for i, f in enumerate(fixed)]  # fmt: skip
+    cut = 0
 
     def line(values: Sequence[str]) -> str:
+        nonlocal cut
         parts = []
         for i, (v, w) in enumerate(zip(values, widths, strict=True)):
+            cap = caps[i]
+            if cap is not None and len(v) > cap:
+                v, cut = v[: cap - 1] + "…", cut + 1
             if columns[i] in numeric:
                 parts.append(v.rjust(w))
             else:
                 parts.append(v if i == last else v.ljust(w))
-        return "  ".join(parts).rstrip() + "\n"
+        return (" " * GAP).join(parts).rstrip() + "\n"
 
     out.write(line(columns))
-    out.write("  ".join("-" * w for w in widths) + "\n")
+    out.write((" " * GAP).join("-" * w for w in widths) + "\n")
     for values in sample:
         out.write(line(values))
     for rec in rows or ():
         out.write(line(cells(rec)))
+    return cut
+
+
+GAP = 2
+"""Spaces between two aligned columns."""
+
+
+def fit(widths: Sequence[int], fixed: Sequence[bool], least: Sequence[int], room: int) -> list[int]:
+    """``widths`` within ``room`` in all: the ``fixed`` columns (numbers) as they are, the
+    others' widest narrowed to one width, the most that fits (a narrower one kept whole),
+    none below its ``least`` (its heading); as they are when they fit already."""
+    if sum(widths) <= room:
+        return list(widths)
+    free = room - sum(w for w, f in zip(widths, fixed, strict=True) if f)
+    elastic = [i for i, f in enumerate(fixed) if not f]
+
+    def total(cap: int) -> int:
+        return sum(min(widths[i], max(cap, least[i])) for i in elastic)
+
+    cap = max((widths[i] for i in elastic), default=0)
+    while cap > 1 and total(cap) > free:
+        cap -= 1
+    return [w if f else min(w, max(cap, least[i]))
+            for i, (w, f) in enumerate(zip(widths, fixed, strict=True))]  # fmt: skip

@@ -38,13 +38,16 @@ def show(value: Any) -> str:
 class Column:
     """One column: ``key`` into each row, a ``title`` for people, a ``show`` formatter.
     ``fold``: on a narrow terminal a long cell (a path, a name) wraps onto more lines
-    instead of being cut with an ellipsis."""
+    instead of being cut with an ellipsis. ``short``: the heading where the table is too
+    wide for the terminal (wrapped at its spaces; one that is not the heading's words
+    gets a legend under the table)."""
 
     key: str
     title: str = ""
     show: Callable[[Any], str] = show
     numeric: bool = False
     fold: bool = False
+    short: str = ""
 
     @property
     def heading(self) -> str:
@@ -59,6 +62,10 @@ class Table:
     rows: Sequence[Mapping[str, Any]]
     title: str = ""
     notes: Sequence[str] = field(default_factory=tuple)
+    stack: bool = False
+    """Where the table is too wide for the terminal: each row's first cell on a line of
+    its own, the rest under it (``report.narrow.stacked``), rather than every column
+    narrowed."""
 
     def cells(self) -> list[list[str]]:
         """Every row as display strings, in column order."""

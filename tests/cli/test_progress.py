@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import re
+import sys
 
 import pytest
 from rich.console import Console
@@ -211,3 +212,48 @@ def test_rows_and_no_bytes() -> None:
     assert out.getvalue().splitlines() == [
         "filling: 400/1,000 rows (40%), 100 rows/s, 0:00:04 elapsed, ETA 0:00:06"
     ]
+
+
+NOTE = (
+    "started cluster bench (PostgreSQL 17) on port 54321 with shared_buffers 128MB and"
+    " up to 1GB of WAL (--max-wal-size); stop it with: pgblobdump server stop --name bench"
+)
+
+
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("width", [100, 200])
+@pytest.mark.parametrize("tty", [True, False])
+def test_a_note_wraps_at_words_on_a_terminal_only(
+    monkeypatch: pytest.MonkeyPatch, tty: bool, width: int
+) -> None:
+    """``note`` (and -v's log lines, through ``emit_line``): on a terminal broken between
+    words, within its width (the terminal broke them mid-word); into a pipe one line."""
+    err = _Tty() if tty else io.StringIO()
+    monkeypatch.setattr(sys, "stderr", err)
+    monkeypatch.setenv("COLUMNS", str(width))
+    long_note = f"{NOTE}; {NOTE}"
+    progress.note(long_note)
+    lines = ANSI.sub("", err.getvalue()).splitlines()
+    if tty:
+        assert all(len(line) <= width for line in lines), lines
+        assert " ".join(line.rstrip() for line in lines) == long_note
+        assert len(lines) > 1, lines  # 334 characters: wrapped at 100 and at 200
+    else:
+        assert lines == [long_note]
+
+
+@pytest.mark.parametrize("width", [100, 200])
+def test_a_runs_note_wraps_at_words_above_its_bar(width: int) -> None:
+    """A note through the run's Reporter, as compare's per-run lines: the same rule."""
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=True, width=width, color_system="standard")
+    with reporter("measuring", 3, console=console, display=Mode.BARS, now=Clock()) as rep:
+        rep.note(f"{NOTE}; {NOTE}")
+    lines = [line.rstrip() for line in ANSI.sub("", out.getvalue()).splitlines()]
+    lines = [line for line in lines if line and not line.startswith("measuring")]
+    assert len(lines) > 1 and all(len(line) <= width for line in lines), lines
+    assert " ".join(lines) == f"{NOTE}; {NOTE}"

@@ -106,9 +106,13 @@ def test_ls_of_another_file_names_no_toc_command(tmp_path: Path) -> None:
     assert "toc los" not in result.stderr
 
 
-def _on_a_terminal(*args: str) -> str:
-    """The command's stdout when stdout is a terminal (a pseudo-terminal)."""
+def _on_a_terminal(*args: str, columns: int | None = None) -> str:
+    """The command's stdout when stdout is a terminal (a pseudo-terminal), ``columns``
+    wide when given."""
     leader, follower = pty.openpty()
+    env = dict(os.environ)
+    if columns is not None:
+        env["COLUMNS"] = str(columns)
     try:
         done = subprocess.run(
             [sys.executable, "-m", "pgblobdump", *args],
@@ -116,6 +120,7 @@ def _on_a_terminal(*args: str) -> str:
             stderr=subprocess.PIPE,
             text=True,
             timeout=60,
+            env=env,
         )
     finally:
         os.close(follower)
@@ -128,7 +133,12 @@ def _on_a_terminal(*args: str) -> str:
     finally:
         os.close(leader)
     assert done.returncode == 0, done.stderr
+    _STDERR[:] = [done.stderr]
     return b"".join(chunks).decode().replace("\r\n", "\n")
+
+
+_STDERR = [""]
+"""The last ``_on_a_terminal`` run's stderr."""
 
 
 @pytest.mark.parametrize("command", ["ls", "toc los"])
@@ -149,3 +159,49 @@ def test_a_listing_on_a_terminal_is_a_table_and_tab_separated_into_a_pipe(
     lines = piped.stdout.splitlines()
     assert lines[0].split("\t")[0] == "oid" and f"{OID}\t" in piped.stdout
     assert "6026" in next(x for x in lines if x.startswith(f"{OID}\t")).split("\t")
+
+
+ACL = (
+    "GRANT ALL ON LARGE OBJECT 2147483649 TO lo_bob WITH GRANT OPTION;; SET SESSION"
+    ' AUTHORIZATION lo_bob;; GRANT SELECT ON LARGE OBJECT 2147483649 TO "Lo Carol";;'
+    " RESET SESSION AUTHORIZATION;"
+)
+"""The corpus dump's longest ACL cell (186 characters)."""
+
+
+@pytest.mark.parametrize("width", [100, 200])
+def test_toc_los_on_a_terminal_fits_its_width(width: int) -> None:
+    # Before: columns as wide as the widest ACL (248 in all), every row wrapped.
+    shown = _on_a_terminal("toc", "los", str(DUMP), columns=width).splitlines()
+    assert all(len(line) <= width for line in shown), shown
+    head = shown[0].split()
+    assert head == ["oid", "owner", "size", "acl", "comment"]
+    row = next(r for r in shown if r.split()[0] == "2147483649")
+    assert row.endswith("  a comment over two lines")  # the comment whole, the ACL cut
+    assert "…" in row and ACL not in row
+    assert "lo_alice" in row.split() and "9" in row.split()
+    assert next(r for r in shown if r.split()[0] == "1004").rstrip().endswith(
+        "GRANT SELECT ON LARGE OBJECT 1004 TO PUBLIC;")  # fmt: skip
+    cut = 2 if width == 100 else 1  # the REVOKE ... (110 characters) fits 200 whole
+    assert f"{cut} cell{'s' if cut > 1 else ''} cut with … to fit {width} columns:" in _STDERR[0]
+    assert "--csv or --json lists them whole" in _STDERR[0]
+    piped = run("toc", "los", str(DUMP))  # into a pipe: whole, tab-separated, no note
+    assert f"\t{ACL}\t" in piped.stdout and "…" not in piped.stdout and "cut" not in piped.stderr
+
+
+@pytest.mark.parametrize("width", [100, 200])
+def test_ls_on_a_terminal_fits_its_width(width: int, packed: Path) -> None:
+    shown = _on_a_terminal("ls", str(packed), columns=width).splitlines()
+    assert all(len(line) <= width for line in shown), shown
+    assert shown[0].split() == ["oid", "size", "owner", "acl", "comment"]
+    # Before: 123 columns wide whatever the terminal's, every row wrapped at 100.
+    row = next(r for r in shown if r.split()[0] == "2147483649")
+    acl = 'lo_alice=rw/lo_alice; lo_bob=r*w*/lo_alice; "Lo Carol"=r/lo_bob'
+    assert row.endswith("  a comment over two lines") and "lo_alice" in row.split()[:3]
+    if width == 100:  # the ACL cut, the comment whole
+        assert "…" in row and acl not in row
+        assert "1 cell cut with … to fit 100 columns:" in _STDERR[0]
+    else:  # as before: it fits
+        assert acl in row and "…" not in "".join(shown) and "cut" not in _STDERR[0]
+    piped = run("ls", str(packed))
+    assert "…" not in piped.stdout and "cut" not in piped.stderr

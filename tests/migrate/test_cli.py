@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import io
 import json
 import re
 from datetime import datetime
 
 import psycopg
+import pytest
+from rich.console import Console
 
+from pgblobdump.cli import output
 from pgblobdump.servers.cluster import EmbeddedCluster
 from tests.clirun import assert_one_line_error, run
 from tests.conftest import NewDb
@@ -58,3 +62,26 @@ def test_bad_input_gets_one_line_errors(pg17: EmbeddedCluster, new_db: NewDb) ->
     assert_one_line_error(run("migrate", "run", "-d", db, "nope.b"), 8, "no table nope")
     assert_one_line_error(run("migrate", "run", "-d", db, "t"), 2, "[schema.]table.column")
     assert_one_line_error(run("migrate", "abort", "-d", db, "t.b"), 8, "no migration")
+
+
+def test_plan_on_a_terminal_100_columns_wide_cuts_no_name(
+    pg17: EmbeddedCluster, new_db: NewDb, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At 100 columns each column's name on a line of its own (rich cut it to ``publ…``)."""
+    db = new_db(pg17)
+    with psycopg.connect(db, autocommit=True) as conn:
+        conn.execute("CREATE SCHEMA accounting")
+        conn.execute("CREATE TABLE accounting.invoice_attachments (id int PRIMARY KEY,"
+                     " scan_oid oid)")  # fmt: skip
+        conn.execute("INSERT INTO accounting.invoice_attachments"
+                     " SELECT g, lo_from_bytea(0, 'a') FROM generate_series(1, 3) g")  # fmt: skip
+    out = io.StringIO()
+    terminal = Console(file=out, width=100, color_system=None, force_terminal=True)
+    monkeypatch.setattr(output, "stdout_console", lambda: terminal)
+    plan = run("migrate", "plan", "-d", db)
+    assert plan.exit_code == 0, plan.stderr
+    lines = out.getvalue().splitlines()
+    assert all(len(line.rstrip()) <= 100 for line in lines), lines
+    assert "…" not in out.getvalue()
+    name = "accounting.invoice_attachments.scan_oid  (type oid; LOs? yes"
+    assert any(line.startswith(name) for line in lines), lines
