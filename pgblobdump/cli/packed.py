@@ -8,7 +8,7 @@ import shlex
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -33,8 +33,12 @@ from pgblobdump.packed.request import OnConflict, RestoreRequest
 from pgblobdump.pg.target import ConnectionTarget, split_password
 from pgblobdump.report import Table, stream
 from pgblobdump.report.summary import summary_table
+from pgblobdump.report.table import record_table
 from pgblobdump.storage import Storage
 from pgblobdump.units import format_bytes, plural
+
+if TYPE_CHECKING:  # the core is imported by a run, not by --help
+    from pgblobdump.packed.verify import ArchiveCheck
 
 ARCHIVE = click.argument("archive", metavar="ARCHIVE")
 VOLUME_SIZE = click.option(
@@ -326,7 +330,9 @@ def verify(archive: str, target: ConnectionTarget, bases: tuple[str, ...], fmt: 
     counts with the database's verdict; --json prints one object with the archive's
     counts, "differences" (a list, empty when equal) and "missing", "extra", "differs";
     --csv and --markdown print the differences under their header (only the header when
-    equal).
+    equal). A damaged archive exits 7; with --json it first prints what is damaged
+    ("damaged_files", "damaged": each frame and the OIDs it loses, "damaged_los",
+    "problems"), with --csv or --markdown the same as one row.
 
     Example: pgblobdump verify lobs.pbd -d mydb --json
     """
@@ -339,6 +345,9 @@ def verify(archive: str, target: ConnectionTarget, bases: tuple[str, ...], fmt: 
     with reporter("checking files", 0) as rep:
         check = check_chain(chain, rep)
     if not check.ok:
+        if fmt is not Format.TABLE:  # the report on stdout, the error line on stderr
+            report, flat = _damage_report(check)
+            emit(record_table(flat, "archive is damaged"), fmt, report)
         raise CorruptArchive(_problems(check.problems, skippable=check.data_only))
     record: dict[str, Any] = {"files": check.files, "los": check.los, "bytes": check.bytes}
     if chain.incremental:
@@ -378,6 +387,29 @@ def verify(archive: str, target: ConnectionTarget, bases: tuple[str, ...], fmt: 
     click.echo(f"Error: the database differs from the archive: {plural(found, 'difference')}"
                " (listed on stdout)", err=True)  # fmt: skip
     raise SystemExit(1)
+
+
+def _damage_report(check: ArchiveCheck) -> tuple[dict[str, Any], dict[str, Any]]:
+    """verify's report of a damaged archive: for --json (lists, OIDs as integers), and
+    for --csv and --markdown (one row of raw values: OIDs as ranges, lists joined by
+    ``; ``).
+    ``damaged_los`` is None (null) when the damage hides which LOs it takes (the index
+    or manifest damaged): only restore --skip-damaged's kind of damage names them."""
+    from pgblobdump.pg.ledger import to_ranges
+
+    lost = sorted(o for d in check.damaged for o in d.oids)
+    report: dict[str, Any] = {
+        "sound": False, "files": check.files, "los": check.expected_los,
+        "bytes": check.expected_bytes, "damaged_files": check.damaged_files,
+        "damaged_los": len(lost) if check.damaged else None,
+        "damaged": [{"where": d.where, "reason": d.reason, "oids": d.oids}
+                    for d in check.damaged],
+        "problems": check.problems,
+    }  # fmt: skip
+    ranges = ", ".join(f"{lo}..{hi}" if hi > lo else str(lo) for lo, hi in to_ranges(lost))
+    flat = {k: v for k, v in report.items() if k not in ("sound", "damaged")}
+    flat["damaged_oids"] = ranges
+    return report, flat
 
 
 def _problems(problems: list[str], skippable: bool, shown: int = 3) -> str:
