@@ -16,7 +16,7 @@ from pgblobdump import storage as places
 from pgblobdump.cli.completion import complete_major
 from pgblobdump.cli.options import F, connection_options, output_options
 from pgblobdump.cli.output import Format, emit, write_listing
-from pgblobdump.cli.pipes import silence_stdout
+from pgblobdump.cli.pipes import silence_stdout, text_for_terminal
 from pgblobdump.cli.types import COLUMN, OID, OIDS, PART, SIZE
 from pgblobdump.errors import (
     CorruptArchive,
@@ -466,7 +466,8 @@ def ls_cmd(archive: str, oids: tuple[int, int], bases: tuple[str, ...], fmt: For
 @BASES
 def cat_cmd(archive: str, oid: int, output: Path | None, bases: tuple[str, ...]) -> None:
     """Write one LO's bytes to stdout or FILE, reading only its index block and frames
-    (of an incremental archive, those of the base that holds it).
+    (of an incremental archive, those of the base that holds it). On a terminal, with no
+    -o, a binary LO (a NUL byte in its first 8 KiB) is refused: -o - prints it anyway.
 
     Example: pgblobdump cat lobs.pbd 16401 -o picture.png
     """
@@ -477,7 +478,8 @@ def cat_cmd(archive: str, oid: int, output: Path | None, bases: tuple[str, ...])
     chain.top.find(oid)  # NotFound before any output
     if output is None or output == STDOUT:
         out = sys.stdout.buffer
-        for piece in chain.read_lo(oid):
+        pieces = chain.read_lo(oid)
+        for piece in text_for_terminal(oid, pieces) if output is None else pieces:
             out.write(piece)
         out.flush()
         return

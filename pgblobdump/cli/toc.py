@@ -13,6 +13,7 @@ import click
 
 from pgblobdump.cli.options import output_options
 from pgblobdump.cli.output import Format, emit, write_listing
+from pgblobdump.cli.pipes import text_for_terminal
 from pgblobdump.cli.types import OID
 from pgblobdump.errors import UsageError
 from pgblobdump.fileio import write_atomically
@@ -257,17 +258,20 @@ def extract(archive: Path, oid: int, output: Path | None) -> None:
 
     The bytes are those pg_dump read from the server (lo_get), found by OID in the
     custom-format data blocks or the directory's blob_<oid>.dat[.gz|.lz4|.zst] file.
+    On a terminal, with no -o, a binary LO (a NUL byte in its first 8 KiB) is refused:
+    -o - prints it anyway.
 
     Example: pgblobdump toc extract db.dump 16401 -o picture.png
     """
-    if output == Path("-"):
+    forced = output == Path("-")  # stdout, a terminal or not
+    if forced:
         output = None
     with open_archive(archive) as a:
         _refuse_writing_into(a, output)
         pieces = los.extract(a, oid)
         if output is None:
             out = sys.stdout.buffer
-            for piece in pieces:
+            for piece in pieces if forced else text_for_terminal(oid, pieces):
                 out.write(piece)
             out.flush()
             return

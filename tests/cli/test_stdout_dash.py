@@ -108,6 +108,13 @@ def test_ls_of_another_file_names_no_toc_command(tmp_path: Path) -> None:
 
 def _on_a_terminal(*args: str) -> str:
     """The command's stdout when stdout is a terminal (a pseudo-terminal)."""
+    code, out, err = _run_on_a_terminal(*args)
+    assert code == 0, err
+    return out
+
+
+def _run_on_a_terminal(*args: str) -> tuple[int, str, str]:
+    """The command's exit status, stdout (a pseudo-terminal) and stderr (a pipe)."""
     leader, follower = pty.openpty()
     try:
         done = subprocess.run(
@@ -127,8 +134,25 @@ def _on_a_terminal(*args: str) -> str:
         pass
     finally:
         os.close(leader)
-    assert done.returncode == 0, done.stderr
-    return b"".join(chunks).decode().replace("\r\n", "\n")
+    out = b"".join(chunks).decode(errors="replace").replace("\r\n", "\n")
+    return done.returncode, out, done.stderr
+
+
+@pytest.mark.parametrize("command", ["cat", "toc extract"])
+def test_a_binary_lo_is_not_poured_onto_a_terminal(command: str, packed: Path) -> None:
+    # Before: LO 1003's NUL bytes went onto the terminal, while dump -o - refused to.
+    archive = str(packed if command == "cat" else DUMP)
+    code, out, err = _run_on_a_terminal(*command.split(), archive, str(OID))
+    assert (code, out) == (2, ""), err
+    assert err.splitlines() == [
+        f"Error: LO {OID} is binary (a NUL byte in its first 8 KiB) and stdout is a terminal:"
+        " give -o FILE, or -o - to print it anyway"
+    ]
+    code, out, err = _run_on_a_terminal(*command.split(), archive, str(OID), "-o", "-")
+    assert code == 0 and len(out) >= 6_026 and "\x00" in out, err  # -o - forces it
+    assert _on_a_terminal(*command.split(), archive, "1002") == "hello"  # text still prints
+    piped = run(*command.split(), archive, str(OID))  # not a terminal: as before
+    assert piped.exit_code == 0 and hashlib.md5(piped.stdout_bytes).hexdigest() == _md5(OID)
 
 
 @pytest.mark.parametrize("command", ["ls", "toc los"])
