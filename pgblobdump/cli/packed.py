@@ -278,11 +278,12 @@ def restore(archive: str, target: ConnectionTarget, no_owner: bool, no_acl: bool
     record = dataclasses.asdict(result)
     record["seconds"] = round(result.seconds, 3)
     notes = [result.resumed()] if resume else []
-    emit(summary_table("restored", record, notes, unless_zero=("redone",)), fmt, record)
+    shown = record | {"damaged_oids": result.damaged_ranges}  # JSON: a list of integers
+    emit(summary_table("restored", shown, notes, unless_zero=("redone",)), fmt, record)
     if result.damaged:
         raise LosSkipped(
             f"restored {result.los:,} LOs and skipped {result.damaged:,} of the damaged"
-            f" archive (OIDs {_first_ranges(result.damaged_oids)}); restore those from"
+            f" archive (OIDs {_first_ranges(result.damaged_ranges)}); restore those from"
             " another copy"
         )
 
@@ -395,7 +396,7 @@ def _damage_report(check: ArchiveCheck) -> tuple[dict[str, Any], dict[str, Any]]
     ``; ``).
     ``damaged_los`` is None (null) when the damage hides which LOs it takes (the index
     or manifest damaged): only restore --skip-damaged's kind of damage names them."""
-    from pgblobdump.pg.ledger import to_ranges
+    from pgblobdump.pg.ledger import ranges_text
 
     lost = sorted(o for d in check.damaged for o in d.oids)
     report: dict[str, Any] = {
@@ -406,7 +407,7 @@ def _damage_report(check: ArchiveCheck) -> tuple[dict[str, Any], dict[str, Any]]
                     for d in check.damaged],
         "problems": check.problems,
     }  # fmt: skip
-    ranges = ", ".join(f"{lo}..{hi}" if hi > lo else str(lo) for lo, hi in to_ranges(lost))
+    ranges = ranges_text(lost)
     flat = {k: v for k, v in report.items() if k not in ("sound", "damaged")}
     flat["damaged_oids"] = ranges
     return report, flat
