@@ -79,12 +79,14 @@ def write_listing(
     records: Iterable[dict[str, Any]],
     numeric: Collection[str] = (),
     show: Mapping[str, Callable[[Any], str]] | None = None,
+    titles: Mapping[str, str] | None = None,
 ) -> None:
     """A listing too long to hold (a million LOs), streamed to stdout: JSON, CSV or
     Markdown as asked; else, on a terminal, aligned columns for people (``numeric``
-    ones right-aligned, ``show`` formatting a column), and tab-separated lines under a
-    header line when stdout is a pipe or a file (for cut and awk)."""
+    ones right-aligned, ``show`` formatting a column, ``titles`` heading it in words other
+    than its key), and tab-separated lines under a header line of the keys when stdout is
+    a pipe or a file (for cut and awk)."""
     if fmt is Format.TABLE and sys.stdout.isatty():
-        stream.write_aligned(sys.stdout, columns, records, numeric, show)
+        stream.write_aligned(sys.stdout, columns, records, numeric, show, titles)
     else:
         stream.write_rows(sys.stdout, fmt, columns, records)

@@ -135,14 +135,15 @@ def summary_cmd(archive: Path, no_data: bool, fmt: Format) -> None:
 
 @toc.command(name="los")
 @ARCHIVE
-@click.option("--no-sizes", is_flag=True, help="Do not read LO data (no size column).")
+@click.option("--no-sizes", is_flag=True, help="Do not read LO data (stored left empty).")
 @output_options
 def los_cmd(archive: Path, no_sizes: bool, fmt: Format) -> None:
     """The large objects in an archive: OID, owner, stored size, ACL, comment.
 
     OIDs come from BLOB entries (up to 1.15) or the BLOB METADATA OID lists (1.16).
-    Size is the stored byte count (compressed when the archive is). Rows stream;
-    use --json or --csv for a million LOs.
+    The "stored" column (key "size" in JSON and CSV) is the bytes the archive stores
+    for the LO: compressed when the archive is (toc extract gives the LO's own size),
+    the LO's size when it is not. Rows stream; use --json or --csv for a million LOs.
 
     Example: pgblobdump toc los db.dump --csv > los.csv
     """
@@ -161,6 +162,7 @@ def los_cmd(archive: Path, no_sizes: bool, fmt: Format) -> None:
             records,
             numeric=["oid", "size"],
             show={"size": lambda v: "" if v is None else f"{v:,}"},
+            titles={"size": "stored"},  # not the LO's size when the archive is compressed
         )
 
 

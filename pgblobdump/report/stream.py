@@ -128,11 +128,13 @@ def write_aligned(
     records: Iterable[dict[str, Any]],
     numeric: Collection[str] = (),
     show: Mapping[str, Callable[[Any], str]] | None = None,
+    titles: Mapping[str, str] | None = None,
 ) -> None:
     """A table for people, streamed: the header and rows in columns as wide as the first
     ALIGN_SAMPLE rows need (a later, wider cell pushes its row right, never cut), the
     ``numeric`` columns right-aligned, the last column left unpadded. ``show`` formats a
-    column's values (default: ``cell``)."""
+    column's values (default: ``cell``); ``titles`` heads a column with other words than
+    its key (which JSON, CSV and tab-separated lines keep)."""
     rows = started(records)
     fmt = {c: (show or {}).get(c, cell) for c in columns}
 
@@ -140,7 +142,8 @@ def write_aligned(
         return [fmt[c](rec[c]).replace("\n", " ") for c in columns]
 
     sample = [cells(r) for r in itertools.islice(rows, ALIGN_SAMPLE)] if rows else []
-    widths = [max([len(c), *(len(r[i]) for r in sample)]) for i, c in enumerate(columns)]
+    heads = [(titles or {}).get(c, c) for c in columns]
+    widths = [max([len(heads[i]), *(len(r[i]) for r in sample)]) for i in range(len(columns))]
     last = len(columns) - 1
 
     def line(values: Sequence[str]) -> str:
@@ -152,7 +155,7 @@ def write_aligned(
                 parts.append(v if i == last else v.ljust(w))
         return "  ".join(parts).rstrip() + "\n"
 
-    out.write(line(columns))
+    out.write(line(heads))
     out.write("  ".join("-" * w for w in widths) + "\n")
     for values in sample:
         out.write(line(values))

@@ -173,3 +173,16 @@ def test_a_listing_on_a_terminal_is_a_table_and_tab_separated_into_a_pipe(
     lines = piped.stdout.splitlines()
     assert lines[0].split("\t")[0] == "oid" and f"{OID}\t" in piped.stdout
     assert "6026" in next(x for x in lines if x.startswith(f"{OID}\t")).split("\t")
+
+
+def test_toc_los_heads_the_stored_size_as_stored() -> None:
+    # Before: "size" headed the stored (here gzip-compressed) byte count, which is not the
+    # LO's size: 1003's 6,026 bytes are stored in far fewer.
+    gzip = CORPUS / "pg17-custom-gzip.dump"
+    head, _rule, *rows = _on_a_terminal("toc", "los", str(gzip)).splitlines()
+    assert head.split() == ["oid", "owner", "stored", "acl", "comment"]
+    stored = int(next(r for r in rows if r.split()[0] == str(OID)).split()[2].replace(",", ""))
+    assert 0 < stored < 6_026
+    doc = json.loads(run("toc", "los", str(gzip), "--json").stdout)  # the key stays "size"
+    assert next(r["size"] for r in doc if r["oid"] == OID) == stored
+    assert run("toc", "los", str(gzip), "--csv").stdout.startswith("oid,owner,size,")
