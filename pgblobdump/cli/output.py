@@ -158,18 +158,19 @@ def write_listing(
     records: Iterable[dict[str, Any]],
     numeric: Collection[str] = (),
     show: Mapping[str, Callable[[Any], str]] | None = None,
+    titles: Mapping[str, str] | None = None,
 ) -> None:
     """A listing too long to hold (a million LOs), streamed to stdout: JSON, CSV or
-    Markdown as asked; else, on a terminal, aligned columns for people (``numeric``
-    ones right-aligned, ``show`` formatting a column) within its width (the widest text
-    cut with ``…``, a note on stderr naming --csv and --json for the whole), and
-    tab-separated lines under a header line when stdout is a pipe or a file (for cut
-    and awk)."""
+    Markdown as asked; else, on a terminal, aligned columns for people (``numeric`` ones
+    right-aligned, ``show`` formatting a column, ``titles`` heading it in words other than
+    its key) within its width (the widest text cut with ``…``, a note on stderr naming
+    --csv and --json for the whole), and tab-separated lines under a header line of the
+    keys when stdout is a pipe or a file (for cut and awk)."""
     if fmt is Format.TABLE and sys.stdout.isatty():
         import shutil
 
         width = shutil.get_terminal_size().columns
-        cut = stream.write_aligned(sys.stdout, columns, records, numeric, show, width)
+        cut = stream.write_aligned(sys.stdout, columns, records, numeric, show, width, titles)
         from pgblobdump.cli.verbosity import SETTINGS
 
         if cut and not SETTINGS.quiet:

@@ -8,7 +8,7 @@ import shlex
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -16,7 +16,7 @@ from pgblobdump import storage as places
 from pgblobdump.cli.completion import complete_major
 from pgblobdump.cli.options import F, connection_options, output_options
 from pgblobdump.cli.output import Format, emit, write_listing
-from pgblobdump.cli.pipes import silence_stdout
+from pgblobdump.cli.pipes import silence_stdout, text_for_terminal
 from pgblobdump.cli.types import COLUMN, OID, OIDS, PART, SIZE
 from pgblobdump.errors import (
     CorruptArchive,
@@ -33,8 +33,12 @@ from pgblobdump.packed.request import OnConflict, RestoreRequest
 from pgblobdump.pg.target import ConnectionTarget, split_password
 from pgblobdump.report import Table, stream
 from pgblobdump.report.summary import summary_table
+from pgblobdump.report.table import record_table
 from pgblobdump.storage import Storage
 from pgblobdump.units import format_bytes, plural
+
+if TYPE_CHECKING:  # the core is imported by a run, not by --help
+    from pgblobdump.packed.verify import ArchiveCheck
 
 ARCHIVE = click.argument("archive", metavar="ARCHIVE")
 VOLUME_SIZE = click.option(
@@ -274,11 +278,12 @@ def restore(archive: str, target: ConnectionTarget, no_owner: bool, no_acl: bool
     record = dataclasses.asdict(result)
     record["seconds"] = round(result.seconds, 3)
     notes = [result.resumed()] if resume else []
-    emit(summary_table("restored", record, notes, unless_zero=("redone",)), fmt, record)
+    shown = record | {"damaged_oids": result.damaged_ranges}  # JSON: a list of integers
+    emit(summary_table("restored", shown, notes, unless_zero=("redone",)), fmt, record)
     if result.damaged:
         raise LosSkipped(
             f"restored {result.los:,} LOs and skipped {result.damaged:,} of the damaged"
-            f" archive (OIDs {_first_ranges(result.damaged_oids)}); restore those from"
+            f" archive (OIDs {_first_ranges(result.damaged_ranges)}); restore those from"
             " another copy"
         )
 
@@ -326,7 +331,9 @@ def verify(archive: str, target: ConnectionTarget, bases: tuple[str, ...], fmt: 
     counts with the database's verdict; --json prints one object with the archive's
     counts, "differences" (a list, empty when equal) and "missing", "extra", "differs";
     --csv and --markdown print the differences under their header (only the header when
-    equal).
+    equal). A damaged archive exits 7; with --json it first prints what is damaged
+    ("damaged_files", "damaged": each frame and the OIDs it loses, "damaged_los",
+    "problems"), with --csv or --markdown the same as one row.
 
     Example: pgblobdump verify lobs.pbd -d mydb --json
     """
@@ -339,6 +346,9 @@ def verify(archive: str, target: ConnectionTarget, bases: tuple[str, ...], fmt: 
     with reporter("checking files", 0) as rep:
         check = check_chain(chain, rep)
     if not check.ok:
+        if fmt is not Format.TABLE:  # the report on stdout, the error line on stderr
+            report, flat = _damage_report(check)
+            emit(record_table(flat, "archive is damaged"), fmt, report)
         raise CorruptArchive(_problems(check.problems, skippable=check.data_only))
     record: dict[str, Any] = {"files": check.files, "los": check.los, "bytes": check.bytes}
     if chain.incremental:
@@ -378,6 +388,29 @@ def verify(archive: str, target: ConnectionTarget, bases: tuple[str, ...], fmt: 
     click.echo(f"Error: the database differs from the archive: {plural(found, 'difference')}"
                " (listed on stdout)", err=True)  # fmt: skip
     raise SystemExit(1)
+
+
+def _damage_report(check: ArchiveCheck) -> tuple[dict[str, Any], dict[str, Any]]:
+    """verify's report of a damaged archive: for --json (lists, OIDs as integers), and
+    for --csv and --markdown (one row of raw values: OIDs as ranges, lists joined by
+    ``; ``).
+    ``damaged_los`` is None (null) when the damage hides which LOs it takes (the index
+    or manifest damaged): only restore --skip-damaged's kind of damage names them."""
+    from pgblobdump.pg.ledger import ranges_text
+
+    lost = sorted(o for d in check.damaged for o in d.oids)
+    report: dict[str, Any] = {
+        "sound": False, "files": check.files, "los": check.expected_los,
+        "bytes": check.expected_bytes, "damaged_files": check.damaged_files,
+        "damaged_los": len(lost) if check.damaged else None,
+        "damaged": [{"where": d.where, "reason": d.reason, "oids": d.oids}
+                    for d in check.damaged],
+        "problems": check.problems,
+    }  # fmt: skip
+    ranges = ranges_text(lost)
+    flat = {k: v for k, v in report.items() if k not in ("sound", "damaged")}
+    flat["damaged_oids"] = ranges
+    return report, flat
 
 
 def _problems(problems: list[str], skippable: bool, shown: int = 3) -> str:
@@ -434,7 +467,8 @@ def ls_cmd(archive: str, oids: tuple[int, int], bases: tuple[str, ...], fmt: For
 @BASES
 def cat_cmd(archive: str, oid: int, output: Path | None, bases: tuple[str, ...]) -> None:
     """Write one LO's bytes to stdout or FILE, reading only its index block and frames
-    (of an incremental archive, those of the base that holds it).
+    (of an incremental archive, those of the base that holds it). On a terminal, with no
+    -o, a binary LO (a NUL byte in its first 8 KiB) is refused: -o - prints it anyway.
 
     Example: pgblobdump cat lobs.pbd 16401 -o picture.png
     """
@@ -445,7 +479,8 @@ def cat_cmd(archive: str, oid: int, output: Path | None, bases: tuple[str, ...])
     chain.top.find(oid)  # NotFound before any output
     if output is None or output == STDOUT:
         out = sys.stdout.buffer
-        for piece in chain.read_lo(oid):
+        pieces = chain.read_lo(oid)
+        for piece in text_for_terminal(oid, pieces) if output is None else pieces:
             out.write(piece)
         out.flush()
         return

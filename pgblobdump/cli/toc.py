@@ -13,6 +13,7 @@ import click
 
 from pgblobdump.cli.options import output_options
 from pgblobdump.cli.output import Format, emit, write_listing
+from pgblobdump.cli.pipes import text_for_terminal
 from pgblobdump.cli.types import OID
 from pgblobdump.errors import UsageError
 from pgblobdump.fileio import write_atomically
@@ -134,14 +135,15 @@ def summary_cmd(archive: Path, no_data: bool, fmt: Format) -> None:
 
 @toc.command(name="los")
 @ARCHIVE
-@click.option("--no-sizes", is_flag=True, help="Do not read LO data (no size column).")
+@click.option("--no-sizes", is_flag=True, help="Do not read LO data (stored left empty).")
 @output_options
 def los_cmd(archive: Path, no_sizes: bool, fmt: Format) -> None:
     """The large objects in an archive: OID, owner, stored size, ACL, comment.
 
     OIDs come from BLOB entries (up to 1.15) or the BLOB METADATA OID lists (1.16).
-    Size is the stored byte count (compressed when the archive is). Rows stream;
-    use --json or --csv for a million LOs.
+    The "stored" column (key "size" in JSON and CSV) is the bytes the archive stores
+    for the LO: compressed when the archive is (toc extract gives the LO's own size),
+    the LO's size when it is not. Rows stream; use --json or --csv for a million LOs.
 
     Example: pgblobdump toc los db.dump --csv > los.csv
     """
@@ -160,6 +162,7 @@ def los_cmd(archive: Path, no_sizes: bool, fmt: Format) -> None:
             records,
             numeric=["oid", "size"],
             show={"size": lambda v: "" if v is None else f"{v:,}"},
+            titles={"size": "stored"},  # not the LO's size when the archive is compressed
         )
 
 
@@ -257,17 +260,20 @@ def extract(archive: Path, oid: int, output: Path | None) -> None:
 
     The bytes are those pg_dump read from the server (lo_get), found by OID in the
     custom-format data blocks or the directory's blob_<oid>.dat[.gz|.lz4|.zst] file.
+    On a terminal, with no -o, a binary LO (a NUL byte in its first 8 KiB) is refused:
+    -o - prints it anyway.
 
     Example: pgblobdump toc extract db.dump 16401 -o picture.png
     """
-    if output == Path("-"):
+    forced = output == Path("-")  # stdout, a terminal or not
+    if forced:
         output = None
     with open_archive(archive) as a:
         _refuse_writing_into(a, output)
         pieces = los.extract(a, oid)
         if output is None:
             out = sys.stdout.buffer
-            for piece in pieces:
+            for piece in pieces if forced else text_for_terminal(oid, pieces):
                 out.write(piece)
             out.flush()
             return

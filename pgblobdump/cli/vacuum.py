@@ -68,6 +68,19 @@ def _suspect(f: dict[str, Any]) -> str:
             f" e.g. {f['examples']}")  # fmt: skip
 
 
+def whole_seconds(s: float) -> str:
+    """A predicted time in whole seconds: ``12 s``, ``1,234 s``; ``<1 s`` for what rounds
+    to 0 (a prediction is never nothing)."""
+    shown = f"{s:,.0f}"
+    return "<1 s" if shown in ("0", "-0") else f"{shown} s"
+
+
+def bucket_label(label: str) -> str:
+    """A size histogram's row: ``LOs up to 4 KiB``, ``LOs of 4-64 KiB``, ``LOs empty``.
+    Words, not an indent, set the rows apart: Markdown drops leading spaces."""
+    return f"LOs of {label}" if label[0].isdigit() else f"LOs {label}"
+
+
 def inspection_table(r: Any) -> Table:
     """The report as ``what | value`` lines for people (JSON carries the whole record)."""
     rows: list[dict[str, Any]] = [
@@ -82,7 +95,7 @@ def inspection_table(r: Any) -> Table:
         v = f"{b.los:,} ({_size(b.bytes)})"
         if b is r.histogram[-1] and r.over_1gib and r.over_1gib_sample:
             v += f": {_oids(r.over_1gib_sample, r.over_1gib)}"
-        rows.append({"what": f"  {b.label}", "value": v})
+        rows.append({"what": bucket_label(b.label), "value": v})
     if r.over_1gib is not None and not r.histogram:
         rows.append({"what": "over 1 GiB", "value": _counted(r.over_1gib, r.over_1gib_sample)})
     if r.sparse is not None:
@@ -132,8 +145,9 @@ def inspection_table(r: Any) -> Table:
     for p in r.predictions:
         extra = f", {plural(p.files, 'file')}" if p.files is not None else ""
         extra += f", {p.toc_entries:,} TOC entries" if p.toc_entries is not None else ""
+        took = whole_seconds(p.seconds)
         rows.append({"what": f"predicted {p.tool}",
-                     "value": f"{p.seconds:,.0f} s, {_size(p.peak_rss)} peak{extra}"})  # fmt: skip
+                     "value": f"{took}, {_size(p.peak_rss)} peak{extra}"})  # fmt: skip
     if r.checksums is not None:
         c = r.checksums
         rows.append({"what": "checksum of every LO's bytes (sha256 of oid, md5)",

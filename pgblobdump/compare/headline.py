@@ -176,9 +176,10 @@ def _secs(v: float) -> str:
 PACKED_RSS_NOTE = (
     "pgblobdump's peak RSS ({ratio} here) is the Python interpreter's floor: about 40 MiB"
     " of interpreter and libraries before the first LO, and about the same at 1,000,000 LOs"
-    " (52 MB measured, where pg_dump 17 peaks at ~215 MiB)"
+    " (52 MiB measured, where pg_dump 17 peaks at ~215 MiB)"
 )
-"""Why packed's RSS ratio is high at small counts (benchmarks/RESULTS.md has the 1M runs)."""
+"""Why packed's RSS ratio is high at small counts (benchmarks/RESULTS.md has the 1M runs:
+its "peak RSS MB" column is ru_maxrss KiB / 1024, so MiB, as both figures here)."""
 TRANSACTION_SIZE = "--transaction-size "
 SHORT_TRANSACTION_SIZE = "T="
 """The compact table's spelling of ``--transaction-size N`` (as the restore plot's labels)."""

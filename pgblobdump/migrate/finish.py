@@ -20,6 +20,7 @@ from psycopg import sql
 
 from pgblobdump.errors import DatabaseError
 from pgblobdump.migrate import refs, state
+from pgblobdump.migrate.columns import quote
 from pgblobdump.migrate.forms import Form
 from pgblobdump.migrate.locking import LockClock, LockPolicy, exclusively
 from pgblobdump.migrate.refs import STATE_TABLES
@@ -126,8 +127,12 @@ def finish(
         def drop() -> None:
             conn.execute(sql.SQL("ALTER TABLE {} DROP COLUMN {}").format(table, old))
 
-        exclusively(conn, table, f"dropping the old column {mig.old_column}", drop, lock, clock)
-        reporter.note(f"dropped the old column {mig.old_column}")
+        # named in full: "the old column lo_lo" read as a stutter, and lo_lo is a name the
+        # user never gave (the switch renamed the old column to it)
+        gone = f"{mig.table_name}.{quote(mig.old_column)}"
+        exclusively(conn, table, f"dropping column {gone}", drop, lock, clock)
+        reporter.note(f"dropped column {gone} (the old {quote(mig.column_name)},"
+                      " renamed at the switch)")  # fmt: skip
     kept = 0
     if unlink and moved_bytes(mig):
         kept = unlink_los(conn, mig, schema, reporter)

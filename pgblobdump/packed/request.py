@@ -74,19 +74,26 @@ class RestoreRequest:
 @dataclass(frozen=True)
 class RestoreResult:
     """``skipped``: LOs that existed (--on-conflict skip, --resume); ``damaged``: LOs lost
-    to a damaged archive and skipped (--skip-damaged), their OIDs as ranges in
-    ``damaged_oids`` (``1..5, 9``)."""
+    to a damaged archive and skipped (--skip-damaged), their OIDs, ascending, in
+    ``damaged_oids`` (a list in JSON; ``damaged_ranges`` for people and CSV)."""
 
     los: int
     bytes: int
     skipped: int
     seconds: float
     damaged: int = 0
-    damaged_oids: str = ""
+    damaged_oids: tuple[int, ...] = ()
     redone: int = 0
     """--resume: LOs the interrupted run was writing when it stopped (its journal names
     them, the target had them not: their batch never committed), restored by this run
     and counted in ``los``."""
+
+    @property
+    def damaged_ranges(self) -> str:
+        """``damaged_oids`` as ranges: ``1..5, 9`` (empty when none)."""
+        from pgblobdump.pg.ledger import ranges_text
+
+        return ranges_text(self.damaged_oids)
 
     def resumed(self) -> str:
         """What a --resume found and did, for a note: the numbers reconcile with the

@@ -495,10 +495,9 @@ def restore(
             redone = journal.redone(ledger)
             journal.remove()
     reporter.progress(r.los + r.skipped, r.bytes)
-    lost = to_ranges(sorted(r.damaged_oids))
     return RestoreResult(
         r.los, r.bytes, r.skipped, time.perf_counter() - t0, r.damaged,
-        ", ".join(f"{lo}..{hi}" if hi > lo else str(lo) for lo, hi in lost), redone,
+        tuple(sorted(r.damaged_oids)), redone,
     )  # fmt: skip
 
 

@@ -23,7 +23,7 @@ from pgblobdump.packed.request import RestoreRequest, RestoreResult
 from pgblobdump.packed.restore import Restorer, taken
 from pgblobdump.pg.connect import connect
 from pgblobdump.pg.failure import failed_all
-from pgblobdump.pg.ledger import Ledger, to_ranges
+from pgblobdump.pg.ledger import Ledger
 from pgblobdump.report.reporter import Reporter
 
 
@@ -97,10 +97,9 @@ def restore_jobs(
             raise error from e
         redone = journal.redone(*ledgers)
         journal.remove()
-    lost = to_ranges(sorted(o for w in workers for o in w.damaged_oids))
+    lost = tuple(sorted(o for w in workers for o in w.damaged_oids))
     return RestoreResult(
         sum(w.los for w in workers), sum(w.bytes for w in workers),
         sum(w.skipped for w in workers), time.perf_counter() - t0,
-        sum(w.damaged for w in workers),
-        ", ".join(f"{lo}..{hi}" if hi > lo else str(lo) for lo, hi in lost), redone,
+        sum(w.damaged for w in workers), lost, redone,
     )  # fmt: skip

@@ -17,7 +17,7 @@ from pgblobdump.packed.chain import Chain
 from pgblobdump.packed.dump import SideConnection
 from pgblobdump.packed.format import CHAIN_VOLUME, INDEX_NAME
 from pgblobdump.packed.index import IndexRecord, Meta, SortingIndexBuilder
-from pgblobdump.packed.reader import PackedDirectory
+from pgblobdump.packed.reader import Damaged, PackedDirectory
 from pgblobdump.pg.connect import connect
 from pgblobdump.pg.lostream import LoRun, Selection, iter_los
 from pgblobdump.report.reporter import QUIET, Reporter
@@ -38,6 +38,12 @@ class ArchiveCheck:
     problems: list[str] = field(default_factory=list)
     damaged_files: list[str] = field(default_factory=list)
     """The files among the problems: missing, of another size or checksum."""
+    damaged: list[Damaged] = field(default_factory=list)
+    """When only data volumes are damaged: each damaged frame (or volume's end) with the
+    LOs it loses, by OID from the index, as restore --skip-damaged would skip them."""
+    expected_los: int | None = None
+    expected_bytes: int | None = None
+    """The LOs and bytes the archive's manifest says it holds (None without one)."""
 
     @property
     def ok(self) -> bool:
@@ -62,6 +68,8 @@ def check_archive(archive: PackedDirectory, reporter: Reporter = QUIET) -> Archi
         return result
     storage = archive.storage
     result.files = 1  # the manifest itself, read above
+    result.expected_los = int(archive.manifest["los"])
+    result.expected_bytes = int(archive.manifest["bytes"])
     listed = archive.manifest["files"]
     log.info("checking %d files against the manifest, then the LOs against the index",
              len(listed) + 1)  # fmt: skip
@@ -99,7 +107,23 @@ def check_archive(archive: PackedDirectory, reporter: Reporter = QUIET) -> Archi
         result.los, result.bytes = _volumes_match_index(archive, reporter)
     except PgBlobDumpError as e:
         result.problems.append(str(e))
+    if result.data_only:
+        result.damaged = _damaged_frames(archive)
     return result
+
+
+def _damaged_frames(archive: PackedDirectory) -> list[Damaged]:
+    """The damaged frames of an archive whose manifest and index are sound, each with
+    the LOs it loses: its volumes read again the way restore --skip-damaged reads them
+    (only once damage was found, so a sound archive is read once)."""
+    found: list[Damaged] = []
+    try:
+        for item in archive._items(skip_damaged=True):
+            if isinstance(item, Damaged):
+                found.append(item)
+    except PgBlobDumpError:
+        pass  # what reading past the damage cannot tell is in the problems already
+    return found
 
 
 def _volume_records(archive: PackedDirectory) -> Iterator[tuple[int, int, int, Meta]]:
@@ -158,12 +182,14 @@ def check_chain(chain: Chain, reporter: Reporter = QUIET) -> ArchiveCheck:
         result.files += sub.files
         result.problems += sub.problems
         result.damaged_files += [f"{link.where}/{f}" for f in sub.damaged_files]
+        result.damaged += sub.damaged
         try:
             _carried_match(chain, link.depth, link.archive)
         except PgBlobDumpError as e:
             result.problems.append(str(e))
     if chain.incremental:
         result.los, result.bytes = chain.totals()
+        result.expected_los, result.expected_bytes = result.los, result.bytes
     return result
 
 

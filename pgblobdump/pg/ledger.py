@@ -72,6 +72,12 @@ def to_ranges(oids: Sequence[int]) -> list[tuple[int, int]]:
     return ranges
 
 
+def ranges_text(oids: Sequence[int]) -> str:
+    """Sorted OIDs as every range of consecutive ones: ``1..5, 9, 12..20`` (for a table or
+    CSV; JSON lists the OIDs)."""
+    return ", ".join(f"{lo}..{hi}" if hi > lo else str(lo) for lo, hi in to_ranges(oids))
+
+
 def format_ranges(ranges: list[tuple[int, int]]) -> str:
     """``10,000 LOs (OIDs 5000000..5009999)``, a few ranges at most, for messages."""
     total = sum(hi - lo + 1 for lo, hi in ranges)

@@ -129,14 +129,16 @@ def write_aligned(
     numeric: Collection[str] = (),
     show: Mapping[str, Callable[[Any], str]] | None = None,
     width: int | None = None,
+    titles: Mapping[str, str] | None = None,
 ) -> int:
     """A table for people, streamed: the header and rows in columns as wide as the first
     ALIGN_SAMPLE rows need (a later, wider cell pushes its row right), the ``numeric``
     columns right-aligned, the last column left unpadded. ``show`` formats a column's
-    values (default: ``cell``). ``width``: the terminal's; when the columns need more,
-    the widest text columns are narrowed (``fit``) and a cell wider than its column is
-    cut with ``…``, numbers never; so is a later cell that would make its line wider.
-    Returns the number of cells cut."""
+    values (default: ``cell``); ``titles`` heads a column with other words than its key
+    (which JSON, CSV and tab-separated lines keep). ``width``: the terminal's; when the
+    columns need more, the widest text columns are narrowed (``fit``) and a cell wider
+    than its column is cut with ``…``, numbers never; so is a later cell that would make
+    its line wider. Returns the number of cells cut."""
     rows = started(records)
     fmt = {c: (show or {}).get(c, cell) for c in columns}
 
@@ -144,12 +146,13 @@ def write_aligned(
         return [fmt[c](rec[c]).replace("\n", " ") for c in columns]
 
     sample = [cells(r) for r in itertools.islice(rows, ALIGN_SAMPLE)] if rows else []
-    widths = [max([len(c), *(len(r[i]) for r in sample)]) for i, c in enumerate(columns)]
+    heads = [(titles or {}).get(c, c) for c in columns]
+    widths = [max([len(heads[i]), *(len(r[i]) for r in sample)]) for i in range(len(columns))]
     last = len(columns) - 1
     fixed = [c in numeric for c in columns]
     caps: list[int | None] = [None] * len(columns)
     if width is not None:
-        widths = fit(widths, fixed, [len(c) for c in columns], width - GAP * last)
+        widths = fit(widths, fixed, [len(h) for h in heads], width - GAP * last)
         room = width - sum(widths[:last]) - GAP * last  # the last column takes what is left
         caps = [None if f else (max(widths[i], room) if i == last else widths[i])
                 for i, f in enumerate(fixed)]  # fmt: skip
@@ -168,7 +171,7 @@ def write_aligned(
                 parts.append(v if i == last else v.ljust(w))
         return (" " * GAP).join(parts).rstrip() + "\n"
 
-    out.write(line(columns))
+    out.write(line(heads))
     out.write((" " * GAP).join("-" * w for w in widths) + "\n")
     for values in sample:
         out.write(line(values))

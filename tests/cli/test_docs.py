@@ -138,3 +138,53 @@ def test_documented_commands_and_options_exist(doc: str) -> None:
             opt = w.split("=", 1)[0]
             if opt.startswith("--") and opt != "--":
                 assert opt in known, f"{doc}: pgblobdump {name} has no {opt} ({' '.join(words)})"
+
+
+def _headline(width: int) -> list[str]:
+    """compare's main table, as a terminal ``width`` columns wide shows it, of the run
+    kept in tests/cli/data/compare-main-job (docs/compare.md's samples are its output)."""
+    import io
+
+    from rich.console import Console
+
+    from pgblobdump.cli.compare import show_headline
+    from pgblobdump.compare import report, results
+
+    res = results.load(Path(__file__).parent / "data" / "compare-main-job")
+    out = io.StringIO()
+    console = Console(file=out, width=width, force_terminal=True, color_system=None,
+                      soft_wrap=True)  # fmt: skip
+    show_headline(console, report.tables(res)[0], report.tables(res, compact=True)[0])
+    return [line.rstrip() for line in out.getvalue().splitlines()]
+
+
+def _shown_in_order(sample: list[str], shown: list[str]) -> bool:
+    """Whether ``sample``'s runs of lines (a ``...`` line leaves lines out) are runs of
+    ``shown``, in its order."""
+    runs: list[list[str]] = [[]]
+    for line in sample:
+        if line.strip() == "...":
+            runs.append([])
+        else:
+            runs[-1].append(line.rstrip())
+    at = 0
+    for run in filter(None, runs):
+        found = next((k for k in range(at, len(shown) - len(run) + 1)
+                      if shown[k : k + len(run)] == run), None)  # fmt: skip
+        if found is None:
+            return False
+        at = found + len(run)
+    return True
+
+
+def test_compare_samples_are_what_it_prints() -> None:
+    # Before: the 200-column sample had no box borders, the real table had them.
+    from pgblobdump.cli.compare import kept
+
+    text = (ROOT / "docs" / "compare.md").read_text()
+    main = text[text.index("## The main job") : text.index("## Contenders")]
+    blocks = [b.split("\n```", 1)[0].splitlines() for b in main.split("```\n")[1::2]]
+    wide, narrow = blocks[:2]
+    assert wide[-1] == kept(None, False)  # the run's last line, on stderr
+    assert wide[:-1] == _headline(200), "regenerate from tests/cli/data/compare-main-job"
+    assert wide[1].startswith("┏") and _shown_in_order(narrow, _headline(100))

@@ -108,7 +108,15 @@ def test_ls_of_another_file_names_no_toc_command(tmp_path: Path) -> None:
 
 def _on_a_terminal(*args: str, columns: int | None = None) -> str:
     """The command's stdout when stdout is a terminal (a pseudo-terminal), ``columns``
-    wide when given."""
+    wide when given; its stderr is kept in ``_STDERR``."""
+    code, out, err = _run_on_a_terminal(*args, columns=columns)
+    assert code == 0, err
+    _STDERR[:] = [err]
+    return out
+
+
+def _run_on_a_terminal(*args: str, columns: int | None = None) -> tuple[int, str, str]:
+    """The command's exit status, stdout (a pseudo-terminal) and stderr (a pipe)."""
     leader, follower = pty.openpty()
     env = dict(os.environ)
     if columns is not None:
@@ -132,9 +140,25 @@ def _on_a_terminal(*args: str, columns: int | None = None) -> str:
         pass
     finally:
         os.close(leader)
-    assert done.returncode == 0, done.stderr
-    _STDERR[:] = [done.stderr]
-    return b"".join(chunks).decode().replace("\r\n", "\n")
+    out = b"".join(chunks).decode(errors="replace").replace("\r\n", "\n")
+    return done.returncode, out, done.stderr
+
+
+@pytest.mark.parametrize("command", ["cat", "toc extract"])
+def test_a_binary_lo_is_not_poured_onto_a_terminal(command: str, packed: Path) -> None:
+    # Before: LO 1003's NUL bytes went onto the terminal, while dump -o - refused to.
+    archive = str(packed if command == "cat" else DUMP)
+    code, out, err = _run_on_a_terminal(*command.split(), archive, str(OID))
+    assert (code, out) == (2, ""), err
+    assert err.splitlines() == [
+        f"Error: LO {OID} is binary (a NUL byte in its first 8 KiB) and stdout is a terminal:"
+        " give -o FILE, or -o - to print it anyway"
+    ]
+    code, out, err = _run_on_a_terminal(*command.split(), archive, str(OID), "-o", "-")
+    assert code == 0 and len(out) >= 6_026 and "\x00" in out, err  # -o - forces it
+    assert _on_a_terminal(*command.split(), archive, "1002") == "hello"  # text still prints
+    piped = run(*command.split(), archive, str(OID))  # not a terminal: as before
+    assert piped.exit_code == 0 and hashlib.md5(piped.stdout_bytes).hexdigest() == _md5(OID)
 
 
 _STDERR = [""]
@@ -175,7 +199,7 @@ def test_toc_los_on_a_terminal_fits_its_width(width: int) -> None:
     shown = _on_a_terminal("toc", "los", str(DUMP), columns=width).splitlines()
     assert all(len(line) <= width for line in shown), shown
     head = shown[0].split()
-    assert head == ["oid", "owner", "size", "acl", "comment"]
+    assert head == ["oid", "owner", "stored", "acl", "comment"]
     row = next(r for r in shown if r.split()[0] == "2147483649")
     assert row.endswith("  a comment over two lines")  # the comment whole, the ACL cut
     assert "…" in row and ACL not in row
@@ -205,3 +229,16 @@ def test_ls_on_a_terminal_fits_its_width(width: int, packed: Path) -> None:
         assert acl in row and "…" not in "".join(shown) and "cut" not in _STDERR[0]
     piped = run("ls", str(packed))
     assert "…" not in piped.stdout and "cut" not in piped.stderr
+
+
+def test_toc_los_heads_the_stored_size_as_stored() -> None:
+    # Before: "size" headed the stored (here gzip-compressed) byte count, which is not the
+    # LO's size: 1003's 6,026 bytes are stored in far fewer.
+    gzip = CORPUS / "pg17-custom-gzip.dump"
+    head, _rule, *rows = _on_a_terminal("toc", "los", str(gzip)).splitlines()
+    assert head.split() == ["oid", "owner", "stored", "acl", "comment"]
+    stored = int(next(r for r in rows if r.split()[0] == str(OID)).split()[2].replace(",", ""))
+    assert 0 < stored < 6_026
+    doc = json.loads(run("toc", "los", str(gzip), "--json").stdout)  # the key stays "size"
+    assert next(r["size"] for r in doc if r["oid"] == OID) == stored
+    assert run("toc", "los", str(gzip), "--csv").stdout.startswith("oid,owner,size,")

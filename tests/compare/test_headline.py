@@ -113,6 +113,9 @@ def test_the_table_as_people_read_it() -> None:
     # cross-check) under the main table: those explain the detail tables, in words.
     assert any(n.startswith("pgblobdump's peak RSS (5.00x and 1.00x here) is the Python"
                             " interpreter's floor") for n in table.notes), table.notes  # fmt: skip
+    # in MiB as every size here (it said "52 MB measured" beside "~215 MiB", both MiB)
+    assert any("(52 MiB measured, where pg_dump 17 peaks at ~215 MiB)" in n
+               for n in table.notes), table.notes  # fmt: skip
     assert not any("TOC entries" in n or "wait4" in n for n in table.notes), table.notes
     # --details: the per-part tables follow.
     titles = [t.title for t in report.tables(RUN, details=True)]

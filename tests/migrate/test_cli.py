@@ -34,6 +34,10 @@ def test_plan_and_run_as_json(pg17: EmbeddedCluster, new_db: NewDb) -> None:
     assert done.exit_code == 0, done.stderr
     result = json.loads(done.stdout)
     assert result["phase"] == "done" and result["unlinked"] == 20 and result["rows"] == 20
+    # Before: "dropped the old column data_lo", a name the user never gave it.
+    assert "dropped column public.files.data_lo (the old data, renamed at the switch)\n" in (
+        done.stderr
+    ), done.stderr
     status = run("migrate", "status", "-d", db, "--json")
     (raw,) = json.loads(status.stdout)
     assert raw["phase"] == "done" and raw["rows_done"] == 20

@@ -21,6 +21,7 @@ from pgblobdump.packed import DumpRequest, PackedDirectory
 from pgblobdump.packed.dump import dump
 from pgblobdump.packed.format import volume_name, volume_of
 from pgblobdump.packed.parts import share
+from pgblobdump.pg.ledger import ranges_text
 from pgblobdump.servers.cluster import EmbeddedCluster
 from pgblobdump.storage import LocalDirectory
 from tests.conftest import NewDb
@@ -72,6 +73,9 @@ def skipped(done: Result, lost: int) -> None:
     assert done.exit_code == 14, done.output
     report = json.loads(done.stdout)
     assert report["damaged"] == lost and report["los"] > 0
+    # Before: "damaged_oids" was a string of ranges ("70000..70099, 70200"), not a list.
+    oids = report["damaged_oids"]
+    assert len(oids) == lost and oids == sorted(oids) and all(type(o) is int for o in oids)
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith(f"Error: restored {report['los']:,} LOs and skipped {lost:,} of the"
                            " damaged archive (OIDs "), last  # fmt: skip
@@ -113,9 +117,15 @@ def test_a_damaged_frame(archive: Damageable, pg17: EmbeddedCluster, new_db: New
     assert f"skipped {len(lost):,} LOs of a damaged part" in done.stderr
     line = next(x for x in done.stderr.splitlines() if "of a damaged part" in x)
     assert line.count(f"at byte {offset:,}") == 1, line  # said once, not twice
-    assert str(min(lost)) in report["damaged_oids"]
+    assert report["damaged_oids"] == sorted(lost)
     want = {oid: v for oid, v in archive.src.items() if oid not in set(lost)}
     assert state(dst) == want
+    if jobs == "1":  # CSV keeps the OIDs as ranges, in one cell
+        csv = CliRunner().invoke(cli, ["restore", str(path), "-d", new_db(pg17), "--csv",
+                                       "--skip-damaged"])  # fmt: skip
+        assert csv.exit_code == 14, csv.output
+        cell = next(x for x in csv.stdout.splitlines() if x.startswith("damaged OIDs,"))
+        assert cell.removeprefix("damaged OIDs,").strip('"') == ranges_text(sorted(lost))
 
 
 @pytest.mark.parametrize("jobs", ["1", "2"], ids=["1-job", "jobs-2"])

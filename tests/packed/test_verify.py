@@ -3,6 +3,8 @@ LOs missing, extra and differing (bytes, owner, comment) are listed by OID, exit
 
 from __future__ import annotations
 
+import csv as csv_module
+import io
 import json
 import shutil
 from pathlib import Path
@@ -128,3 +130,48 @@ def test_damage_is_named(dumped: tuple[str, Path], tmp_path: Path, damage: str) 
     assert lines[0].endswith(hint) == (damage in ("flip", "truncate")), lines[0]
     if damage == "flip":  # the file's checksum, then the frame that reading met
         assert lines[0].count(f"{volume.name}: ") == 2 and "frame at byte" in lines[0]
+
+
+def test_damage_is_reported_in_json_and_csv(dumped: tuple[str, Path], tmp_path: Path) -> None:
+    # Before: --json and --csv printed nothing on stdout for a damaged archive, only the
+    # error line on stderr.
+    _db, src = dumped
+    path = tmp_path / "copy"
+    shutil.copytree(src, path)
+    volume = next(path.glob("data-*.pbd"))
+    raw = bytearray(volume.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    volume.write_bytes(bytes(raw))
+    result = _verify(str(path), "--json")
+    assert result.exit_code == 7, result.output
+    doc = json.loads(result.stdout)
+    assert doc["sound"] is False and doc["los"] == 402 and doc["bytes"] > 0
+    assert doc["damaged_files"] == [volume.name]
+    assert len(doc["damaged"]) == 1 and f"{volume.name} at byte " in doc["damaged"][0]["where"]
+    assert "frame at byte" in doc["damaged"][0]["reason"]
+    lost = doc["damaged"][0]["oids"]
+    assert doc["damaged_los"] == len(lost) > 0 and all(isinstance(o, int) for o in lost)
+    assert set(lost) <= set(range(70_000, 70_400)) | {80_000, 80_001}
+    assert any("frame at byte" in p for p in doc["problems"])
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: ") and "frame at byte" in lines[0]
+    csv = _verify(str(path), "--csv")
+    assert csv.exit_code == 7, csv.output
+    (row,) = csv_module.DictReader(io.StringIO(csv.stdout))
+    assert (row["los"], row["damaged_los"]) == ("402", str(len(lost)))  # raw, as JSON's
+    assert row["damaged_files"] == volume.name
+    assert row["damaged_oids"].startswith(f"{min(lost)}..")
+    assert csv.stderr.startswith("Error: ")
+
+
+def test_damaged_index_in_json(dumped: tuple[str, Path], tmp_path: Path) -> None:
+    # which LOs are lost is unknown when the index is what is damaged: null, not 0
+    _db, src = dumped
+    path = tmp_path / "copy"
+    shutil.copytree(src, path)
+    (path / "index.pbi").unlink()
+    result = _verify(str(path), "--json")
+    assert result.exit_code == 7, result.output
+    doc = json.loads(result.stdout)
+    assert doc["damaged_los"] is None and doc["damaged"] == []
+    assert doc["damaged_files"] == ["index.pbi"]

@@ -40,6 +40,20 @@ def test_inspect_reports_counts_columns_orphans_and_predictions(
     assert md.stdout.count("over 1 GiB") == 1 and "[" not in md.stdout, md.stdout
     assert "| sparse (holes never written) | 1 (OID 3) |" in md.stdout, md.stdout
     assert " peak, 1 file, " in md.stdout and "1 files" not in md.stdout
+    # Before: "|   up to 4 KiB |", whose indent Markdown drops; and "0 s" for a prediction
+    # under half a second.
+    assert "| LOs empty | 3 (" in md.stdout and "| LOs of 1-16 MiB | 1 (" in md.stdout
+    assert "|  " not in md.stdout, md.stdout
+    assert "| predicted pg_dump 17 -Fc | <1 s, " in md.stdout, md.stdout
+    assert " 0 s," not in md.stdout, md.stdout
+
+
+def test_whole_seconds() -> None:
+    from pgblobdump.cli.vacuum import whole_seconds
+
+    assert [whole_seconds(s) for s in (0.0, 0.4, 0.5, 0.51, 12.4, 1234.0)] == [
+        "<1 s", "<1 s", "<1 s", "1 s", "12 s", "1,234 s"
+    ]  # fmt: skip
 
 
 def test_vacuum_refusal_is_one_line_exit_13(pg17: EmbeddedCluster, new_db: NewDb) -> None:
