@@ -18,8 +18,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 import psycopg
-from psycopg import sql
-from psycopg.pq import TransactionStatus
 
 from pgblobdump import logs
 from pgblobdump.errors import UsageError
@@ -34,9 +32,11 @@ from pgblobdump.packed.format import (
 from pgblobdump.packed.index import IndexBuilder, Meta
 from pgblobdump.packed.packer import LoPacker
 from pgblobdump.packed.writer import ArchiveWriter, check_settings
-from pgblobdump.pg import changes
+from pgblobdump.pg import catalog, changes
+from pgblobdump.pg import snapshot as snap
 from pgblobdump.pg.connect import connect, describe
 from pgblobdump.pg.lostream import LoRun, Selection, iter_los
+from pgblobdump.pg.snapshot import SideConnection
 from pgblobdump.pg.target import split_password
 from pgblobdump.report.reporter import QUIET, Reporter
 from pgblobdump.storage import FileInfo, Storage
@@ -89,41 +89,9 @@ class DumpResult:
         return sum(f.size for f in self.files)
 
 
-def _begin(conn: psycopg.Connection, snapshot: str | None = None) -> None:
-    conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-    if snapshot is not None:
-        conn.execute(sql.SQL("SET TRANSACTION SNAPSHOT {}").format(sql.Literal(snapshot)))
-
-
-def _ranges(conn: psycopg.Connection, sel: Selection, jobs: int) -> list[Selection]:
-    """The selection cut into at most ``jobs`` contiguous OID ranges of similar counts."""
-    if jobs == 1:
-        return [sel]
-    rows = conn.execute(
-        sql.SQL(
-            "SELECT min(oid)::int8, max(oid)::int8 FROM (SELECT m.oid, ntile({}) OVER"
-            " (ORDER BY m.oid) AS t FROM pg_catalog.pg_largeobject_metadata m WHERE {}) s"
-            " GROUP BY t ORDER BY 1"
-        ).format(sql.Literal(jobs), sel.where(sql.SQL("m.oid")))
-    ).fetchall()
-    if not rows:
-        return [sel]
-    return [sel.part(int(a), int(b)) for a, b in rows]
-
-
 def _has_snapshot_functions(conn: psycopg.Connection) -> bool:
     """Whether the server has pg_current_snapshot (13+): a mark for later incrementals."""
     return conn.info.server_version >= 130000
-
-
-def _count(conn: psycopg.Connection, sel: Selection) -> int:
-    """The selection's LO count under the snapshot: the progress total."""
-    row = conn.execute(
-        sql.SQL("SELECT count(*) FROM pg_catalog.pg_largeobject_metadata m WHERE {}").format(
-            sel.where(sql.SQL("m.oid"))
-        )
-    ).fetchone()
-    return int(row[0]) if row is not None else 0
 
 
 def _source(conn: psycopg.Connection, conninfo: str, snapshot: str) -> dict[str, Any]:
@@ -162,45 +130,6 @@ class _Progress:
             if now - self._last > 0.1:
                 self._last = now
                 self.reporter.progress(self.los, self.bytes)
-
-
-class SideConnection:
-    """A second connection of a worker, opened when first needed, in a transaction with
-    the dump's snapshot: the lo_get path reads the rest of an LO over BIG bytes there
-    while the worker's own connection is in the middle of a window's COPY."""
-
-    def __init__(self, conninfo: str, snapshot: str, doing: str,
-                 opened: list[psycopg.Connection]) -> None:  # fmt: skip
-        """``opened``: where the connection is entered once open (a failure cancels
-        every connection there)."""
-        self.conninfo, self.snapshot, self.doing = conninfo, snapshot, doing
-        self.opened = opened
-        self.conn: psycopg.Connection | None = None
-        self._stack = contextlib.ExitStack()
-
-    def __call__(self) -> psycopg.Connection:
-        if self.conn is None:
-            conn = self._stack.enter_context(
-                connect(self.conninfo, autocommit=True, doing=self.doing)
-            )
-            self.opened.append(conn)
-            _begin(conn, self.snapshot)
-            self.conn = conn
-        return self.conn
-
-    def __enter__(self) -> SideConnection:
-        return self
-
-    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-        try:
-            conn = self.conn
-            open_ = conn is not None and conn.info.transaction_status == TransactionStatus.INTRANS
-            if exc is None and open_:
-                assert conn is not None
-                conn.execute("COMMIT")
-        finally:
-            self.conn = None
-            self._stack.close()
 
 
 def _pack(conn: psycopg.Connection, sels: Iterable[Selection], packer: LoPacker,
@@ -254,11 +183,9 @@ def dump(
     base = since.open_base(req.since) if req.since is not None else None
     t0 = time.perf_counter()
     with connect(conninfo, autocommit=True, doing="dump") as leader:
-        _begin(leader)
+        snap.begin(leader)
         sel = referenced.resolve(leader, req.selection)
-        row = leader.execute("SELECT pg_export_snapshot()").fetchone()
-        assert row is not None
-        snapshot = str(row[0])
+        snapshot = snap.export(leader)
         log.info("snapshot %s (REPEATABLE READ, READ ONLY): every worker imports it", snapshot)
         source = _source(leader, conninfo, snapshot)
         now = changes.mark(leader) if _has_snapshot_functions(leader) else None
@@ -304,9 +231,9 @@ def dump(
                         if c is not None:
                             writer.carried.append(c.carried)
             else:
-                ranges = [since.Share.of(r) for r in _ranges(leader, sel, req.jobs)]
+                ranges = [since.Share.of(r) for r in snap.ranges(leader, sel, req.jobs)]
                 if reporter.shown:
-                    reporter.totals(_count(leader, sel), 0)
+                    reporter.totals(catalog.count_selected(leader, [sel]), 0)
             log.info("%s: %s", plural(len(ranges), "worker"),
                      ", ".join(_oids(r.first, r.last) if r else "nothing"
                                for r in ranges))  # fmt: skip
@@ -376,7 +303,7 @@ def _run_workers(
                                conns) as side,
             ):  # fmt: skip
                 conns.append(conn)
-                _begin(conn, snapshot)
+                snap.begin(conn, snapshot)
                 _pack(conn, ranges[k], packers[k], stop, progress, side, compare[k])
                 conn.execute("COMMIT")
         except BaseException as e:

@@ -14,12 +14,13 @@ import xxhash
 
 from pgblobdump.errors import CorruptArchive, PgBlobDumpError
 from pgblobdump.packed.chain import Chain
-from pgblobdump.packed.dump import SideConnection
 from pgblobdump.packed.format import CHAIN_VOLUME, INDEX_NAME
 from pgblobdump.packed.index import IndexRecord, Meta, SortingIndexBuilder
 from pgblobdump.packed.reader import Damaged, PackedDirectory
+from pgblobdump.pg import snapshot
 from pgblobdump.pg.connect import connect
 from pgblobdump.pg.lostream import LoRun, Selection, iter_los
+from pgblobdump.pg.snapshot import SideConnection
 from pgblobdump.report.reporter import QUIET, Reporter
 
 log = logging.getLogger(__name__)
@@ -250,10 +251,8 @@ def compare_database(
     done = nbytes = 0
     with contextlib.ExitStack() as stack:
         conn = stack.enter_context(connect(conninfo, autocommit=True, doing="verify"))
-        conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-        row = conn.execute("SELECT pg_catalog.pg_export_snapshot()").fetchone()
-        assert row is not None
-        side = SideConnection(conninfo, str(row[0]), "verify (its second connection)", [])
+        snapshot.begin(conn)
+        side = SideConnection(conninfo, snapshot.export(conn), "verify (its second connection)", [])
         stack.enter_context(side)
         db = _db_los(conn, Selection(), side)
         a: IndexRecord | None = next(iter_index := iter(index), None)

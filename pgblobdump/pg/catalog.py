@@ -1,6 +1,7 @@
 """Every question about LOs that the server's catalogs answer, asked one way: how many
-there are, whether one exists, which of a set exist, whether this role may read one or
-read the pages of all, and each LO's owner, ACL and comment.
+there are (in all, in OID ranges, or selected), whether one exists, which of a set exist,
+whether this role may read one or read the pages of all, and each LO's owner, ACL and
+comment.
 
 Names are schema-qualified (``pg_catalog.``) so a user's table or function of the same name
 on the search path never answers instead.
@@ -13,9 +14,13 @@ on the search path never answers instead.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import psycopg
 from psycopg import sql
+
+if TYPE_CHECKING:  # lostream asks its questions here
+    from pgblobdump.pg.lostream import Selection
 
 METADATA = "pg_catalog.pg_largeobject_metadata"
 PAGES = "pg_catalog.pg_largeobject"
@@ -69,6 +74,19 @@ def count_in(conn: psycopg.Connection, ranges: Sequence[tuple[int, int]]) -> int
     ).fetchone()
     assert row is not None
     return int(row[0])
+
+
+def count_selected(conn: psycopg.Connection, sels: Sequence[Selection]) -> int:
+    """How many LOs ``sels`` select, as the snapshot of ``conn``'s transaction sees them."""
+    total = 0
+    for s in sels:
+        row = conn.execute(
+            sql.SQL(f"SELECT count(*) FROM {METADATA} m WHERE {{}}").format(
+                s.where(sql.SQL("m.oid"))
+            )
+        ).fetchone()
+        total += int(row[0]) if row else 0
+    return total
 
 
 def existing(conn: psycopg.Connection, oids: Sequence[int]) -> set[int]:

@@ -23,7 +23,8 @@ import psycopg
 
 from pgblobdump.errors import DatabaseError, UsageError
 from pgblobdump.packed.request import PARTS_MAX, OnConflict, RestoreRequest
-from pgblobdump.pg import changes
+from pgblobdump.pg import catalog, changes
+from pgblobdump.pg import snapshot as snap
 from pgblobdump.pg.connect import describe, sql_errors
 from pgblobdump.pg.ledger import format_ranges, to_ranges
 from pgblobdump.pg.lostream import Selection
@@ -80,9 +81,7 @@ def copy(src: str, dst: str, req: CopyRequest, reporter: Reporter = QUIET) -> Co
     t0 = time.perf_counter()
     with contextlib.ExitStack() as stack:
         leader, main, sel = source.open_pair(stack, src, dst, "copy", req.selection)
-        row = leader.execute("SELECT pg_export_snapshot()").fetchone()
-        assert row is not None
-        snapshot = str(row[0])
+        snapshot = snap.export(leader)
         mark = changes.mark(leader)
         here = source.recorded(leader, src)
         # before anything is written: which source earlier copies and syncs read
@@ -95,11 +94,11 @@ def copy(src: str, dst: str, req: CopyRequest, reporter: Reporter = QUIET) -> Co
         here = dataclasses.replace(
             here, replaced=bool(drop) or any(m.source.replaced for m in marks)
         )
-        ranges = source.shares(leader, sel, req.part, req.jobs)
+        ranges = snap.shares(leader, sel, req.part, req.jobs)
         covered = f"{ranges[0].first}..{ranges[-1].last}"
         if req.part is not None:
             reporter.note(f"part {req.part[0]}/{req.part[1]}: OIDs {covered}")
-        total = source.count(leader, ranges)
+        total = catalog.count_selected(leader, ranges)
         reporter.task("copying LOs", total)
         source.check_roles(leader, main, ranges)
         kept, skipping = _conflicts(leader, main, ranges, req, reporter)

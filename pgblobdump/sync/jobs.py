@@ -14,15 +14,15 @@ import psycopg
 
 from pgblobdump.errors import PgBlobDumpError
 from pgblobdump.packed.crew import Crew
-from pgblobdump.packed.dump import SideConnection
 from pgblobdump.packed.reader import Item
 from pgblobdump.packed.request import RestoreRequest
 from pgblobdump.packed.restore import Replacing, Restorer
 from pgblobdump.pg.connect import connect
 from pgblobdump.pg.failure import failed_all
 from pgblobdump.pg.ledger import Ledger
+from pgblobdump.pg.snapshot import SideConnection, begin
 from pgblobdump.report.reporter import Reporter
-from pgblobdump.sync import source, state
+from pgblobdump.sync import state
 
 
 def taken(oid: str) -> str:
@@ -101,7 +101,7 @@ def run_jobs(
             ):
                 with crew.lock:
                     crew.readers.append(conn)
-                source.begin(conn, snapshot)
+                begin(conn, snapshot)
                 side = stack_side.enter_context(
                     SideConnection(src, snapshot, f"{what}: reading the source", crew.readers)
                 )

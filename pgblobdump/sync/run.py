@@ -40,6 +40,7 @@ from psycopg import sql
 
 from pgblobdump.errors import UsageError
 from pgblobdump.pg import catalog, changes
+from pgblobdump.pg import snapshot as snap
 from pgblobdump.pg.connect import describe, sql_errors
 from pgblobdump.pg.ledger import to_ranges
 from pgblobdump.pg.lostream import Selection, Side
@@ -100,9 +101,7 @@ def sync(src: str, dst: str, req: SyncRequest, reporter: Reporter = QUIET) -> Sy
     t0 = time.perf_counter()
     with contextlib.ExitStack() as stack:
         leader, main, sel = source.open_pair(stack, src, dst, "sync", req.selection)
-        row = leader.execute("SELECT pg_export_snapshot()").fetchone()
-        assert row is not None
-        snapshot = str(row[0])
+        snapshot = snap.export(leader)
         now = changes.mark(leader)
         key = state.key_of(sel)
         here = source.recorded(leader, src)

@@ -1,6 +1,6 @@
-"""The source side of copy and sync: one exported snapshot, which database it is, the
-selection cut into OID ranges (``--part K/N``, ``--jobs N``), its roles and OIDs. What
-is read from it for restore's writer is sync/feed.py's."""
+"""The source side of copy and sync: which database it is, its leading connection (its
+transaction begun; the snapshot, its export and the OID ranges are pg/snapshot.py's), the
+selection's roles and OIDs. What is read from it for restore's writer is sync/feed.py's."""
 
 from __future__ import annotations
 
@@ -16,21 +16,13 @@ from pgblobdump.packed import referenced
 from pgblobdump.pg.changes import Mark
 from pgblobdump.pg.connect import connect, describe
 from pgblobdump.pg.lostream import Selection
+from pgblobdump.pg.snapshot import begin
 from pgblobdump.pg.trust import check_state_schema
 from pgblobdump.sync.state import SCHEMA as STATE_SCHEMA
 from pgblobdump.sync.state import Marked, Recorded
 
-OID_MAX = 2**32 - 1
-
 WINDOW = 50_000
 """OIDs asked about at once (conflicts on the target)."""
-
-
-def begin(conn: psycopg.Connection, snapshot: str | None = None) -> None:
-    """A REPEATABLE READ, READ ONLY transaction (with ``snapshot``: that exported one)."""
-    conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-    if snapshot is not None:
-        conn.execute(sql.SQL("SET TRANSACTION SNAPSHOT {}").format(sql.Literal(snapshot)))
 
 
 @dataclass(frozen=True)
@@ -123,50 +115,6 @@ def other_sources(
     if why is not None and len(others) < len(rows):
         why += "; the state holds marks of both (a copy from each)"
     return why, others
-
-
-def shares(
-    conn: psycopg.Connection, sel: Selection, part: tuple[int, int] | None, jobs: int
-) -> list[Selection]:
-    """The selection's OID ranges for this run: share K of N (``part``) of the LOs as
-    this snapshot counts them, cut again into ``jobs`` ranges of similar counts. The
-    ranges of all N shares tile the selection's OID range with no gap and no overlap."""
-    k, n = part or (1, 1)
-    tiles = n * jobs
-    if tiles == 1:
-        return [sel]
-    rows = conn.execute(
-        sql.SQL(
-            "SELECT t, max(oid)::int8 FROM (SELECT m.oid, ntile({}) OVER (ORDER BY m.oid) AS t"
-            " FROM pg_catalog.pg_largeobject_metadata m WHERE {}) s GROUP BY t ORDER BY t"
-        ).format(sql.Literal(tiles), sel.where(sql.SQL("m.oid")))
-    ).fetchall()
-    last = {int(t): int(hi) for t, hi in rows}
-    bounds = [sel.first - 1]  # bounds[i]: the last OID of tile i (tiles with no LO: empty)
-    for t in range(1, tiles):
-        bounds.append(max(bounds[-1], last.get(t, bounds[-1])))
-    bounds.append(sel.last)
-    mine = range((k - 1) * jobs + 1, k * jobs + 1)
-    out = [sel.part(bounds[t - 1] + 1, bounds[t]) for t in mine]
-    live = [s for s in out if s.first <= s.last]
-    if live:
-        return live
-    # No LO in this share: an empty range past the selection's, kept inside the OID space
-    # (the share after LO 4294967295 would start at 2^32, which no statement accepts).
-    first = min(sel.last + 1, OID_MAX)
-    return [sel.part(first, first - 1)]
-
-
-def count(conn: psycopg.Connection, sels: list[Selection]) -> int:
-    total = 0
-    for s in sels:
-        row = conn.execute(
-            sql.SQL("SELECT count(*) FROM pg_catalog.pg_largeobject_metadata m WHERE {}").format(
-                s.where(sql.SQL("m.oid"))
-            )
-        ).fetchone()
-        total += int(row[0]) if row else 0
-    return total
 
 
 def roles(conn: psycopg.Connection, sels: list[Selection]) -> set[str]:
