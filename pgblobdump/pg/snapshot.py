@@ -30,7 +30,7 @@ def begin(conn: psycopg.Connection, snapshot: str | None = None) -> None:
 
 def export(conn: psycopg.Connection) -> str:
     """The snapshot of ``conn``'s transaction (begun by ``begin``), for others to import."""
-    row = conn.execute("SELECT pg_export_snapshot()").fetchone()
+    row = conn.execute("SELECT pg_catalog.pg_export_snapshot()").fetchone()
     assert row is not None
     return str(row[0])
 

@@ -76,7 +76,7 @@ def test_verbose_dump_and_restore_say_what_runs(pg17: EmbeddedCluster, new_db: N
     assert "max_locks_per_transaction 64" in err, err
     snapshot = json.loads(r.stdout)["snapshot"]
     assert f"pgblobdump: snapshot {snapshot}" in err, err
-    assert "pgblobdump: SQL: SELECT pg_export_snapshot()" in err, err
+    assert "pgblobdump: SQL: SELECT pg_catalog.pg_export_snapshot()" in err, err
     assert "pgblobdump: SQL: COPY (" in err, err
     assert "pgblobdump: reading and packing the LOs: done in " in err, err
     assert "pgblobdump: 1 worker: all OIDs\n" in err, err  # not "1 worker(s): OIDs 0..4294967295"
