@@ -1,4 +1,6 @@
-"""The packed LO archive, format version 2: structs, constants and what each byte means.
+"""The packed LO archive, format versions 1 to 3: structs, constants and what each byte
+means. A full archive is written as version 2 (``FULL_VERSION``), an incremental one as
+version 3 (``FORMAT_VERSION``); every version is read.
 
 docs/format.md is the reader's guide; this module is the one place the bytes are defined.
 All integers are little-endian.
@@ -32,6 +34,10 @@ its pieces): its first piece is at offset 0 (no bytes when the LO starts with a 
 the bytes between one piece's end and the next piece's offset are a hole, and when the LO
 ends in a hole a last piece with no bytes at offset ``size`` closes it. Checksums are of
 the LO's bytes, zeros included. Version 1 has no holes: a version 2 reader reads it as is.
+
+Incremental archives (version 3, ``dump --since``): the index has a record for every LO,
+and one whose bytes a base of the chain holds has volume ``CHAIN_VOLUME`` and, as its
+frame offset, that base's depth; ``gone.oids`` lists the OIDs gone since the base.
 
 The stream form (``dump -o -``) is the same frames in one byte stream after
 ``STREAM_HEADER``, with META frames carrying metadata values before their first use,

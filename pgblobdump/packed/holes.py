@@ -5,7 +5,7 @@ missing, and reads as zeros (``lo_put`` at 1 GB into an empty LO writes one page
 488,282). An archive that stored those zeros would restore them as pages. So the writer
 looks for whole zero pages in the bytes it is given, whatever read them (``lo_get``,
 ``pg_largeobject``'s pages, a pg_dump archive, which holds the zeros), and records the
-runs of non-zero pages only (format version 2, docs/format.md "Holes"). The readers give
+runs of non-zero pages only (since format version 2, docs/format.md "Holes"). The readers give
 those runs to restore, which leaves the holes missing again, and zeros to everyone who
 wants an LO's bytes (``cat``, ``verify``, ``unpack``).
 
