@@ -50,6 +50,11 @@ from __future__ import annotations
 import enum
 import struct
 
+# PostgreSQL's, and part of the format: the unit of a hole (docs/format.md's Constants
+# table is read from this module's names).
+from pgblobdump import pgconstants
+from pgblobdump.pgconstants import LOBLKSIZE as LOBLKSIZE
+
 FORMAT_VERSION = 3
 """Bumped when a reader of an older version could misread an archive. 2: holes; 3:
 incremental archives (index records of LOs whose bytes are in a base, ``CHAIN_VOLUME``)."""
@@ -74,9 +79,7 @@ def version_problem(version: object) -> str | None:
     return f"format version {version!r}; this pgblobdump reads versions 1 to {FORMAT_VERSION}"
 
 
-LOBLKSIZE = 2048
-"""PostgreSQL's LO page (``BLCKSZ / 4``): the unit of a hole (pages never written)."""
-LO_SIZE_MAX = (2**31 - 1) * LOBLKSIZE
+LO_SIZE_MAX = pgconstants.MAX_LARGE_OBJECT_SIZE
 """The largest LO PostgreSQL makes (MAX_LARGE_OBJECT_SIZE, 4 TB): a reader refuses a
 piece that says more, rather than hash the zeros of a hole that large."""
 

@@ -21,7 +21,7 @@ import dataclasses
 from collections.abc import Iterable, Iterator
 from typing import Any, Protocol, TypeVar
 
-from pgblobdump.packed.format import LOBLKSIZE
+from pgblobdump.pgconstants import LOBLKSIZE
 
 ZERO_PAGE = bytes(LOBLKSIZE)
 ZEROS = memoryview(bytes(1 << 20))

@@ -17,10 +17,9 @@ from pgblobdump.pg.changes import Mark
 from pgblobdump.pg.connect import connect, describe
 from pgblobdump.pg.lostream import Selection
 from pgblobdump.pg.trust import check_state_schema
+from pgblobdump.pgconstants import OID_MAX
 from pgblobdump.sync.state import SCHEMA as STATE_SCHEMA
 from pgblobdump.sync.state import Marked, Recorded
-
-OID_MAX = 2**32 - 1
 
 WINDOW = 50_000
 """OIDs asked about at once (conflicts on the target)."""
