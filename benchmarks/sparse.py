@@ -46,9 +46,9 @@ import psycopg
 from scratch import say
 
 import pgblobdump
-from pgblobdump.packed.format import LOBLKSIZE
 from pgblobdump.packed.holes import runs
 from pgblobdump.packed.packer import SMALL_HOLE_PAGES
+from pgblobdump.pgconstants import LOBLKSIZE
 from pgblobdump.proc import ProcessStats, run_measured
 from pgblobdump.servers import toolchain
 from pgblobdump.servers.cluster import BENCHMARK_WAL, EmbeddedCluster

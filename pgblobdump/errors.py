@@ -51,21 +51,27 @@ class ServerError(PgBlobDumpError):
 
 
 class ArchiveError(PgBlobDumpError):
-    """A pg_dump archive could not be read."""
+    """An archive could not be read: a pg_dump archive (custom or directory) or one of our
+    packed archives (a directory, a stream, an incremental's chain of bases)."""
 
     exit_code = 7
 
 
 class NotAnArchive(ArchiveError):
-    """The file is not a custom or directory pg_dump archive (plain SQL, tar, random bytes)."""
+    """The file is not the archive asked for: not a custom or directory pg_dump archive
+    (plain SQL, tar, random bytes), or not a packed archive (no manifest, a stream where a
+    directory is needed, a file of another kind)."""
 
 
 class UnsupportedArchive(ArchiveError):
-    """A pg_dump archive whose version or compression this reader does not handle."""
+    """An archive whose version or compression this reader does not handle: a pg_dump
+    archive's, or a packed archive's format version (one written by a newer pgblobdump)."""
 
 
 class CorruptArchive(ArchiveError):
-    """A pg_dump archive that ends early or holds impossible values."""
+    """A pg_dump or packed archive that ends early or holds impossible values: a file
+    whose size or checksum is not the manifest's, a frame or index block that does not
+    check, a base of a chain that is not the one the incremental names."""
 
 
 class DamagedData(CorruptArchive):

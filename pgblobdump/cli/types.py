@@ -10,9 +10,8 @@ from typing import Any
 import click
 
 from pgblobdump.errors import PgBlobDumpError, UsageError
+from pgblobdump.pgconstants import OID_MAX
 from pgblobdump.units import parse_count, parse_size
-
-OID_MAX = 2**32 - 1
 
 
 def parse_oids(text: str, what: str = "--oids") -> tuple[int, int]:

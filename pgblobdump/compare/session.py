@@ -29,7 +29,7 @@ from pgblobdump.compare.source import (
     server_settings,
 )
 from pgblobdump.errors import UsageError
-from pgblobdump.pg.oidspace import FIRST_OID, OID_MAX
+from pgblobdump.pgconstants import FIRST_OID, OID_MAX
 from pgblobdump.report.reporter import QUIET, Reporter
 from pgblobdump.servers import toolchain
 from pgblobdump.servers.doctor import gnu_time

@@ -14,13 +14,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from pgblobdump.generate.spec import SPARSE_MIN, Content, SizeDist, SizeSpec
+from pgblobdump.pgconstants import LOBLKSIZE
 
 STREAM_ABOVE = 4 * 1024 * 1024
 """LOs bigger than this are created empty and written with ``lo_put`` piece by piece,
 never built whole in the client."""
 STREAM_CHUNK = 4 * 1024 * 1024
 """Bytes per ``lo_put`` (and the most content held at once) for a streamed LO."""
-PAGE = 2048
+PAGE = LOBLKSIZE
 """pg_largeobject's page (LOBLKSIZE at the default 8 KiB block)."""
 
 _WORDS = [

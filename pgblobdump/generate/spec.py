@@ -7,12 +7,10 @@ import re
 from dataclasses import dataclass
 
 from pgblobdump.errors import UsageError
+from pgblobdump.pgconstants import FIRST_OID, MAX_ALLOC_SIZE, OID_MAX
 from pgblobdump.units import parse_size
 
-OID_MAX = 2**32 - 1
-"""The largest OID; LO OIDs are unsigned 32-bit and 0 is InvalidOid."""
-
-LO_SIZE_MAX = 1024**3 - 1
+LO_SIZE_MAX = MAX_ALLOC_SIZE
 """lo_from_bytea takes a bytea, capped at 1 GB; bigger LOs are out of scope for generate."""
 
 _IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
@@ -150,7 +148,7 @@ class GenerateSpec:
     def __post_init__(self) -> None:
         if self.count < 0:
             raise UsageError(f"count must not be negative (got {self.count})")
-        if self.count > OID_MAX - 16384:
+        if self.count > OID_MAX - FIRST_OID:
             raise UsageError(
                 f"count {self.count:,} is more LOs than a database can hold (OIDs are 32-bit)"
             )

@@ -38,9 +38,8 @@ from pgblobdump.migrate.access import Reach
 from pgblobdump.migrate.columns import Key
 from pgblobdump.migrate.forms import OID, Form
 from pgblobdump.pg.catalog import LO_EXISTS, lo_exists
+from pgblobdump.pgconstants import LOBLKSIZE
 
-LOBLKSIZE = 2048
-"""The bytes of one pg_largeobject page at most (the server's LOBLKSIZE, BLCKSZ / 4)."""
 FILL_ROW = "pgbd_row"
 """The table's alias in a fill that reads pages (``Move.copy_from_pages``)."""
 

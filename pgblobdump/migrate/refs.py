@@ -22,12 +22,12 @@ from pgblobdump.migrate import forms
 from pgblobdump.migrate.columns import Column, quote
 from pgblobdump.pg import catalog
 from pgblobdump.pg.catalog import READABLE
+from pgblobdump.pgconstants import INV_READ, MAX_ALLOC_SIZE, OID_MAX, VARHDRSZ
 
-MAX_BYTEA = (1 << 30) - 1 - 4
+MAX_BYTEA = MAX_ALLOC_SIZE - VARHDRSZ
 """The largest value a bytea can hold (1 GiB less its header): larger LOs cannot move."""
 
 SIZE_BATCH = 1000
-OID_MAX = (1 << 32) - 1
 LIST_MAX = 20
 """How many OIDs a message lists before it says ``and N more``."""
 
@@ -182,7 +182,7 @@ def lseek_sizes(conn: psycopg.Connection, temp: str) -> None:
             sql.SQL(
                 "WITH b AS (SELECT o FROM pg_temp.{t} WHERE o >= %s::int8::oid AND present"
                 " AND readable ORDER BY o LIMIT %s), s AS (UPDATE pg_temp.{t} r"
-                " SET size = lo_lseek64(lo_open(r.o, 262144), 0, 2) FROM b WHERE r.o = b.o"
+                f" SET size = lo_lseek64(lo_open(r.o, {INV_READ}), 0, 2) FROM b WHERE r.o = b.o"
                 " RETURNING r.o) SELECT max(o::int8), count(*) FROM s"
             ).format(t=t),
             (first, SIZE_BATCH),

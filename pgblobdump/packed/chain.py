@@ -31,9 +31,10 @@ from pgblobdump.errors import CorruptArchive, NotFound, PgBlobDumpError, UsageEr
 from pgblobdump.packed import source
 from pgblobdump.packed.format import CHAIN_VOLUME, INDEX_RECORD
 from pgblobdump.packed.index import Index, IndexRecord, Meta
-from pgblobdump.packed.parts import OID_MAX, share_items
+from pgblobdump.packed.parts import share_items
 from pgblobdump.packed.rawindex import COLUMNS_OK
 from pgblobdump.packed.reader import Damaged, Item, LoPiece, PackedDirectory, WholeLos
+from pgblobdump.pgconstants import OID_MAX
 
 
 @dataclass

@@ -38,6 +38,7 @@ from pgblobdump.pg.connect import connect, describe
 from pgblobdump.pg.lostream import LoRun, Selection, iter_los
 from pgblobdump.pg.snapshot import SideConnection
 from pgblobdump.pg.target import split_password
+from pgblobdump.pgconstants import OID_MAX
 from pgblobdump.report.reporter import QUIET, Reporter
 from pgblobdump.storage import FileInfo, Storage
 from pgblobdump.units import plural
@@ -51,7 +52,7 @@ log = logging.getLogger(__name__)
 def _oids(first: int, last: int) -> str:
     """A worker's share for -v: ``OIDs 16384..20000``, or ``all OIDs`` for one that
     restricts nothing (not ``OIDs 0..4294967295``)."""
-    return "all OIDs" if (first, last) == (0, 2**32 - 1) else f"OIDs {first}..{last}"
+    return "all OIDs" if (first, last) == (0, OID_MAX) else f"OIDs {first}..{last}"
 
 
 @dataclass(frozen=True)

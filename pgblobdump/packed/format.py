@@ -1,4 +1,6 @@
-"""The packed LO archive, format version 2: structs, constants and what each byte means.
+"""The packed LO archive, format versions 1 to 3: structs, constants and what each byte
+means. A full archive is written as version 2 (``FULL_VERSION``), an incremental one as
+version 3 (``FORMAT_VERSION``); every version is read.
 
 docs/format.md is the reader's guide; this module is the one place the bytes are defined.
 All integers are little-endian.
@@ -33,6 +35,10 @@ the bytes between one piece's end and the next piece's offset are a hole, and wh
 ends in a hole a last piece with no bytes at offset ``size`` closes it. Checksums are of
 the LO's bytes, zeros included. Version 1 has no holes: a version 2 reader reads it as is.
 
+Incremental archives (version 3, ``dump --since``): the index has a record for every LO,
+and one whose bytes a base of the chain holds has volume ``CHAIN_VOLUME`` and, as its
+frame offset, that base's depth; ``gone.oids`` lists the OIDs gone since the base.
+
 The stream form (``dump -o -``) is the same frames in one byte stream after
 ``STREAM_HEADER``, with META frames carrying metadata values before their first use,
 followed by INDEX frames (the index file's bytes) and a MANIFEST frame: readable front to
@@ -43,6 +49,11 @@ from __future__ import annotations
 
 import enum
 import struct
+
+# PostgreSQL's, and part of the format: the unit of a hole (docs/format.md's Constants
+# table is read from this module's names).
+from pgblobdump import pgconstants
+from pgblobdump.pgconstants import LOBLKSIZE as LOBLKSIZE
 
 FORMAT_VERSION = 3
 """Bumped when a reader of an older version could misread an archive. 2: holes; 3:
@@ -68,9 +79,7 @@ def version_problem(version: object) -> str | None:
     return f"format version {version!r}; this pgblobdump reads versions 1 to {FORMAT_VERSION}"
 
 
-LOBLKSIZE = 2048
-"""PostgreSQL's LO page (``BLCKSZ / 4``): the unit of a hole (pages never written)."""
-LO_SIZE_MAX = (2**31 - 1) * LOBLKSIZE
+LO_SIZE_MAX = pgconstants.MAX_LARGE_OBJECT_SIZE
 """The largest LO PostgreSQL makes (MAX_LARGE_OBJECT_SIZE, 4 TB): a reader refuses a
 piece that says more, rather than hash the zeros of a hole that large."""
 

@@ -5,7 +5,7 @@ missing, and reads as zeros (``lo_put`` at 1 GB into an empty LO writes one page
 488,282). An archive that stored those zeros would restore them as pages. So the writer
 looks for whole zero pages in the bytes it is given, whatever read them (``lo_get``,
 ``pg_largeobject``'s pages, a pg_dump archive, which holds the zeros), and records the
-runs of non-zero pages only (format version 2, docs/format.md "Holes"). The readers give
+runs of non-zero pages only (since format version 2, docs/format.md "Holes"). The readers give
 those runs to restore, which leaves the holes missing again, and zeros to everyone who
 wants an LO's bytes (``cat``, ``verify``, ``unpack``).
 
@@ -21,7 +21,7 @@ import dataclasses
 from collections.abc import Iterable, Iterator
 from typing import Any, Protocol, TypeVar
 
-from pgblobdump.packed.format import LOBLKSIZE
+from pgblobdump.pgconstants import LOBLKSIZE
 
 ZERO_PAGE = bytes(LOBLKSIZE)
 ZEROS = memoryview(bytes(1 << 20))

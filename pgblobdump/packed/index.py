@@ -36,6 +36,7 @@ from pgblobdump.packed.format import (
     version_problem,
 )
 from pgblobdump.packed.indexcheck import DAMAGED, IndexTail, block_compressor
+from pgblobdump.pgconstants import OID_MAX
 
 
 @dataclass(frozen=True)
@@ -436,7 +437,7 @@ class Index:
         for e in self.blocks:
             yield from self._block(e)
 
-    def raw_blocks(self, first: int = 0, last: int = 2**32 - 1) -> Iterator[bytes]:
+    def raw_blocks(self, first: int = 0, last: int = OID_MAX) -> Iterator[bytes]:
         """The records as stored, block by block in OID order (decompressed, length
         checked), of the blocks that hold OIDs in ``first..last``."""
         start = max(0, bisect.bisect_right(self._firsts, first) - 1)

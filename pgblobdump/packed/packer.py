@@ -18,7 +18,6 @@ import zstandard
 from pgblobdump.packed.background import FrameThread
 from pgblobdump.packed.format import (
     FRAME_TARGET,
-    LOBLKSIZE,
     PIECE_MAX,
     PIECE_RECORD,
     ZSTD_LEVEL,
@@ -34,6 +33,7 @@ from pgblobdump.packed.index import (
     fixed_records,
 )
 from pgblobdump.packed.sink import FrameSink
+from pgblobdump.pgconstants import LOBLKSIZE
 
 EMPTY_CHECKSUM = xxhash.xxh3_64_intdigest(b"")
 FRAME_RECORDS_MAX = 16384

@@ -24,8 +24,7 @@ from pgblobdump.packed.reader import (
     _Assembler,
 )
 from pgblobdump.packed.request import PART_RULE, PARTS_MAX
-
-OID_MAX = 2**32 - 1
+from pgblobdump.pgconstants import OID_MAX
 
 
 def parse_part(text: str) -> tuple[int, int]:

@@ -9,6 +9,7 @@ from pgblobdump.errors import DatabaseError
 from pgblobdump.packed.index import Index
 from pgblobdump.packed.journal import Journal
 from pgblobdump.pg import catalog
+from pgblobdump.pgconstants import OID_MAX
 
 
 def precheck(
@@ -26,7 +27,7 @@ def precheck(
     overlap an existing LO; only those blocks are read and their OIDs looked up: a target
     with no LOs in the archive's range costs one statement, whatever the LO count.
     """
-    lo, hi = part or (0, 2**32 - 1)
+    lo, hi = part or (0, OID_MAX)
     blocks = [b for b in index.blocks if b.last >= lo and b.first <= hi]
     firsts = [max(b.first, lo) for b in blocks]
     lasts = [min(b.last, hi) for b in blocks]

@@ -11,6 +11,7 @@ from collections.abc import Iterator, Sequence
 from pgblobdump.errors import CorruptArchive
 from pgblobdump.packed.format import INDEX_RECORD
 from pgblobdump.packed.index import IndexBuilder
+from pgblobdump.pgconstants import OID_MAX
 
 
 def merged_builder(builders: Sequence[IndexBuilder]) -> IndexBuilder:
@@ -27,7 +28,7 @@ def merged_builder(builders: Sequence[IndexBuilder]) -> IndexBuilder:
                 return out
             if len(heads) > 1 and heads[1][0] == heads[0][0]:
                 raise CorruptArchive(f"LO {heads[0][0]} is in two parts of one index")
-            limit = heads[1][0] - 1 if len(heads) > 1 else 2**32 - 1
+            limit = heads[1][0] - 1 if len(heads) > 1 else OID_MAX
             out.add_records(cursors[heads[0][1]].run(limit))
     except BaseException:
         out.close()

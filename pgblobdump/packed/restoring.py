@@ -20,6 +20,7 @@ from pgblobdump.packed.reader import PackedDirectory
 from pgblobdump.packed.request import RestoreRequest, RestoreResult
 from pgblobdump.packed.restore import restore
 from pgblobdump.packed.restore_jobs import restore_jobs
+from pgblobdump.pgconstants import OID_MAX
 from pgblobdump.report.reporter import QUIET, Reporter
 
 log = logging.getLogger(__name__)
@@ -174,7 +175,7 @@ def announce(reporter: Reporter, directory: PackedDirectory,
         return
     if not reporter.shown:
         return  # a pass over the index only for the display
-    first, last = part or (0, 2**32 - 1)
+    first, last = part or (0, OID_MAX)
     los = nbytes = 0
     for r in directory.index.range(first, last):
         los += 1

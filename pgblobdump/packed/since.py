@@ -31,6 +31,7 @@ from pgblobdump.packed.rawindex import COLUMNS_OK, RawRecords, oid_column
 from pgblobdump.pg import changes, lometa
 from pgblobdump.pg.changes import Mark
 from pgblobdump.pg.lostream import WINDOW, Selection, in_index_order
+from pgblobdump.pgconstants import OID_MAX
 
 if TYPE_CHECKING:  # a plain dump takes only Share from here: the chain's reader is --since's
     from pgblobdump.packed.bychecksum import Comparer
@@ -197,7 +198,7 @@ def plan(conn: psycopg.Connection, sel: Selection, base: Base, metas: MetaTable,
             ids = [metas.id(wmetas[0])] * len(kept) if one else list(map(metas.id, kept))
         if ids:
             carried.add_records(_carry(raw, ids, base.depth, out))
-    while rest := records.run(2**32 - 1):  # a block at a time
+    while rest := records.run(OID_MAX):  # a block at a time
         out.gone.extend(oid_column(rest))
     return out
 

@@ -40,6 +40,7 @@ from psycopg import sql
 
 from pgblobdump.pg import catalog
 from pgblobdump.pg.lostream import Selection
+from pgblobdump.pgconstants import OID_MAX
 
 HORIZON = 2**31
 """Transactions after which a 32-bit xmin can no longer be placed exactly."""
@@ -257,7 +258,7 @@ def scan(
 def page_range(loid: str, first: int, last: int) -> sql.Composable:
     """SQL: ``loid BETWEEN first AND last AND``, or nothing for every OID: over the whole
     range the planner would walk the index into a lossy bitmap instead of scanning."""
-    if first <= 0 and last >= 2**32 - 1:
+    if first <= 0 and last >= OID_MAX:
         return sql.SQL("")
     return sql.SQL("{} BETWEEN {}::int8::oid AND {}::int8::oid AND").format(
         sql.SQL(loid), sql.Literal(first), sql.Literal(last)

@@ -33,8 +33,9 @@ from psycopg import sql
 from pgblobdump.pg.arrays import bytea_array, oid_array
 from pgblobdump.pg.ledger import Ledger, to_ranges
 from pgblobdump.pg.locks import LockBudget
+from pgblobdump.pgconstants import INV_WRITE, MAX_ALLOC_SIZE
 
-BYTEA_MAX = (1 << 30) - 1
+BYTEA_MAX = MAX_ALLOC_SIZE
 """The largest value ``lo_from_bytea`` and ``lo_get`` can move at once (a bytea's limit)."""
 PUT_CHUNK = 64 << 20
 """Bytes per ``lo_put`` when an LO is written in pieces."""
@@ -143,9 +144,9 @@ class Batch:
             piece = bytes(view[start : start + PUT_CHUNK])
             self.conn.execute("SELECT lo_put(%s::int8::oid, %s, %b)", (oid, offset + start, piece))
         if size and not len(view):
-            # INV_WRITE; the descriptor closes with the transaction
+            # the descriptor closes with the transaction
             self.conn.execute(
-                "SELECT lo_truncate64(lo_open(%s::int8::oid, 131072), %s)", (oid, size)
+                f"SELECT lo_truncate64(lo_open(%s::int8::oid, {INV_WRITE}), %s)", (oid, size)
             )
 
     def put_many(
@@ -170,7 +171,7 @@ class Batch:
         if not oids:
             return
         self.conn.execute(
-            "SELECT count(lo_truncate64(lo_open(o, 131072), n))"
+            f"SELECT count(lo_truncate64(lo_open(o, {INV_WRITE}), n))"
             " FROM unnest(%s::oid[], %s::int8[]) AS u(o, n)",
             (oid_array(oids), list(sizes)),
         )

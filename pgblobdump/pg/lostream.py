@@ -32,15 +32,12 @@ import psycopg
 from psycopg import sql
 
 from pgblobdump.pg import catalog, copyout, lometa
+from pgblobdump.pgconstants import INV_READ, LOBLKSIZE, OID_MAX
 
-LOBLKSIZE = 2048
-"""Bytes per pg_largeobject page (BLCKSZ / 4 in a default build)."""
 BIG = 1 << 20
 """An LO over this many bytes is read in ranges of this size (a COPY row each), its size
 known first: the archive's piece size (``packed.format.PIECE_MAX``), so each row is one
 piece. Smaller LOs come whole in the window's COPY."""
-INV_READ = 0x40000
-"""``lo_open`` mode: read under the transaction's snapshot."""
 
 
 @dataclass(frozen=True)
@@ -71,7 +68,7 @@ class Selection:
     the reference model), and kept by ``part``; ``where`` refuses columns without it."""
 
     first: int = 0
-    last: int = 2**32 - 1
+    last: int = OID_MAX
     referenced_by: tuple[tuple[str, str], ...] = ()
     only: tuple[int, ...] | None = None
     """Only these OIDs of the range (an incremental dump's changed LOs, a window's worth)."""

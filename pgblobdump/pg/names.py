@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-NAME_BYTES = 63
+from pgblobdump.pgconstants import NAMEDATALEN
+
+NAME_BYTES = NAMEDATALEN - 1
 """NAMEDATALEN - 1: the bytes of an identifier the server keeps (in the database's
 encoding; UTF-8 here). A longer one is cut, with a NOTICE, by truncate_identifier."""
 

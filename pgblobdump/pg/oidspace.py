@@ -17,10 +17,7 @@ from dataclasses import dataclass
 import psycopg
 
 from pgblobdump.errors import DatabaseError
-
-FIRST_OID = 16384
-"""FirstNormalObjectId: OIDs below it belong to initdb's objects."""
-OID_MAX = 2**32 - 1
+from pgblobdump.pgconstants import FIRST_OID, OID_MAX
 
 TAG_FIRST = 0x70676266  # 'pgbf'
 """High half of the advisory lock key that announces a reserved range's first OID."""

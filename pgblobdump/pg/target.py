@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from pgblobdump.errors import UsageError, register_secret, scrub
+from pgblobdump.pgconstants import NAMEDATALEN
 
 APPLICATION_NAME = "pgblobdump"
 """The application_name our sessions show in pg_stat_activity, unless PGAPPNAME or the
@@ -25,7 +26,7 @@ _run = [0]
 def set_application_name(name: str) -> None:
     """Name this process's sessions (the CLI: ``pgblobdump <command>``); a new run begins
     (what ``-v`` said once per run is said again: tests run many in one process)."""
-    _application[0] = name[:63]  # NAMEDATALEN - 1: the server would cut it anyway
+    _application[0] = name[: NAMEDATALEN - 1]  # the server would cut it anyway
     _run[0] += 1
 
 

@@ -20,8 +20,8 @@ import re
 
 from psycopg import sql
 
-OID_MAX = (1 << 32) - 1
-"""The largest OID."""
+from pgblobdump.pgconstants import OID_MAX
+
 INT4_WRAP = 1 << 32
 """What ``oid::int4`` took from an OID of 2^31 or more (it stores OID - 2^32)."""
 

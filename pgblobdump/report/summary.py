@@ -7,10 +7,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pgblobdump.pgconstants import OID_MAX
 from pgblobdump.report.table import Column, Table, show
 from pgblobdump.units import format_bytes
 
-ALL_OIDS = f"0..{2**32 - 1}"
+ALL_OIDS = f"0..{OID_MAX}"
 """An OID range (``oids``) that restricts nothing."""
 
 _WORDS = {"los": "LOs", "lo": "LO", "oids": "OIDs", "oid": "OID", "acls": "ACLs"}

@@ -16,12 +16,12 @@ from collections.abc import Iterable, Iterator
 
 import psycopg
 
-from pgblobdump.packed.format import LOBLKSIZE
 from pgblobdump.packed.holes import runs
 from pgblobdump.packed.index import Meta
 from pgblobdump.packed.packer import SMALL_HOLE_PAGES
 from pgblobdump.packed.reader import Item, LoPiece, WholeLos
 from pgblobdump.pg.lostream import WINDOW, LoRun, MetaTuple, Selection, Side, iter_los
+from pgblobdump.pgconstants import LOBLKSIZE
 
 
 class _Metas:

@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import accumulate, islice
 
+from pgblobdump.pgconstants import OID_MAX
 from pgblobdump.toc.fields import (
     F_COPY_STMT,
     F_DATA_STATE,
@@ -121,7 +122,7 @@ class BlobRun:
         try:
             return array("I", values)
         except OverflowError:  # ten digits can exceed 2^32 - 1; ReadToc's sscanf fails
-            return array("I", (v if v <= 0xFFFFFFFF else 0 for v in values))
+            return array("I", (v if v <= OID_MAX else 0 for v in values))
 
     def dump_ids(self, digits: list[bytes] | None = None) -> array[int]:
         """The dump id of each entry: the four bytes after each entry's start.

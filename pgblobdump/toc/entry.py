@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pgblobdump.errors import CorruptArchive
+from pgblobdump.pgconstants import OID_MAX
 from pgblobdump.toc.fields import F_OID, F_TAG
 
 if TYPE_CHECKING:
@@ -43,7 +44,7 @@ def catalog_id(raw: bytes | None) -> int:
         value = int(raw)
     except ValueError:
         return 0
-    return value if 0 <= value <= 0xFFFFFFFF else 0
+    return value if 0 <= value <= OID_MAX else 0
 
 
 def blobs_oid(raw: RawEntry) -> int:
@@ -59,7 +60,7 @@ def parse_oids(text: bytes, where: str = "archive") -> Iterator[int]:
     """The OIDs of a BLOB METADATA definition: one decimal OID a line."""
     if _PLAIN_OIDS.fullmatch(text):  # 1,000 OIDs a group, a million in all: in C
         values = list(map(int, text.split()))
-        if not values or (min(values) > 0 and max(values) <= 0xFFFFFFFF):
+        if not values or (min(values) > 0 and max(values) <= OID_MAX):
             return iter(values)
     return _parse_oids(text, where)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from pgblobdump.pgconstants import OID_MAX
 from pgblobdump.toc.blobruns import BlobRun
 from pgblobdump.toc.entry import SECTION_NONE, SECTION_PRE_DATA, TocEntry, catalog_id
 from pgblobdump.toc.fields import (
@@ -28,7 +29,7 @@ from pgblobdump.toc.reader import Archive
 BLOCK_LINES = 10_000
 """Lines of entries outside runs gathered into one block."""
 
-MAX_OID_TEXT = b"4294967295"
+MAX_OID_TEXT = str(OID_MAX).encode()
 """The largest OID; ten digits beyond it print as 0 (ReadToc's sscanf fails)."""
 
 

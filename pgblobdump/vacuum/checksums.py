@@ -15,14 +15,12 @@ import psycopg
 from psycopg import sql
 
 from pgblobdump.errors import DatabaseError
+from pgblobdump.pgconstants import INV_READ, OID_MAX
 
 WINDOW = 5_000
 """LOs per statement."""
 RANGE = 256 << 20
 """Bytes per md5 of an LO over 1 GB."""
-OID_MAX = (1 << 32) - 1
-"""The last OID: no window starts past it (the server refuses 2^32 as an OID)."""
-_INV_READ = 0x40000
 
 
 @dataclass(frozen=True)
@@ -94,7 +92,7 @@ def _by_ranges(conn: psycopg.Connection, oid: int) -> str:
     row = conn.execute(
         "SELECT pg_catalog.lo_lseek64(fd, 0, 2), pg_catalog.lo_close(fd)"
         " FROM pg_catalog.lo_open(%s::int8::oid, %s) fd",
-        (oid, _INV_READ),
+        (oid, INV_READ),
     ).fetchone()
     assert row is not None
     size = int(row[0])

@@ -27,6 +27,7 @@ import psycopg
 from psycopg import sql
 
 from pgblobdump.errors import NotFound, UnsafeToRemove
+from pgblobdump.pgconstants import OID_MAX
 from pgblobdump.refs import composite
 from pgblobdump.refs.catalog import LOCKABLE as _LOCKABLE
 from pgblobdump.refs.catalog import RLS_APPLIES as _RLS_APPLIES
@@ -34,7 +35,6 @@ from pgblobdump.refs.catalog import VISIBLE as _VISIBLE
 from pgblobdump.refs.catalog import regclass_text
 from pgblobdump.vacuum.age import full_xid
 
-OID_MAX = (1 << 32) - 1
 LIST_MAX = 10
 """How many refused columns a message names before it says ``and N more``."""
 

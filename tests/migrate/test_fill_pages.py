@@ -9,8 +9,8 @@ import psycopg
 import pytest
 
 from pgblobdump.migrate import RunOptions, columns, refs, run
-from pgblobdump.migrate.move import LOBLKSIZE
 from pgblobdump.pg import catalog
+from pgblobdump.pgconstants import LOBLKSIZE
 from pgblobdump.servers.cluster import EmbeddedCluster
 from tests.conftest import NewDb
 

@@ -127,3 +127,38 @@ def test_every_constant_is_documented_with_its_value(name: str) -> None:
 def test_every_struct_name_appears_in_the_doc() -> None:
     for name in STRUCTS:
         assert f"`{name}`" in TEXT
+
+
+PACKED = Path(fmt.__file__).resolve().parent
+
+
+def module_map() -> dict[str, str]:
+    """``module -> purpose`` of the modules table (``| module | what it is for |``)."""
+    lines = TEXT.splitlines()
+    start = lines.index("| module | what it is for |")
+    rows = []
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        rows.append(cells(line))
+    return {r[0]: r[1] for r in rows}
+
+
+def packed_modules() -> set[str]:
+    """Every module of pgblobdump/packed/, by its path there (``frames``, or ``a/b`` in a
+    sub-package), package ``__init__`` files aside."""
+    return {
+        p.relative_to(PACKED).with_suffix("").as_posix()
+        for p in PACKED.rglob("*.py")
+        if p.name != "__init__.py"
+    }
+
+
+def test_module_map_lists_every_packed_module() -> None:
+    listed = module_map()
+    modules = packed_modules()
+    assert not modules - set(listed), (
+        f"add to docs/format.md's module map: {sorted(modules - set(listed))}"
+    )
+    assert not set(listed) - modules, f"no such module in packed/: {sorted(set(listed) - modules)}"
+    assert all(listed.values()), "each module in the map says what it is for"

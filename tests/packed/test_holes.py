@@ -17,12 +17,13 @@ from hypothesis import strategies as st
 
 from pgblobdump.errors import CorruptArchive, UnsupportedArchive
 from pgblobdump.packed import packer as writer
-from pgblobdump.packed.format import LOBLKSIZE, PIECE_MAX, PIECE_RECORD
+from pgblobdump.packed.format import PIECE_MAX, PIECE_RECORD
 from pgblobdump.packed.holes import ZERO_PAGE, runs
 from pgblobdump.packed.index import Meta
 from pgblobdump.packed.reader import PackedDirectory, each_piece
 from pgblobdump.packed.streamread import stream_items, stream_pieces
 from pgblobdump.packed.writer import ArchiveWriter
+from pgblobdump.pgconstants import LOBLKSIZE
 from pgblobdump.storage import LocalDirectory
 from tests.clirun import assert_one_line_error, run
 
