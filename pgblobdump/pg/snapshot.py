@@ -18,7 +18,7 @@ from psycopg.pq import TransactionStatus
 
 from pgblobdump.pg.connect import connect
 from pgblobdump.pg.lostream import Selection
-from pgblobdump.pg.oidspace import OID_MAX
+from pgblobdump.pgconstants import OID_MAX
 
 
 def begin(conn: psycopg.Connection, snapshot: str | None = None) -> None:

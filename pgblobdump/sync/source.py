@@ -18,7 +18,6 @@ from pgblobdump.pg.connect import connect, describe
 from pgblobdump.pg.lostream import Selection
 from pgblobdump.pg.snapshot import begin
 from pgblobdump.pg.trust import check_state_schema
-from pgblobdump.pgconstants import OID_MAX
 from pgblobdump.sync.state import SCHEMA as STATE_SCHEMA
 from pgblobdump.sync.state import Marked, Recorded
 
