@@ -26,7 +26,6 @@ Usage: .venv/bin/python benchmarks/migrate_text_vs_naive.py [--major 17] [--scal
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -35,7 +34,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import psycopg
-from migrate_vs_naive import statement_times
+from migrate_vs_naive import copy_table as copy_rows
+from migrate_vs_naive import lsn, statement_times
+from migrate_vs_naive import migrate as migrate_timed
 from scratch import on_server
 
 from pgblobdump.migrate import RunOptions
@@ -62,16 +63,8 @@ class Row:
 
 
 def copy_table(db: str) -> None:
-    with psycopg.connect(db, autocommit=True) as conn:
-        conn.execute("DROP TABLE IF EXISTS t")
-        conn.execute("CREATE TABLE t AS SELECT id, lo::text AS c FROM src")
-        conn.execute("ALTER TABLE t ADD PRIMARY KEY (id)")
-        conn.execute("VACUUM ANALYZE t")
-        conn.execute("CHECKPOINT")
-
-
-def lsn(conn: psycopg.Connection) -> int:
-    return int(conn.execute("SELECT pg_current_wal_lsn() - '0/0'").fetchone()[0])  # type: ignore[index]
+    """``t``: each CLOB's OID as digits, as Hibernate's ``@Lob String`` stores it."""
+    copy_rows(db, "SELECT id, lo::text AS c FROM src")
 
 
 Work = Callable[[psycopg.Connection], tuple[str, int | None]]
@@ -100,19 +93,7 @@ def naive(conn: psycopg.Connection) -> tuple[str, int | None]:
 
 
 def migrate(db: str, *extra: str) -> Work:
-    def work(conn: psycopg.Connection) -> tuple[str, int | None]:
-        proc = subprocess.run(
-            ["/usr/bin/time", "-f", "PGBD %M", PGBLOBDUMP, "migrate", "run", "-d", db, "t.c",
-             "--to", "text", *extra, "--json"],
-            capture_output=True, text=True, check=False,
-        )  # fmt: skip
-        if proc.returncode:
-            raise SystemExit(f"migrate failed: {proc.stderr}")
-        rss = int(proc.stderr.strip().splitlines()[-1].split()[1])
-        result = json.loads(proc.stdout)
-        return f"ACCESS EXCLUSIVE {result['lock_ms'] / 1000:.3f} s", rss
-
-    return work
+    return migrate_timed(db, "--to", "text", *extra, column="t.c")
 
 
 def profile(db: str, top: int = 10) -> None:

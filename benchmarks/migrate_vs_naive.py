@@ -74,10 +74,11 @@ def fresh_db(c: EmbeddedCluster, name: str) -> str:
     return c.conninfo(name)
 
 
-def copy_table(db: str) -> None:
+def copy_table(db: str, select: str = "SELECT * FROM src") -> None:
+    """A fresh table ``t`` of ``select``'s rows, keyed by ``id``, analyzed, checkpointed."""
     with psycopg.connect(db, autocommit=True) as conn:
         conn.execute("DROP TABLE IF EXISTS t")
-        conn.execute("CREATE TABLE t AS SELECT * FROM src")
+        conn.execute(f"CREATE TABLE t AS {select}")
         conn.execute("ALTER TABLE t ADD PRIMARY KEY (id)")
         conn.execute("VACUUM ANALYZE t")
         conn.execute("CHECKPOINT")
@@ -124,10 +125,14 @@ def alter_type(conn: psycopg.Connection) -> tuple[str, int | None]:
     return f"ACCESS EXCLUSIVE {time.perf_counter() - t0:.2f} s", None
 
 
-def migrate(db: str, *extra: str) -> Callable[[psycopg.Connection], tuple[str, int | None]]:
+def migrate(
+    db: str, *extra: str, column: str = "t.lo"
+) -> Callable[[psycopg.Connection], tuple[str, int | None]]:
+    """``migrate run`` of ``column`` under /usr/bin/time: its lock and peak RSS (KiB)."""
+
     def work(conn: psycopg.Connection) -> tuple[str, int | None]:
         proc = subprocess.run(
-            ["/usr/bin/time", "-f", "PGBD %M", PGBLOBDUMP, "migrate", "run", "-d", db, "t.lo",
+            ["/usr/bin/time", "-f", "PGBD %M", PGBLOBDUMP, "migrate", "run", "-d", db, column,
              *extra, "--json"],
             capture_output=True, text=True, check=False,
         )  # fmt: skip
