@@ -1,5 +1,27 @@
 """SQL the reference model asks of the catalogs about a column ``a`` of table ``c`` in
-schema ``n``, for the connected role ``r``."""
+schema ``n``, for the connected role ``r``, and the column such a query finds."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class TableColumn:
+    """A column of a table, as the catalogs name it: what a typed reference
+    (vacuum/refs.py's RefColumn) and a suspected one (refs/suspects.py's Candidate) share."""
+
+    relid: int
+    attnum: int
+    schema: str
+    table: str
+    column: str
+    type: str
+
+    @property
+    def qualified(self) -> str:
+        return f"{self.schema}.{self.table}.{self.column}"
+
 
 VISIBLE = """
     pg_catalog.has_schema_privilege(n.oid, 'USAGE')

@@ -35,7 +35,7 @@ import psycopg
 from psycopg import sql
 
 from pgblobdump.refs import values
-from pgblobdump.refs.catalog import LOCKABLE, RLS_APPLIES, VISIBLE, regclass_text
+from pgblobdump.refs.catalog import LOCKABLE, RLS_APPLIES, VISIBLE, TableColumn, regclass_text
 
 SAMPLE_PAGES = 32
 """Pages of a table a sample reads at most (TABLESAMPLE SYSTEM picks whole pages)."""
@@ -114,15 +114,9 @@ ORDER BY n.nspname, c.relname, a.attnum
 
 
 @dataclass(frozen=True)
-class Candidate:
+class Candidate(TableColumn):
     """A column whose values may be OIDs: of a candidate type, not a typed reference."""
 
-    relid: int
-    attnum: int
-    schema: str
-    table: str
-    column: str
-    type: str
     kind: str
     """How its values read: TEXT, INT4, INT8 or NUMERIC (of each element for an array)."""
     array: bool
@@ -138,10 +132,6 @@ class Candidate:
     column: usually a counter, which meets OIDs by chance once it passes 16384. Still a
     candidate (refile-postgres keeps the OID in a serial ``id``), but a full pass confirms
     it only when most of what was screened are live OIDs."""
-
-    @property
-    def qualified(self) -> str:
-        return f"{self.schema}.{self.table}.{self.column}"
 
     @property
     def spec(self) -> tuple[str, str]:

@@ -32,7 +32,7 @@ from pgblobdump.refs import composite
 from pgblobdump.refs.catalog import LOCKABLE as _LOCKABLE
 from pgblobdump.refs.catalog import RLS_APPLIES as _RLS_APPLIES
 from pgblobdump.refs.catalog import VISIBLE as _VISIBLE
-from pgblobdump.refs.catalog import regclass_text
+from pgblobdump.refs.catalog import TableColumn, regclass_text
 from pgblobdump.vacuum.age import full_xid
 
 LIST_MAX = 10
@@ -184,17 +184,11 @@ ORDER BY 1
 
 
 @dataclass(frozen=True)
-class RefColumn:
+class RefColumn(TableColumn):
     """A column that may reference LOs. ``kind``: how its values become OIDs (SCALAR,
     ARRAY, TEXT, UNKNOWN). ``readable``: the role may read the column; ``rls``: row-level
     security filters the rows it reads (either hides references from us)."""
 
-    relid: int
-    attnum: int
-    schema: str
-    table: str
-    column: str
-    type: str
     kind: str
     readable: bool
     rls: bool
@@ -215,10 +209,6 @@ class RefColumn:
     """For a composite, range or array of them (UNKNOWN): a query of column ``o`` giving
     the OIDs of the value ``pgbd_t.<column>`` through its attributes (refs/composite.py),
     braces doubled; empty when none could be built (then refused unless named)."""
-
-    @property
-    def qualified(self) -> str:
-        return f"{self.schema}.{self.table}.{self.column}"
 
     def oids(self, since: str | None = None) -> sql.Composed:
         """A query of column ``o`` (oid): every OID this column names, NULLs left out,
