@@ -23,6 +23,7 @@ from pgblobdump import logs
 from pgblobdump.errors import UsageError
 from pgblobdump.packed import referenced, since
 from pgblobdump.packed.format import (
+    DATABASE_FILE,
     DEFAULT_VOLUME_SIZE,
     FORMAT_VERSION,
     FULL_VERSION,
@@ -251,7 +252,7 @@ def dump(
             if pg_dump is not None:
                 reporter.note(f"waiting for pg_dump {pg_dump.tc.version}")
                 writer.files.append(pg_dump.finish())
-                source["pg_dump"] = {"version": pg_dump.tc.version, "file": full.DATABASE_FILE}
+                source["pg_dump"] = {"version": pg_dump.tc.version, "file": DATABASE_FILE}
             # The snapshot's transaction ends before the manifest is written: a connection
             # lost at this COMMIT fails the run with no archive, never an exit 3 next to
             # an archive that reads as complete.

@@ -90,6 +90,8 @@ FRAME_MAGIC = b"PBDF"
 
 MANIFEST_NAME = "manifest.json"
 INDEX_NAME = "index.pbi"
+DATABASE_FILE = "database.dump"
+"""The pg_dump custom archive of everything but the LOs, in a --full packed archive."""
 
 
 def volume_name(worker: int, number: int) -> str:

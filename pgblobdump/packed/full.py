@@ -14,13 +14,11 @@ or ``--pg-dump-major``); pg_restore is the newer of the target's major and the a
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import re
 import tempfile
 import threading
-import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
 
@@ -30,25 +28,17 @@ import xxhash
 from pgblobdump.errors import (
     CorruptArchive,
     ExternalCommandFailed,
-    PgBlobDumpError,
     ToolchainError,
     UsageError,
     scrub,
 )
+from pgblobdump.packed.format import DATABASE_FILE
 from pgblobdump.packed.reader import PackedDirectory
-from pgblobdump.packed.request import RestoreRequest, RestoreResult
-from pgblobdump.packed.restore import restore
-from pgblobdump.pg.connect import connect
-from pgblobdump.pg.failure import as_error, with_more
 from pgblobdump.pg.target import child_connection
 from pgblobdump.proc import Child, run
-from pgblobdump.report.reporter import QUIET, Reporter
 from pgblobdump.servers import toolchain
 from pgblobdump.storage import FileInfo, LocalDirectory, Storage
 from pgblobdump.storage.base import why, widened
-
-DATABASE_FILE = "database.dump"
-"""The pg_dump custom archive of everything but the LOs, in a --full packed archive."""
 
 _MAJOR = re.compile(r"(\d+)")
 
@@ -245,48 +235,3 @@ def _shown(value: object) -> str:
         return "an object" if isinstance(value, dict) else "an array"
     text = json.dumps(value)
     return text if len(text) <= 40 else f"{text[:37]}..."
-
-
-def restore_full(
-    conninfo: str,
-    archive: PackedDirectory,
-    req: RestoreRequest,
-    jobs: int = 1,
-    reporter: Reporter = QUIET,
-    restore_los: Callable[[], RestoreResult] | None = None,
-) -> RestoreResult:
-    """pg_restore's pre-data and data sections, the LOs, then post-data. The target
-    should be an empty database: on a failure the LOs this run made are removed (as in
-    any restore), and what pg_restore restored is named as left in place. ``restore_los``
-    restores the LOs in place of one connection's ``restore`` (``--jobs N``)."""
-    dumped = major_of(dumped_by(archive))
-    with connect(conninfo, autocommit=True, doing="restore") as conn:
-        target = server_major(conn)
-    options = [flag for flag, on in (("--no-owner", req.no_owner), ("--no-acl", req.no_acl),
-                                     ("--no-comments", req.no_comments)) if on]  # fmt: skip
-    done: list[str] = []
-    t0 = time.perf_counter()
-    try:
-        with local_file(archive.storage, DATABASE_FILE) as path:
-            pg_restore = PgRestore(conninfo, path, target, dumped, options, jobs)
-            for section in ("pre-data", "data"):
-                reporter.note(f"pg_restore {pg_restore.tc.version}: {section}")
-                pg_restore.section(section)
-                done.append(section)
-            if restore_los is not None:  # --jobs N: the LOs over N connections too
-                result = restore_los()
-            else:
-                result = restore(conninfo, archive.items(req.skip_damaged), req, reporter,
-                                 archive.index, archive.index.metas.values)  # fmt: skip
-            reporter.note(f"pg_restore {pg_restore.tc.version}: post-data")
-            pg_restore.section("post-data")
-    except (PgBlobDumpError, KeyboardInterrupt) as e:
-        if not done:
-            raise
-        err = e if isinstance(e, PgBlobDumpError) else as_error(e, "restore", str)
-        raise with_more(
-            err,
-            f"pg_restore's {' and '.join(done)} sections are left in the target (restore"
-            " --full into an empty database; drop it to start again)",
-        ) from e
-    return dataclasses.replace(result, seconds=time.perf_counter() - t0)

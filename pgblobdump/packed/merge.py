@@ -15,7 +15,7 @@ from typing import Any
 
 from pgblobdump.errors import CorruptArchive, UsageError
 from pgblobdump.packed.chain import Chain, where_of
-from pgblobdump.packed.full import DATABASE_FILE
+from pgblobdump.packed.format import DATABASE_FILE
 from pgblobdump.packed.holes import filled
 from pgblobdump.packed.packer import LoPacker
 from pgblobdump.packed.parts import share

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 
-from pgblobdump.errors import CorruptArchive, DamagedData, UsageError
+from pgblobdump.errors import CorruptArchive, DamagedData
 from pgblobdump.packed.format import volume_name, volume_of
 from pgblobdump.packed.reader import (
     Damaged,
@@ -23,16 +23,7 @@ from pgblobdump.packed.reader import (
     WholeLos,
     _Assembler,
 )
-from pgblobdump.packed.request import PART_RULE, PARTS_MAX
 from pgblobdump.pgconstants import OID_MAX
-
-
-def parse_part(text: str) -> tuple[int, int]:
-    """``K/N`` -> (K, N), 1 <= K <= N."""
-    k, sep, n = text.partition("/")
-    if not sep or not k.isdigit() or not n.isdigit() or not 1 <= int(k) <= int(n) <= PARTS_MAX:
-        raise UsageError(f"--part {text!r} {PART_RULE}")
-    return int(k), int(n)
 
 
 def share(archive: PackedDirectory, k: int, n: int) -> tuple[int, int]:

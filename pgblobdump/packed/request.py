@@ -14,6 +14,23 @@ PARTS_MAX = 1024
 PART_RULE = "must be K/N with 1 <= K <= N (2/3: the second third)"
 
 
+def parse_part(text: str) -> tuple[int, int]:
+    """``K/N`` -> (K, N), 1 <= K <= N."""
+    k, sep, n = text.partition("/")
+    if not sep or not k.isdigit() or not n.isdigit():
+        raise UsageError(f"--part {text!r} {PART_RULE}")
+    return check_part((int(k), int(n)), text)
+
+
+def check_part(part: tuple[int, int], text: str | None = None) -> tuple[int, int]:
+    """``part`` (K, N) itself if 1 <= K <= N <= PARTS_MAX, else the UsageError naming it
+    as the user wrote it (``text``, or ``K/N``)."""
+    k, n = part
+    if not 1 <= k <= n <= PARTS_MAX:
+        raise UsageError(f"--part {text or f'{k}/{n}'!r} {PART_RULE}")
+    return part
+
+
 class OnConflict(enum.StrEnum):
     ERROR = "error"
     SKIP = "skip"
@@ -52,9 +69,7 @@ class RestoreRequest:
             return
         if self.full:
             raise UsageError("--part restores a share of the LOs alone; --full restores everything")
-        k, n = self.part
-        if not 1 <= k <= n <= PARTS_MAX:
-            raise UsageError(f"--part {f'{k}/{n}'!r} {PART_RULE}")
+        check_part(self.part)
         if self.skip_damaged:
             raise UsageError("--part and --skip-damaged do not go together")
 

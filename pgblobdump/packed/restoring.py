@@ -14,11 +14,11 @@ from pgblobdump import logs, storage
 from pgblobdump.errors import UsageError
 from pgblobdump.packed import source
 from pgblobdump.packed.chain import Chain
-from pgblobdump.packed.full import restore_full
 from pgblobdump.packed.parts import share, share_items
 from pgblobdump.packed.reader import PackedDirectory
 from pgblobdump.packed.request import RestoreRequest, RestoreResult
 from pgblobdump.packed.restore import restore
+from pgblobdump.packed.restore_full import restore_full
 from pgblobdump.packed.restore_jobs import restore_jobs
 from pgblobdump.pgconstants import OID_MAX
 from pgblobdump.report.reporter import QUIET, Reporter
