@@ -25,7 +25,7 @@ from pathlib import Path
 import xxhash
 from scratch import Scratch, say
 
-from pgblobdump.packed import source
+from pgblobdump.packed.read import source
 from pgblobdump.servers.cluster import BENCHMARK_WAL, EmbeddedCluster
 
 PGBLOBDUMP = Path(sys.executable).with_name("pgblobdump")

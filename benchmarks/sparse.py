@@ -46,8 +46,8 @@ import psycopg
 from scratch import say
 
 import pgblobdump
-from pgblobdump.packed.holes import runs
-from pgblobdump.packed.packer import SMALL_HOLE_PAGES
+from pgblobdump.packed.format.holes import runs
+from pgblobdump.packed.write.packer import SMALL_HOLE_PAGES
 from pgblobdump.pgconstants import LOBLKSIZE
 from pgblobdump.proc import ProcessStats, run_measured
 from pgblobdump.servers import toolchain
@@ -59,7 +59,7 @@ OFFSET = 1_000_000_000
 OID = 70_000
 CLI = "import sys; from pgblobdump.cli import cli; sys.argv[0] = 'pgblobdump'; cli()"
 NO_HOLE_TEST = (
-    "import sys; import pgblobdump.packed.writer as w;"
+    "import sys; import pgblobdump.packed.write.writer as w;"
     " w.runs = lambda data, start, end, min_pages=1: [(0, len(data))];"
     " from pgblobdump.cli import cli; sys.argv[0] = 'pgblobdump'; cli()"
 )
@@ -265,7 +265,7 @@ class Batched:
     def __init__(self, bench: Bench, before: Path) -> None:
         self.b = bench
         self.before = cli_of(before)
-        self.before_every = cli_of(before, "import pgblobdump.packed.writer as w",
+        self.before_every = cli_of(before, "import pgblobdump.packed.write.writer as w",
                                    "w.SMALL_HOLE_PAGES = 1")  # fmt: skip
         self.verdicts: list[str] = []
 

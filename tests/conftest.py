@@ -69,7 +69,7 @@ def pytest_runtest_protocol(
 
 @pytest.fixture(scope="session", autouse=True)
 def _state_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """Restore journals (packed/journal.py) of the session's runs, the tool's processes
+    """Restore journals (packed/restore/journal.py) of the session's runs, the tool's processes
     included, in a directory of the session's rather than the user's ~/.local/state."""
     before = os.environ.get("XDG_STATE_HOME")
     os.environ["XDG_STATE_HOME"] = str(tmp_path_factory.mktemp("state"))

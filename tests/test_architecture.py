@@ -141,3 +141,53 @@ def test_no_import_cycles() -> None:
         if v not in index:
             visit(v)
     assert not cycles, f"import cycles: {cycles}"
+
+
+FORMAT_DOC = DOC.parent / "format.md"
+
+
+def _floors() -> dict[str, int]:
+    """docs/format.md's floors of packed/ (``| 2 | `read/`, `write/` | ...``): each room
+    (sub-package, or a module standing alone) and its floor."""
+    lines = FORMAT_DOC.read_text().splitlines()
+    start = lines.index("| floor | sub-packages | what they are |")
+    out = {}
+    for line in lines[start + 2 :]:
+        m = re.match(r"\| (\d+) \| (.*?) \|", line)
+        if not m:
+            break
+        for name in re.findall(r"`(\w+)/?`", m.group(2)):
+            out[name] = int(m.group(1))
+    return out
+
+
+FLOOR = _floors()
+"""Inside packed/, arrows go down a floor at least: two rooms of one floor stay apart."""
+
+
+def _room(module: str) -> str | None:
+    """``format`` for ``pgblobdump.packed.format.index``; None outside packed/'s rooms."""
+    parts = module.split(".")
+    return parts[2] if parts[:2] == ["pgblobdump", "packed"] and len(parts) > 2 else None
+
+
+ROOMS = sorted(m for m in GRAPH if _room(m))
+
+
+def test_every_packed_room_has_a_floor() -> None:
+    rooms = {_room(m) for m in ROOMS}
+    assert rooms == set(FLOOR), (
+        f"docs/format.md's floors: add {rooms - set(FLOOR)}, drop {set(FLOOR) - rooms}"
+    )
+
+
+@pytest.mark.parametrize("module", ROOMS)
+def test_packed_rooms_import_lower_floors_only(module: str) -> None:
+    here = _room(module)
+    assert here is not None
+    wrong = sorted(
+        target
+        for target in GRAPH[module]
+        if (there := _room(target)) is not None and there != here and FLOOR[there] >= FLOOR[here]
+    )
+    assert not wrong, f"{module} (floor {FLOOR[here]}) imports {wrong} against docs/format.md"

@@ -28,8 +28,8 @@ from pgblobdump.errors import (
     UsageError,
 )
 from pgblobdump.fileio import refuse_input, write_atomically
-from pgblobdump.packed.format import DEFAULT_VOLUME_SIZE, ZSTD_LEVEL
-from pgblobdump.packed.request import OnConflict, RestoreRequest
+from pgblobdump.packed.format.spec import DEFAULT_VOLUME_SIZE, ZSTD_LEVEL
+from pgblobdump.packed.restore.request import OnConflict, RestoreRequest
 from pgblobdump.pg.target import ConnectionTarget, split_password
 from pgblobdump.report import Table, stream
 from pgblobdump.report.summary import summary_table
@@ -164,8 +164,8 @@ def dump(target: ConnectionTarget, output: str, oids: tuple[int, int],
     Example: pgblobdump dump -d mydb -o lobs.pbd --jobs 2
     """
     from pgblobdump.cli.progress import note, reporter
-    from pgblobdump.packed.dump import DumpRequest
-    from pgblobdump.packed.dump import dump as run_dump
+    from pgblobdump.packed.dump.run import DumpRequest
+    from pgblobdump.packed.dump.run import dump as run_dump
     from pgblobdump.pg.lostream import Selection
 
     req = DumpRequest(Selection(*oids, referenced_by), jobs, volume_size,
@@ -262,7 +262,7 @@ def restore(archive: str, target: ConnectionTarget, no_owner: bool, no_acl: bool
     Example: pgblobdump dump -d src -o - | pgblobdump restore - -d dst
     """
     from pgblobdump.cli.progress import reporter
-    from pgblobdump.packed.restoring import restore_archive
+    from pgblobdump.packed.restore.archive import restore_archive
 
     req = RestoreRequest(no_owner, no_acl, no_comments, OnConflict(on_conflict), resume,
                          skip_damaged, full, part, jobs, bases)  # fmt: skip
@@ -338,7 +338,7 @@ def verify(archive: str, target: ConnectionTarget, bases: tuple[str, ...], fmt: 
     Example: pgblobdump verify lobs.pbd -d mydb --json
     """
     from pgblobdump.cli.progress import note, reporter
-    from pgblobdump.packed.chain import Chain
+    from pgblobdump.packed.chain.archives import Chain
     from pgblobdump.packed.verify import check_chain, compare_database
 
     chain = Chain.open(archive, bases)
@@ -437,7 +437,7 @@ def ls_cmd(archive: str, oids: tuple[int, int], bases: tuple[str, ...], fmt: For
 
     Example: pgblobdump ls lobs.pbd --oids 16384-17000 --csv
     """
-    from pgblobdump.packed.chain import Chain
+    from pgblobdump.packed.chain.archives import Chain
 
     with _pg_dump_hint(archive, f"pgblobdump toc los {shlex.quote(archive)}"):
         chain = Chain.open(archive, bases)
@@ -472,7 +472,7 @@ def cat_cmd(archive: str, oid: int, output: Path | None, bases: tuple[str, ...])
 
     Example: pgblobdump cat lobs.pbd 16401 -o picture.png
     """
-    from pgblobdump.packed.chain import Chain
+    from pgblobdump.packed.chain.archives import Chain
 
     with _pg_dump_hint(archive, f"pgblobdump toc extract {shlex.quote(archive)} {oid}"):
         chain = Chain.open(archive, bases)
@@ -508,9 +508,9 @@ def merge_cmd(archive: str, output: str, bases: tuple[str, ...], jobs: int, volu
     Example: pgblobdump merge monday.pbd -o full-monday.pbd
     """
     from pgblobdump.cli.progress import reporter
-    from pgblobdump.packed.chain import Chain
-    from pgblobdump.packed.merge import merge
-    from pgblobdump.packed.writer import check_settings
+    from pgblobdump.packed.chain.archives import Chain
+    from pgblobdump.packed.chain.merge import merge
+    from pgblobdump.packed.write.writer import check_settings
 
     check_settings(volume_size, level)
     chain = Chain.open(archive, bases)
@@ -540,7 +540,7 @@ def pack_cmd(archive: Path, output: str, volume_size: int, level: int, fmt: Form
     Example: pgblobdump pack dump.dir -o lobs.pbd
     """
     from pgblobdump.cli.progress import reporter
-    from pgblobdump.packed.pack import pack
+    from pgblobdump.packed.pgdump.pack import pack
     from pgblobdump.toc.reader import open_archive
 
     with (
@@ -589,8 +589,8 @@ def unpack_cmd(archive: str, output: str, out_format: str | None, pg_dump_major:
     Example: pgblobdump unpack lobs.pbd -o dump.dir && pg_restore -d db dump.dir
     """
     from pgblobdump.cli.progress import reporter
-    from pgblobdump.packed import source as packed_source
-    from pgblobdump.packed.unpack import unpack, unpack_custom
+    from pgblobdump.packed.pgdump.unpack import unpack, unpack_custom
+    from pgblobdump.packed.read import source as packed_source
 
     if output == places.STREAM:
         raise UsageError(

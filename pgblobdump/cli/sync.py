@@ -128,7 +128,7 @@ def copy_cmd(target: ConnectionTarget, to: ConnectionTarget, oids: tuple[int, in
 
     Example: pgblobdump copy -d olddb --target-dbname newdb --target-port 5433 --jobs 2
     """
-    from pgblobdump.packed.request import OnConflict
+    from pgblobdump.packed.restore.request import OnConflict
     from pgblobdump.pg.lostream import Selection
     from pgblobdump.sync.copy import CopyRequest
     from pgblobdump.sync.copy import copy as run_copy

@@ -43,7 +43,7 @@ def parse_column(text: str, what: str) -> tuple[str, str]:
 
 
 def parse_part(text: str, what: str = "--part") -> tuple[int, int]:
-    from pgblobdump.packed.request import parse_part  # the archive's modules only when used
+    from pgblobdump.packed.restore.request import parse_part  # the archive's modules only when used
 
     return parse_part(text)
 

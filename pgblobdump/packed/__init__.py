@@ -14,29 +14,29 @@ from typing import TYPE_CHECKING
 from pgblobdump import lazy
 
 if TYPE_CHECKING:
-    from pgblobdump.packed.dump import DumpRequest, DumpResult
-    from pgblobdump.packed.index import Meta
-    from pgblobdump.packed.reader import Item, LoPiece, PackedDirectory, WholeLos
-    from pgblobdump.packed.request import OnConflict, RestoreRequest, RestoreResult
-    from pgblobdump.packed.restoring import restore_archive
-    from pgblobdump.packed.source import open_source
-    from pgblobdump.packed.streamread import stream_items, stream_pieces
+    from pgblobdump.packed.dump.run import DumpRequest, DumpResult
+    from pgblobdump.packed.format.index import Meta
+    from pgblobdump.packed.read.reader import Item, LoPiece, PackedDirectory, WholeLos
+    from pgblobdump.packed.read.source import open_source
+    from pgblobdump.packed.read.stream import stream_items, stream_pieces
+    from pgblobdump.packed.restore.archive import restore_archive
+    from pgblobdump.packed.restore.request import OnConflict, RestoreRequest, RestoreResult
 
 _HOME = {
-    "DumpRequest": "dump",
-    "DumpResult": "dump",
-    "Item": "reader",
-    "LoPiece": "reader",
-    "Meta": "index",
-    "OnConflict": "request",
-    "PackedDirectory": "reader",
-    "RestoreRequest": "request",
-    "RestoreResult": "request",
-    "WholeLos": "reader",
-    "open_source": "source",
-    "restore_archive": "restoring",
-    "stream_items": "streamread",
-    "stream_pieces": "streamread",
+    "DumpRequest": "dump.run",
+    "DumpResult": "dump.run",
+    "Item": "read.reader",
+    "LoPiece": "read.reader",
+    "Meta": "format.index",
+    "OnConflict": "restore.request",
+    "PackedDirectory": "read.reader",
+    "RestoreRequest": "restore.request",
+    "RestoreResult": "restore.request",
+    "WholeLos": "read.reader",
+    "open_source": "read.source",
+    "restore_archive": "restore.archive",
+    "stream_items": "read.stream",
+    "stream_pieces": "read.stream",
 }
 """Each name the package offers and its module."""
 

@@ -13,10 +13,10 @@ import psycopg
 import xxhash
 
 from pgblobdump.errors import CorruptArchive, PgBlobDumpError
-from pgblobdump.packed.chain import Chain
-from pgblobdump.packed.format import CHAIN_VOLUME, INDEX_NAME
-from pgblobdump.packed.index import IndexRecord, Meta, SortingIndexBuilder
-from pgblobdump.packed.reader import Damaged, PackedDirectory
+from pgblobdump.packed.chain.archives import Chain
+from pgblobdump.packed.format.index import IndexRecord, Meta, SortingIndexBuilder
+from pgblobdump.packed.format.spec import CHAIN_VOLUME, INDEX_NAME
+from pgblobdump.packed.read.reader import Damaged, PackedDirectory
 from pgblobdump.pg import snapshot
 from pgblobdump.pg.connect import connect
 from pgblobdump.pg.lostream import LoRun, Selection, iter_los

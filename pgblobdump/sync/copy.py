@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import psycopg
 
 from pgblobdump.errors import DatabaseError, UsageError
-from pgblobdump.packed.request import PARTS_MAX, OnConflict, RestoreRequest
+from pgblobdump.packed.restore.request import PARTS_MAX, OnConflict, RestoreRequest
 from pgblobdump.pg import catalog, changes
 from pgblobdump.pg import snapshot as snap
 from pgblobdump.pg.connect import describe, sql_errors

@@ -1,11 +1,11 @@
 """The dump's reader (pg/lostream.py) turned into the items restore's writer takes
-(packed/reader.py's WholeLos and LoPiece), in memory: what copy and sync stream from the
+(packed/read/reader.py's WholeLos and LoPiece), in memory: what copy and sync stream from the
 source into the target, by OID range or (sync's scattered changes) by OID list.
 
 Holes stay holes, as through a dump and a restore: the reader gives an LO's holes as
 zeros (``lo_get`` and the pages path both do), and runs of whole zero pages are left
-out of the pieces handed on (packed/holes.py finds them, as the dump's packer does), so
-restore's writer leaves those pages missing on the target (packed/sparse.py for an LO
+out of the pieces handed on (packed/format/holes.py finds them, as the dump's packer does), so
+restore's writer leaves those pages missing on the target (packed/restore/sparse.py for an LO
 up to 1 MiB, ``Batch.write_at`` range by range for a larger one). An LO over the
 reader's 1 MiB comes in 1 MiB ranges, its size known first: none is ever held whole.
 """
@@ -16,10 +16,10 @@ from collections.abc import Iterable, Iterator
 
 import psycopg
 
-from pgblobdump.packed.holes import runs
-from pgblobdump.packed.index import Meta
-from pgblobdump.packed.packer import SMALL_HOLE_PAGES
-from pgblobdump.packed.reader import Item, LoPiece, WholeLos
+from pgblobdump.packed.format.holes import runs
+from pgblobdump.packed.format.index import Meta
+from pgblobdump.packed.read.reader import Item, LoPiece, WholeLos
+from pgblobdump.packed.write.packer import SMALL_HOLE_PAGES
 from pgblobdump.pg.lostream import WINDOW, LoRun, MetaTuple, Selection, Side, iter_los
 from pgblobdump.pgconstants import LOBLKSIZE
 

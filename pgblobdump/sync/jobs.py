@@ -13,10 +13,10 @@ from collections.abc import Callable, Iterator
 import psycopg
 
 from pgblobdump.errors import PgBlobDumpError
-from pgblobdump.packed.crew import Crew
-from pgblobdump.packed.reader import Item
-from pgblobdump.packed.request import RestoreRequest
-from pgblobdump.packed.restore import Replacing, Restorer
+from pgblobdump.packed.read.reader import Item
+from pgblobdump.packed.restore.crew import Crew
+from pgblobdump.packed.restore.request import RestoreRequest
+from pgblobdump.packed.restore.restorer import Replacing, Restorer
 from pgblobdump.pg.connect import connect
 from pgblobdump.pg.failure import failed_all
 from pgblobdump.pg.ledger import Ledger

@@ -1,6 +1,6 @@
 """sync's rewrites: the target's copy of an LO that changed on the source is removed in
 the very transaction that writes the new one (restore's writer asks, batch by batch:
-packed/restore.py's ``Replacing``), so a sync cut short at any point leaves each LO's
+packed/restore/restorer.py's ``Replacing``), so a sync cut short at any point leaves each LO's
 old copy or its new one, never none."""
 
 from __future__ import annotations

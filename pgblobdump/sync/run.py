@@ -49,7 +49,7 @@ from pgblobdump.sync import source, state
 from pgblobdump.sync.plan import GONE_CHANGED, GONE_REPLACED, Plan, decide
 
 if TYPE_CHECKING:
-    from pgblobdump.packed.reader import Item
+    from pgblobdump.packed.read.reader import Item
     from pgblobdump.sync.jobs import Feed
 
 RANGE_READ = 1_000
@@ -146,7 +146,7 @@ def sync(src: str, dst: str, req: SyncRequest, reporter: Reporter = QUIET) -> Sy
             total = len(plan.new) + len(plan.rewrite) + len(plan.forced)
             reporter.task("syncing LOs", total)
             # restore's writer, imported only when there is something to write
-            from pgblobdump.packed.request import OnConflict, RestoreRequest
+            from pgblobdump.packed.restore.request import OnConflict, RestoreRequest
             from pgblobdump.sync.jobs import run_jobs
             from pgblobdump.sync.rewrite import Rewrites
 

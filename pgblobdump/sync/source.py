@@ -12,7 +12,7 @@ import psycopg
 from psycopg import sql
 
 from pgblobdump.errors import DatabaseError, UsageError
-from pgblobdump.packed import referenced
+from pgblobdump.packed.dump import referenced
 from pgblobdump.pg.changes import Mark
 from pgblobdump.pg.connect import connect, describe
 from pgblobdump.pg.lostream import Selection
@@ -188,7 +188,7 @@ def open_pair(
 ) -> tuple[psycopg.Connection, psycopg.Connection, Selection]:
     """The source's leading connection (its transaction begun) and the target's, entered
     in ``stack``, and ``sel`` with its reference columns checked and read by their type
-    (packed/referenced.py); refused when both are one database, or when the target's
+    (packed/dump/referenced.py); refused when both are one database, or when the target's
     state schema is not safe (pg/trust.py).
     ``what`` names the command in messages (``copy``, ``sync``)."""
     leader = stack.enter_context(connect(src, doing=f"{what}: on the source"))

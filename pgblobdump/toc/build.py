@@ -5,7 +5,7 @@ entry with the GRANT/REVOKE commands pg_dump would write for its ``aclitem[]`` a
 ``COMMENT`` entry when it has them, and one ``BLOBS`` entry whose data block holds every
 LO (entry shapes as a real pg_dump 16 archive has them). Written in one pass over the
 index (the entries) and one over the volumes (the data), in constant memory. What it
-is built from is a LoSource (packed/unpack.py gives one for a packed archive).
+is built from is a LoSource (packed/pgdump/unpack.py gives one for a packed archive).
 """
 
 from __future__ import annotations

@@ -17,8 +17,8 @@ import psycopg
 from psycopg import sql
 
 from pgblobdump.errors import CorruptArchive, FileError, UsageError
-from pgblobdump.packed.dump import DumpRequest, dump
-from pgblobdump.packed.reader import PackedDirectory
+from pgblobdump.packed.dump.run import DumpRequest, dump
+from pgblobdump.packed.read.reader import PackedDirectory
 from pgblobdump.packed.verify import check_archive
 from pgblobdump.pg.lostream import Selection
 from pgblobdump.report.reporter import QUIET, Reporter

@@ -95,8 +95,9 @@ def test_a_dump_loads_what_a_plain_dump_runs(tmp_path: Path) -> None:
         port = sock.getsockname()[1]
     dsn = f"host=127.0.0.1 port={port} dbname=x"
     _, modules = imported("dump", "-d", dsn, "-o", str(tmp_path / "a"), code=3)
-    assert {"pgblobdump.packed.writer", "psycopg"} <= modules  # it got as far as connecting
-    others = {"reader", "chain", "restore", "full", "bychecksum", "source", "verify", "merge"}
+    assert {"pgblobdump.packed.write.writer", "psycopg"} <= modules  # it got as far as connecting
+    others = {"read.reader", "chain.archives", "restore.restorer", "pgdump.database",
+              "chain.bychecksum", "read.source", "verify", "chain.merge"}  # fmt: skip
     assert not modules & {f"pgblobdump.packed.{m}" for m in others}  # restore's, --since's...
     assert not modules & COMMAND_MODULES - {"pgblobdump.cli.packed", "pgblobdump.cli.completion"}
     assert not {m for m in modules if m.startswith("rich")}  # nothing shown yet, nor a bar

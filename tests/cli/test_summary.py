@@ -54,7 +54,7 @@ def test_the_sync_line_is_a_sentence() -> None:
 
 
 def test_a_resumed_restore_says_what_it_kept_and_what_it_did_again() -> None:
-    from pgblobdump.packed.request import RestoreResult
+    from pgblobdump.packed.restore.request import RestoreResult
 
     r = RestoreResult(los=10_000, bytes=0, skipped=32_768, seconds=1.0, redone=2_048)
     assert r.resumed() == (

@@ -11,8 +11,8 @@ import time
 import psycopg
 import pytest
 
-from pgblobdump.packed.request import RestoreRequest
-from pgblobdump.packed.restore import Restorer, _in_thread
+from pgblobdump.packed.restore.request import RestoreRequest
+from pgblobdump.packed.restore.restorer import Restorer, _in_thread
 from pgblobdump.pg.ledger import Ledger
 from pgblobdump.report.reporter import QUIET
 from pgblobdump.servers.cluster import EmbeddedCluster

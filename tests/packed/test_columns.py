@@ -17,19 +17,19 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pgblobdump.errors import CorruptArchive
-from pgblobdump.packed import columns
-from pgblobdump.packed.format import (
+from pgblobdump.packed.format import columns
+from pgblobdump.packed.format.frames import FrameReader, encode
+from pgblobdump.packed.format.index import Meta
+from pgblobdump.packed.format.spec import (
     FRAME_HEADER,
     PIECE_MAX,
     PIECE_RECORD,
     VOLUME_HEADER,
     FrameKind,
 )
-from pgblobdump.packed.frames import FrameReader, encode
-from pgblobdump.packed.index import Meta
-from pgblobdump.packed.parts import share_items
-from pgblobdump.packed.reader import Damaged, Item, LoPiece, PackedDirectory, WholeLos
-from pgblobdump.packed.writer import ArchiveWriter
+from pgblobdump.packed.read.parts import share_items
+from pgblobdump.packed.read.reader import Damaged, Item, LoPiece, PackedDirectory, WholeLos
+from pgblobdump.packed.write.writer import ArchiveWriter
 from pgblobdump.storage import LocalDirectory
 
 METAS = [

@@ -14,10 +14,10 @@ import psycopg
 import pytest
 
 from pgblobdump.packed import DumpRequest, RestoreRequest, open_source
-from pgblobdump.packed.dump import dump
-from pgblobdump.packed.index import Meta
-from pgblobdump.packed.restore import restore
-from pgblobdump.packed.writer import ArchiveWriter
+from pgblobdump.packed.dump.run import dump
+from pgblobdump.packed.format.index import Meta
+from pgblobdump.packed.restore.restorer import restore
+from pgblobdump.packed.write.writer import ArchiveWriter
 from pgblobdump.pg import lostream
 from pgblobdump.servers.cluster import EmbeddedCluster
 from pgblobdump.storage import LocalDirectory
@@ -154,7 +154,7 @@ def test_jobs_2_splits_the_los_between_two_workers(
     assert any(n.startswith("data-1-") for n in names) and any(
         n.startswith("data-2-") for n in names
     )
-    from pgblobdump.packed.source import directory
+    from pgblobdump.packed.read.source import directory
 
     archive = directory(str(tmp_path / "a"))
     assert [r.oid for r in archive.index] == sorted(los)

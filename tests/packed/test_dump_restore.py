@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 
 from pgblobdump.errors import CorruptArchive, DatabaseError
 from pgblobdump.packed import DumpRequest, OnConflict, RestoreRequest, open_source
-from pgblobdump.packed.dump import dump
-from pgblobdump.packed.restore import restore
+from pgblobdump.packed.dump.run import dump
+from pgblobdump.packed.restore.restorer import restore
 from pgblobdump.pg.lostream import Selection
 from pgblobdump.servers.cluster import EmbeddedCluster
 from pgblobdump.storage import LocalDirectory

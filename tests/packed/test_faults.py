@@ -31,7 +31,7 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict
 
 from pgblobdump.packed import DumpRequest
-from pgblobdump.packed.dump import dump
+from pgblobdump.packed.dump.run import dump
 from pgblobdump.servers.cluster import EmbeddedCluster
 from pgblobdump.servers.runas import reachable_bin_dir
 from pgblobdump.storage import LocalDirectory
@@ -607,7 +607,7 @@ def test_ctrl_c_of_a_dump_whose_server_does_not_answer(source: str, tmp_path: Pa
     nor hangs up, as across a cut network) when Ctrl-C comes: the workers are waited for
     STOP_WAIT at most, then the dump removes what it wrote and exits 130 all the same
     (it waited for the stuck worker for ever)."""
-    from pgblobdump.packed.dump import STOP_WAIT
+    from pgblobdump.packed.dump.run import STOP_WAIT
 
     out = tmp_path / "a"
     frozen: list[int] = []

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pgblobdump.packed import format as fmt
+from pgblobdump.packed.format import spec as fmt
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "format.md"
 TEXT = DOC.read_text()
@@ -129,7 +129,7 @@ def test_every_struct_name_appears_in_the_doc() -> None:
         assert f"`{name}`" in TEXT
 
 
-PACKED = Path(fmt.__file__).resolve().parent
+PACKED = Path(fmt.__file__).resolve().parents[1]
 
 
 def module_map() -> dict[str, str]:

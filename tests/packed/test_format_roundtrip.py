@@ -14,12 +14,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pgblobdump.errors import ArchiveError, CorruptArchive, NotFound
-from pgblobdump.packed.format import FRAME_TARGET, PIECE_MAX
-from pgblobdump.packed.index import Meta
-from pgblobdump.packed.packer import LoPacker
-from pgblobdump.packed.reader import PackedDirectory
-from pgblobdump.packed.streamread import stream_pieces
-from pgblobdump.packed.writer import ArchiveWriter
+from pgblobdump.packed.format.index import Meta
+from pgblobdump.packed.format.spec import FRAME_TARGET, PIECE_MAX
+from pgblobdump.packed.read.reader import PackedDirectory
+from pgblobdump.packed.read.stream import stream_pieces
+from pgblobdump.packed.write.packer import LoPacker
+from pgblobdump.packed.write.writer import ArchiveWriter
 from pgblobdump.storage import LocalDirectory
 
 LOs = dict[int, tuple[Meta, bytes]]
@@ -195,7 +195,7 @@ def test_two_workers_sharing_a_stream_keep_large_los_whole() -> None:
 def test_many_distinct_comments_make_several_meta_frames(monkeypatch: pytest.MonkeyPatch) -> None:
     """Metadata is published in META frames of bounded size (a single one could pass the
     64 MiB a reader accepts: 17,000 distinct 4 KiB comments did)."""
-    import pgblobdump.packed.sink as sink
+    import pgblobdump.packed.write.sink as sink
 
     monkeypatch.setattr(sink, "META_FRAME_MAX", 10_000)
     los = {oid: (Meta("o", None, f"{oid}:" + "c" * 1000), b"") for oid in range(1, 101)}
@@ -208,7 +208,7 @@ def test_many_distinct_comments_make_several_meta_frames(monkeypatch: pytest.Mon
 
 def test_a_file_that_is_no_archive_is_named_before_anything_runs(tmp_path: Path) -> None:
     from pgblobdump.errors import NotAnArchive
-    from pgblobdump.packed.source import directory, open_source
+    from pgblobdump.packed.read.source import directory, open_source
 
     junk = tmp_path / "junk.bin"
     junk.write_bytes(b"junk\n")

@@ -16,13 +16,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pgblobdump.errors import CorruptArchive, UnsupportedArchive
-from pgblobdump.packed import packer as writer
-from pgblobdump.packed.format import PIECE_MAX, PIECE_RECORD
-from pgblobdump.packed.holes import ZERO_PAGE, runs
-from pgblobdump.packed.index import Meta
-from pgblobdump.packed.reader import PackedDirectory, each_piece
-from pgblobdump.packed.streamread import stream_items, stream_pieces
-from pgblobdump.packed.writer import ArchiveWriter
+from pgblobdump.packed.format.holes import ZERO_PAGE, runs
+from pgblobdump.packed.format.index import Meta
+from pgblobdump.packed.format.spec import PIECE_MAX, PIECE_RECORD
+from pgblobdump.packed.read.reader import PackedDirectory, each_piece
+from pgblobdump.packed.read.stream import stream_items, stream_pieces
+from pgblobdump.packed.write import packer as writer
+from pgblobdump.packed.write.writer import ArchiveWriter
 from pgblobdump.pgconstants import LOBLKSIZE
 from pgblobdump.storage import LocalDirectory
 from tests.clirun import assert_one_line_error, run

@@ -15,8 +15,8 @@ from click.testing import CliRunner, Result
 
 from pgblobdump.cli import cli
 from pgblobdump.errors import UnsupportedArchive
-from pgblobdump.packed import format as fmt
-from pgblobdump.packed import source
+from pgblobdump.packed.format import spec as fmt
+from pgblobdump.packed.read import source
 from pgblobdump.servers.cluster import EmbeddedCluster
 from tests.conftest import NewDb
 from tests.losets import fill, roles, state
@@ -295,7 +295,7 @@ def test_since_with_full_and_an_interrupted_incremental(
     assert (merged / "database.dump").read_bytes() == (inc1 / "database.dump").read_bytes()
 
     # a failure in the middle of packing leaves no archive under the name
-    from pgblobdump.packed import packer
+    from pgblobdump.packed.write import packer
 
     def broken(*args: object, **kwargs: object) -> None:
         raise OSError(28, "No space left on device")
@@ -444,7 +444,7 @@ def test_an_incremental_is_not_read_as_a_whole_archive_and_prev_chain_is_checked
     pg17: EmbeddedCluster, new_db: NewDb, tmp_path: Path
 ) -> None:
     from pgblobdump.errors import CorruptArchive, UsageError
-    from pgblobdump.packed.source import open_source
+    from pgblobdump.packed.read.source import open_source
 
     src, full, inc1 = _chain_of_two(pg17, new_db, tmp_path, every_kind=False)
     with pytest.raises(UsageError, match="incremental archive"), open_source(str(inc1)) as s:
@@ -454,6 +454,6 @@ def test_an_incremental_is_not_read_as_a_whole_archive_and_prev_chain_is_checked
     out = _fails(7, "dump", "-d", src, "-o", str(tmp_path / "inc2"), "--since", str(inc1))
     assert "not the one the chain names" in out
     with pytest.raises(CorruptArchive):
-        from pgblobdump.packed.chain import Chain
+        from pgblobdump.packed.chain.archives import Chain
 
         Chain.open(str(inc1))

@@ -21,10 +21,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pgblobdump.errors import CorruptArchive
-from pgblobdump.packed.format import INDEX_FOOTER, INDEX_NAME, MANIFEST_NAME, STREAM_HEADER
-from pgblobdump.packed.index import Index, Meta, MetaTable
-from pgblobdump.packed.reader import PackedDirectory
-from pgblobdump.packed.writer import ArchiveWriter
+from pgblobdump.packed.format.index import Index, Meta, MetaTable
+from pgblobdump.packed.format.spec import INDEX_FOOTER, INDEX_NAME, MANIFEST_NAME, STREAM_HEADER
+from pgblobdump.packed.read.reader import PackedDirectory
+from pgblobdump.packed.write.writer import ArchiveWriter
 from pgblobdump.servers.cluster import EmbeddedCluster
 from pgblobdump.storage import LocalDirectory
 from pgblobdump.storage.s3 import S3Prefix

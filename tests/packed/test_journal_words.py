@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from pgblobdump.packed import journal
-from pgblobdump.packed.journal import Journal
+from pgblobdump.packed.restore import journal
+from pgblobdump.packed.restore.journal import Journal
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pgblobdump.packed.pack import _is_lo_data, _other_files
+from pgblobdump.packed.pgdump.pack import _is_lo_data, _other_files
 
 NAMES = [
     "toc.dat", "3345.dat.gz", "blobs_3346.toc", "blob_1.dat.gz", "blob_22.dat",

@@ -1,4 +1,4 @@
-"""Raw index records as columns (packed/rawindex.py): builders merged run by run give
+"""Raw index records as columns (packed/format/rawindex.py): builders merged run by run give
 every record once in OID order, whatever the interleaving and the block boundaries; an
 OID in two builders is an error, not a loop."""
 
@@ -9,10 +9,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pgblobdump.errors import CorruptArchive
-from pgblobdump.packed import index
-from pgblobdump.packed.format import CHAIN_VOLUME
-from pgblobdump.packed.index import IndexBuilder
-from pgblobdump.packed.rawindex import RawRecords, merged_builder, oid_column
+from pgblobdump.packed.format import index
+from pgblobdump.packed.format.index import IndexBuilder
+from pgblobdump.packed.format.rawindex import RawRecords, merged_builder, oid_column
+from pgblobdump.packed.format.spec import CHAIN_VOLUME
 
 
 def _builder(oids: list[int], tag: int) -> IndexBuilder:

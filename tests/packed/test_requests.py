@@ -16,8 +16,8 @@ from click.testing import CliRunner
 from pgblobdump.cli import cli
 from pgblobdump.errors import UsageError
 from pgblobdump.packed import DumpRequest, OnConflict, RestoreRequest, restore_archive
-from pgblobdump.packed.dump import dump
-from pgblobdump.packed.request import parse_part
+from pgblobdump.packed.dump.run import dump
+from pgblobdump.packed.restore.request import parse_part
 from pgblobdump.units import parse_size
 
 NOWHERE = "host=/nonexistent port=1 dbname=x connect_timeout=1"

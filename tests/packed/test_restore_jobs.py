@@ -19,9 +19,9 @@ import psycopg
 import pytest
 
 from pgblobdump.packed import DumpRequest
-from pgblobdump.packed.dump import dump
-from pgblobdump.packed.parts import share
-from pgblobdump.packed.reader import PackedDirectory
+from pgblobdump.packed.dump.run import dump
+from pgblobdump.packed.read.parts import share
+from pgblobdump.packed.read.reader import PackedDirectory
 from pgblobdump.servers.cluster import EmbeddedCluster
 from pgblobdump.storage import LocalDirectory
 from pgblobdump.storage import open as open_storage

@@ -18,9 +18,9 @@ from click.testing import CliRunner, Result
 
 from pgblobdump.cli import cli
 from pgblobdump.packed import DumpRequest, PackedDirectory
-from pgblobdump.packed.dump import dump
-from pgblobdump.packed.format import volume_name, volume_of
-from pgblobdump.packed.parts import share
+from pgblobdump.packed.dump.run import dump
+from pgblobdump.packed.format.spec import volume_name, volume_of
+from pgblobdump.packed.read.parts import share
 from pgblobdump.pg.ledger import ranges_text
 from pgblobdump.servers.cluster import EmbeddedCluster
 from pgblobdump.storage import LocalDirectory

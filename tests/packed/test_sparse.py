@@ -20,7 +20,7 @@ from click.testing import CliRunner
 
 from pgblobdump.cli import cli
 from pgblobdump.errors import ToolchainError
-from pgblobdump.packed.reader import PackedDirectory
+from pgblobdump.packed.read.reader import PackedDirectory
 from pgblobdump.pg.lo import Batch
 from pgblobdump.servers import toolchain
 from pgblobdump.servers.cluster import EmbeddedCluster

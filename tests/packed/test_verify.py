@@ -15,7 +15,7 @@ from click.testing import CliRunner, Result
 
 from pgblobdump.cli import cli
 from pgblobdump.packed import DumpRequest
-from pgblobdump.packed.dump import dump
+from pgblobdump.packed.dump.run import dump
 from pgblobdump.servers.cluster import EmbeddedCluster
 from pgblobdump.storage import LocalDirectory
 from tests.conftest import NewDb

@@ -15,7 +15,7 @@ import psycopg
 import pytest
 
 from pgblobdump.errors import DatabaseError, NotFound, UsageError
-from pgblobdump.packed.request import OnConflict
+from pgblobdump.packed.restore.request import OnConflict
 from pgblobdump.pg.lostream import Selection
 from pgblobdump.servers.cluster import EmbeddedCluster
 from pgblobdump.sync.copy import CopyRequest, copy

@@ -14,8 +14,8 @@ import psycopg
 import pytest
 
 from pgblobdump.errors import UsageError
-from pgblobdump.packed.dump import DumpRequest, dump
-from pgblobdump.packed.reader import PackedDirectory
+from pgblobdump.packed.dump.run import DumpRequest, dump
+from pgblobdump.packed.read.reader import PackedDirectory
 from pgblobdump.pg.lostream import Selection
 from pgblobdump.servers.cluster import EmbeddedCluster
 from pgblobdump.storage.local import LocalDirectory

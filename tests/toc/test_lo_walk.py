@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from pgblobdump.cli import cli
 from pgblobdump.errors import CorruptArchive
-from pgblobdump.packed.pack import pack
+from pgblobdump.packed.pgdump.pack import pack
 from pgblobdump.storage.local import LocalDirectory
 from pgblobdump.toc import blocks
 from pgblobdump.toc import lo as los

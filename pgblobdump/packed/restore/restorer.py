@@ -1,0 +1,524 @@
+"""``restore``: a packed archive's LOs into a database, with their OIDs, owners, ACLs and
+comments, in batches sized from the server's lock table.
+
+Every batch is one transaction through the shared LO writer (pg/lo.py) and the run's
+ledger: a failure or an interrupt removes exactly the LOs this run created, and says so.
+``resume`` (after a kill -9, when no clean-up could run) skips the LOs that exist: batches
+commit whole, so an LO that exists was restored completely. A skipping batch finds what
+exists inside its own transaction, and only then tells the ledger what it creates; there
+too, a run that writes LOs anew in place of the target's (sync) removes their old copies
+(``Replacing``), so that a failure leaves the old copy, never no copy.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Iterator
+from concurrent import futures
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import psycopg
+import psycopg.errors
+from psycopg import sql
+
+from pgblobdump import aclitem as aclmod
+from pgblobdump.errors import DatabaseError, PgBlobDumpError
+from pgblobdump.packed.format.index import Index, Meta
+from pgblobdump.packed.read.reader import Damaged, Item, LoPiece, WholeLos
+from pgblobdump.packed.restore.journal import Journal
+from pgblobdump.packed.restore.precheck import precheck
+from pgblobdump.packed.restore.request import RestoreRequest, RestoreResult
+from pgblobdump.packed.restore.sparse import Further, Gatherer, Gathering
+from pgblobdump.pg import catalog
+from pgblobdump.pg.connect import connect
+from pgblobdump.pg.failure import failed
+from pgblobdump.pg.ledger import Ledger, to_ranges
+from pgblobdump.pg.lo import Batch, Grant, LoWriter
+from pgblobdump.report.reporter import QUIET, Reporter
+from pgblobdump.units import plural
+
+BATCH_BYTES = 8 << 20
+"""LO bytes per batch: one round trip carries them (a binary bytea[] parameter)."""
+BATCH_LOS = 50_000
+"""LOs per batch at most when nothing but creation takes locks (empty LOs, no comments)."""
+
+
+STOP_WAIT = 30.0
+"""Seconds a failed restore waits for the batch being written (cancelled) before it
+cleans up all the same, leaving that batch's connection alone."""
+
+
+GrantKey = tuple[str, "str | None", tuple[str, ...], bool]
+"""(grantor, grantee, privileges, with grant option) of one GRANT statement."""
+
+
+@dataclass
+class _Plan:
+    """One batch's statements, planned in the main thread, run by the writer thread:
+    creations per owner (empty OIDs; OIDs with contents), ACLs, comments."""
+
+    ranges: list[tuple[int, int]]
+    creates: list[tuple[str | None, list[int], list[int], list[bytes | memoryview]]] = field(
+        default_factory=list
+    )
+    acls: tuple[list[int], list[str]] | None = None
+    grants: dict[GrantKey, list[int]] = field(default_factory=dict)
+    comments: list[tuple[int, str]] = field(default_factory=list)
+    further: Further = field(default_factory=Further)  # runs after LOs' first, tail holes
+    los: int = 0
+    bytes: int = 0
+
+
+class _Abandoned(Exception):
+    """Rolls back the transaction of a large LO that damage cut short."""
+
+
+class Replacing(Protocol):
+    """LOs a run writes anew in place of the target's copies (sync's rewrites): the old
+    copy goes in the very transaction that writes the new one, so a failure rolls back
+    to it. Each removal holds a lock until commit: batches count them in their budget."""
+
+    def __contains__(self, oid: int) -> bool:
+        """Whether LO ``oid`` is one to replace."""
+        ...
+
+    def remove(self, conn: psycopg.Connection, oids: list[int], xid: str) -> set[int]:
+        """In transaction ``xid`` on ``conn``: remove the old copies of ``oids`` (each one
+        to replace) that may be replaced now; returns those removed. The others, if they
+        exist, are skipped as any existing LO is."""
+        ...
+
+
+class Restorer:
+    def __init__(
+        self, conn: psycopg.Connection, ledger: Ledger, req: RestoreRequest, reporter: Reporter
+    ) -> None:
+        self.conn = conn
+        self.req = req
+        self.writer = LoWriter(conn, ledger)
+        row = conn.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user").fetchone()
+        self.superuser = bool(row and row[0])
+        self.known_roles: set[str] = set()
+        # the batch of whole LOs, as parallel lists
+        self.oids: list[int] = []
+        self.metas: list[Meta] = []
+        self.datas: list[bytes | memoryview] = []
+        self.batch_bytes = 0
+        self.further = Further()  # the batch's LOs with holes: their runs after the first
+        self.gathering = Gatherer()  # the pieces of one, coming
+        # Creating LOs and one GRANT (or ACL update) for many takes no lock per LO; a
+        # comment does, and so does removing an LO replaced, until commit: a batch holds
+        # at most the lock budget of them.
+        self.batch_locks = 0
+        self.locks_max = max(1, self.writer.budget.per_transaction // req.sharing)
+        self.replacing: Replacing | None = None
+        """LOs to write in place of the target's (needs ``req.skipping``)."""
+        self.batch_replacing: list[int] = []
+        self._checked: set[Meta] = set()
+        self.all_checked = False  # every Meta of the archive was checked up front
+        # What every Meta of the archive holds, once known (``know``): a batch whose LOs
+        # can have but one owner, no ACL or no comment is planned with no loop per LO.
+        self.owners: set[str | None] | None = None
+        self.any_acl = self.any_comment = True
+        self.los = self.bytes = self.skipped = self.damaged = 0
+        self.damaged_oids: list[int] = []
+        self.reporter = reporter
+        self._large: contextlib.ExitStack | None = None
+        self._large_batch: Batch | None = None
+        self._job: futures.Future[None] | None = None
+
+    # -- roles ------------------------------------------------------------------------
+    def check_roles(self, metas: Iterable[Meta]) -> None:
+        """Every role the metadata names must exist on the target (unless not restored)."""
+        wanted: set[str] = set()
+        for m in metas:
+            if m.owner and not self.req.no_owner:
+                wanted.add(m.owner)
+            if m.acl and not self.req.no_acl:
+                for item in m.acl:
+                    a = aclmod.parse(item)
+                    wanted.update(r for r in (a.grantee, a.grantor) if r)
+        wanted -= self.known_roles
+        if not wanted:
+            return
+        rows = self.conn.execute(
+            "SELECT rolname FROM pg_roles WHERE rolname = ANY(%s)", (sorted(wanted),)
+        ).fetchall()
+        have = {r[0] for r in rows}
+        missing = sorted(wanted - have)
+        if missing:
+            raise DatabaseError(
+                f"roles missing on the target: {', '.join(missing)}; create them, or restore"
+                " with --no-owner and --no-acl"
+            )
+        self.known_roles |= have
+
+    def know(self, metas: Iterable[Meta]) -> None:
+        """Every Meta the archive holds (a directory's index), its roles checked: the
+        batches are planned from what they have in common."""
+        metas = list(metas)
+        self.all_checked = True
+        self.owners = {m.owner for m in metas}
+        self.any_acl = any(m.acl is not None for m in metas)
+        self.any_comment = any(m.comment is not None for m in metas)
+
+    def _check(self, metas: Iterable[Meta]) -> None:
+        """check_roles for the metadata not seen yet (a stream's come as it goes)."""
+        if self.all_checked:
+            return
+        new = [m for m in {id(m): m for m in metas}.values() if m not in self._checked]
+        if new:
+            self.wait()
+            self.check_roles(new)
+            self._checked.update(new)
+
+    # -- LOs --------------------------------------------------------------------------
+    def take(self, item: Item) -> None:
+        if isinstance(item, WholeLos):
+            self._take_whole(item)
+        elif isinstance(item, Damaged):
+            self._skip_damaged(item)
+        elif item.offset == 0 and item.last:
+            self._take_whole(WholeLos([item.oid], [item.meta], [item.data], [item.checksum]))
+        else:
+            self._take_piece(item)
+
+    def _take_whole(self, run: WholeLos, holes: Gathering | None = None) -> None:
+        """``holes``: the run's one LO has holes, its runs after the first and length."""
+        self._check(run.metas)
+        locks = 0
+        if not self.req.no_comments and self.any_comment:
+            locks = sum(m.comment is not None for m in run.metas)
+        replacing = self.replacing
+        mine = [o for o in run.oids if o in replacing] if replacing is not None else []
+        locks += len(mine)
+        if locks and self.batch_locks + locks > self.locks_max:
+            if len(run.oids) > 1:  # split it where the lock budget says
+                for one in run.pieces():
+                    self._take_whole(WholeLos([one.oid], [one.meta], [one.data], [one.checksum]))
+                return
+            self.flush()
+        self.oids += run.oids
+        self.metas += run.metas
+        self.datas += run.datas
+        self.batch_replacing += mine
+        self.batch_bytes += sum(map(len, run.datas))
+        if holes is not None:
+            self.batch_bytes += self.further.add(holes)
+        self.batch_locks += locks
+        if (
+            len(self.oids) >= BATCH_LOS
+            or self.batch_bytes >= BATCH_BYTES
+            or self.batch_locks >= self.locks_max
+        ):
+            self.flush()
+
+    def _skip_damaged(self, d: Damaged) -> None:
+        """LOs lost to damage (restore --skip-damaged): a large LO cut by it is rolled
+        back; the others are counted and named in the report."""
+        self.gathering.drop()  # an LO with holes cut by it: never written
+        if self._large is not None:
+            stack, self._large, self._large_batch = self._large, None, None
+            with contextlib.suppress(_Abandoned):
+                stack.__exit__(_Abandoned, _Abandoned(), None)  # the transaction rolls back
+        self.damaged += len(d.oids)
+        self.damaged_oids.extend(d.oids)
+        # the reason names the file and the byte already, as the error would
+        where = d.where.partition(" at byte ")[0]
+        detail = d.reason if where in d.reason else f"{d.where}: {d.reason}"
+        self.reporter.note(f"skipped {plural(len(d.oids), 'LO')} of a damaged part: {detail}")
+
+    def _take_piece(self, p: LoPiece) -> None:
+        """A piece of an LO with holes up to BATCHED_MAX bytes: gathered, and the LO
+        written in the batch (packed/restore/sparse.py). A piece of a larger LO: the LO is a
+        transaction of its own, written piece by piece."""
+        if self.gathering.take(p):
+            if (lo := self.gathering.done) is not None:
+                self._take_whole(lo.whole(p.checksum), lo)
+            return
+        if p.offset == 0:
+            self.flush()
+            self.wait()
+            self._check((p.meta,))
+            self._large = contextlib.ExitStack()
+            if not self.req.skipping:
+                self._large_batch = self._large.enter_context(self.writer.batch_of([p.oid]))
+            else:
+                self._large_batch = self._large.enter_context(self.writer.batch_of_ranges([]))
+                mine = [p.oid] if self.replacing is not None and p.oid in self.replacing else []
+                if self._claim([p.oid], mine)[0]:
+                    self.skipped += 1
+                    self._large.close()  # its transaction made nothing
+                    self._large = contextlib.ExitStack()  # swallow its pieces
+                    self._large_batch = None
+                    return
+        assert self._large is not None
+        if self._large_batch is not None:  # holes between pieces are left missing
+            self._large_batch.write_at(p.oid, p.offset, p.data, p.size if p.last else None,
+                                       p.offset == 0, self._owner(p.meta))  # fmt: skip
+        if p.last:
+            stack, b = self._large, self._large_batch
+            self._large = self._large_batch = None
+            if b is not None:
+                plan = self._plan([p.oid], [p.meta], [b""], True)
+                self._decorate(b, plan)
+                self.los += 1
+                self.bytes += p.size
+            stack.close()
+
+    def _owner(self, meta: Meta) -> str | None:
+        return None if self.req.no_owner else meta.owner
+
+    def _existing(self, oids: list[int]) -> set[int]:
+        return catalog.existing(self.conn, oids)
+
+    def _claim(self, oids: list[int], replacing: list[int]) -> tuple[set[int], set[int]]:
+        """In a skipping batch's transaction, opened with no LOs: the old copies of
+        ``replacing`` removed, then which of ``oids`` exist (skipped), and the ledger
+        told which it creates. Those replacing a copy are not among them: a failed run's
+        clean-up removes what the ledger holds, and must not leave no copy at all.
+        Returns (OIDs that exist, OIDs replaced)."""
+        ledger = self.writer.ledger
+        replaced: set[int] = set()
+        if replacing:
+            assert self.replacing is not None and ledger.pending is not None
+            assert ledger.pending.xid is not None
+            replaced = self.replacing.remove(self.conn, replacing, ledger.pending.xid)
+        there = self._existing(oids)
+        ledger.claim(to_ranges([o for o in oids if o not in there and o not in replaced]))
+        return there, replaced
+
+    def flush(self) -> None:
+        """Hand the batch to the writer thread, once it has written the one before: the
+        server creates one batch while the next is decoded and planned here (the writer
+        does little but wait for the server, so the two hardly contend for the GIL)."""
+        if not self.oids:
+            return
+        oids, metas, datas, further = self.oids, self.metas, self.datas, self.further
+        replacing, self.batch_replacing = self.batch_replacing, []
+        empty = not self.batch_bytes
+        self.oids, self.metas, self.datas, self.further = [], [], [], Further()
+        self.batch_bytes = self.batch_locks = 0
+        plan = None if self.req.skipping else self._plan(oids, metas, datas, empty, further)
+        self.wait()
+        self._job = _in_thread(self._write, oids, metas, datas, further, plan, replacing)
+
+    def wait(self) -> None:
+        """Wait for the batch being written (its error is raised here): before the
+        connection is used for anything else."""
+        job = self._job
+        if job is None:
+            return
+        try:
+            job.result()
+        finally:
+            # Interrupted (Ctrl-C) before the batch ended, it stays known: stop() must
+            # wait for it before the clean-up closes the connection it runs on. (Closing
+            # it under the writer freed its socket's number to the clean-up's connection,
+            # which the writer then polled: the clean-up hung for ever.)
+            if job.done():
+                self._job = None
+
+    def stop(self) -> bool:
+        """After a failure: the batch being written is cancelled (or let finish) before
+        the clean-up uses the ledger and the connection. False when it is still running
+        after STOP_WAIT (a server that does not answer): the connection is its still."""
+        job, self._job = self._job, None
+        if job is not None and not job.done():
+            with contextlib.suppress(Exception):
+                self.conn.cancel_safe(timeout=5)
+        if job is not None:
+            futures.wait([job], timeout=STOP_WAIT)
+        return job is None or job.done()
+
+    def _plan(
+        self, oids: list[int], metas: list[Meta], datas: list[bytes | memoryview], empty: bool,
+        further: Further | None = None,
+    ) -> _Plan:  # fmt: skip
+        """What one batch's statements need, gathered from its parallel lists."""
+        plan = _Plan(to_ranges(oids), further=further or Further())
+        if self.req.no_owner:
+            owners: set[str | None] = {None}
+        elif self.owners is not None and len(self.owners) == 1:
+            owners = self.owners
+        else:
+            owners = {m.owner for m in metas}
+        for owner in owners:
+            if len(owners) == 1:
+                mine: Iterable[int] = range(len(oids))
+                if empty:
+                    plan.creates.append((owner, oids, [], []))
+                    continue
+            else:
+                mine = [i for i, m in enumerate(metas) if m.owner == owner]
+            plan.creates.append((
+                owner,
+                [oids[i] for i in mine if not len(datas[i])],
+                [oids[i] for i in mine if len(datas[i])],
+                [datas[i] for i in mine if len(datas[i])],
+            ))  # fmt: skip
+        if not self.req.no_acl and self.any_acl:
+            with_acl = [(o, m) for o, m in zip(oids, metas, strict=True) if m.acl is not None]
+            if with_acl and self.superuser:
+                plan.acls = ([o for o, _ in with_acl],
+                             [aclmod.array_literal(m.acl or ()) for _, m in with_acl])  # fmt: skip
+            elif with_acl:
+                plan.grants = self._grants(with_acl)
+        if not self.req.no_comments and self.any_comment:
+            plan.comments = [
+                (o, m.comment) for o, m in zip(oids, metas, strict=True) if m.comment is not None
+            ]
+        plan.los = len(oids)
+        plan.bytes = (0 if empty else sum(map(len, datas))) + sum(plan.further.uncounted.values())
+        return plan
+
+    def _write(
+        self,
+        oids: list[int],
+        metas: list[Meta],
+        datas: list[bytes | memoryview],
+        further: Further,
+        plan: _Plan | None,
+        replacing: list[int],
+    ) -> None:
+        """One batch: one transaction through the ledger (runs in the writer thread)."""
+        if plan is not None:
+            with self.writer.batch_of_ranges(plan.ranges) as b:
+                self._create(b, plan)
+        else:  # skipping: what exists is known only in the batch's transaction
+            with self.writer.batch_of_ranges([]) as b:
+                there, _ = self._claim(oids, replacing)
+                if there:
+                    self.skipped += len(there)
+                    keep = [i for i, o in enumerate(oids) if o not in there]
+                    oids = [oids[i] for i in keep]
+                    metas = [metas[i] for i in keep]
+                    datas = [datas[i] for i in keep]
+                    further = further.without(there)
+                plan = self._plan(oids, metas, datas, not any(map(len, datas)), further)
+                if oids:
+                    self._create(b, plan)
+        self.los += plan.los
+        self.bytes += plan.bytes
+
+    def _create(self, b: Batch, plan: _Plan) -> None:
+        for owner, empty, full, contents in plan.creates:
+            if empty:
+                b.create_many_empty(empty, owner)
+            if full:
+                b.create(full, contents, owner)
+        plan.further.write(b)
+        self._decorate(b, plan)
+
+    def _decorate(self, b: Batch, plan: _Plan) -> None:
+        if plan.acls is not None:
+            b.set_acls(*plan.acls)
+        for (grantor, grantee, privileges, option), oids in plan.grants.items():
+            self.conn.execute(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(grantor)))
+            b.grant(Grant(grantee, privileges, option), oids)
+            self.conn.execute("RESET ROLE")
+        b.comment(plan.comments)
+
+    @staticmethod
+    def _grants(items: list[tuple[int, Meta]]) -> dict[GrantKey, list[int]]:
+        """ACLs as GRANTs (for a role that may not update the catalog), by (grantor,
+        grantee, privileges, with grant option): each grantor's grants are made as that
+        grantor, so the server records the same grantor."""
+        groups: dict[GrantKey, list[int]] = defaultdict(list)
+        for oid, meta in items:
+            for text in meta.acl or ():
+                a = aclmod.parse(text)
+                if a.grantee == meta.owner and a.grantee == a.grantor:
+                    continue  # the owner's own entry: implied by any grant
+                plain = tuple(p for p in a.privileges if p not in a.grantable)
+                if plain:
+                    groups[(a.grantor, a.grantee, plain, False)].append(oid)
+                if a.grantable:
+                    groups[(a.grantor, a.grantee, a.grantable, True)].append(oid)
+        return groups
+
+    def finish(self) -> None:
+        self.flush()
+        self.wait()
+
+
+def restore(
+    conninfo: str,
+    items: Iterator[Item],
+    req: RestoreRequest,
+    reporter: Reporter = QUIET,
+    index: Index | None = None,
+    metas: Iterable[Meta] | None = None,
+    part: tuple[int, int] | None = None,
+    again: str = "",
+) -> RestoreResult:
+    """Restore ``items`` (Source.items) into the database at ``conninfo``. With an
+    archive's ``index`` and ``metas``, conflicts and missing roles are found before
+    anything is written; from a stream they are found as they come (and what was made is
+    removed). ``again`` is the command that resumes this restore, for messages."""
+    t0 = time.perf_counter()
+    ledger = Ledger(conninfo, "restore")
+    with connect(conninfo, autocommit=True, doing="restore") as conn:
+        journal = Journal.open(conn, conninfo, index, part) if index is not None else None
+        r = Restorer(conn, ledger, req, reporter)
+        if metas is not None:
+            metas = list(metas)
+            r.check_roles(metas)
+            r.know(metas)
+        if index is not None and not req.skipping:
+            precheck(conn, index, part, journal, again)
+        if journal is not None:
+            ledger.on_change = journal.save
+        try:
+            last = time.monotonic()
+            for item in items:
+                r.take(item)
+                now = time.monotonic()
+                if now - last > 0.1:
+                    last = now
+                    reporter.progress(r.los + r.skipped, r.bytes)
+            r.finish()
+        except (PgBlobDumpError, psycopg.Error, KeyboardInterrupt) as e:
+            resume = "; run the restore again with --resume to finish it" + (
+                f": {again}" if again else ""
+            )
+            error = failed(e, "restore", ledger, conn, taken, if_left=resume, stop=r.stop)
+            if journal is not None:
+                journal.save(ledger)  # what is left, if anything, for the next run's hint
+            raise error from e
+        redone = 0
+        if journal is not None:
+            redone = journal.redone(ledger)
+            journal.remove()
+    reporter.progress(r.los + r.skipped, r.bytes)
+    return RestoreResult(
+        r.los, r.bytes, r.skipped, time.perf_counter() - t0, r.damaged,
+        tuple(sorted(r.damaged_oids)), redone,
+    )  # fmt: skip
+
+
+def _in_thread(fn: Callable[..., None], *args: object) -> futures.Future[None]:
+    """``fn(*args)`` in a daemon thread of its own: a batch stuck on a server that no
+    longer answers must not keep the process from exiting once clean-up has named what
+    is left (a ThreadPoolExecutor's threads are joined at exit)."""
+    job: futures.Future[None] = futures.Future()
+
+    def run() -> None:
+        if job.set_running_or_notify_cancel():
+            try:
+                fn(*args)
+            except BaseException as e:  # raised in the main thread by wait()
+                job.set_exception(e)
+            else:
+                job.set_result(None)
+
+    threading.Thread(target=run, name="pgblobdump-restore", daemon=True).start()
+    return job
+
+
+def taken(oid: str) -> str:
+    return f"LO {oid} already exists in the target; restore with --on-conflict skip to keep it"
