@@ -123,7 +123,7 @@ SUBCOMMANDS = {
     ),
     "merge": Subcommand(
         "pgblobdump.cli.packed:merge_cmd",
-        "Fold an incremental archive and its bases into one full archive, with no...",
+        "Fold an incremental archive and its bases into one standalone archive, with no...",
     ),
     "sync": Subcommand(
         "pgblobdump.cli.sync:sync_cmd",

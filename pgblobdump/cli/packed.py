@@ -148,7 +148,7 @@ def _result_table(title: str, record: dict[str, Any]) -> Table:
     "--since",
     metavar="PREV",
     help="An incremental dump: only the bytes of LOs new or changed since the archive PREV"
-    " (full or incremental, local or s3://); restore reads the chain.",
+    " (standalone or incremental, local or s3://); restore reads the chain.",
 )
 @output_options
 def dump(target: ConnectionTarget, output: str, oids: tuple[int, int],
@@ -500,7 +500,7 @@ def cat_cmd(archive: str, oid: int, output: Path | None, bases: tuple[str, ...])
 @output_options
 def merge_cmd(archive: str, output: str, bases: tuple[str, ...], jobs: int, volume_size: int,
               level: int, fmt: Format) -> None:  # fmt: skip
-    """Fold an incremental archive and its bases into one full archive, with no
+    """Fold an incremental archive and its bases into one standalone archive, with no
     database: the LOs of the incremental's snapshot, each from the archive that holds
     it, with that snapshot's owners, ACLs and comments. Keeps chains short; the result is
     a base for the next `dump --since`.

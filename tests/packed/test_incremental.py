@@ -103,7 +103,7 @@ def _first_changes(src: str) -> None:
 
 def _chain_of_two(pg17: EmbeddedCluster, new_db: NewDb, tmp_path: Path,
                   every_kind: bool = True) -> tuple[str, Path, Path]:  # fmt: skip
-    """A source, its full dump and an incremental after ``_first_changes`` (or one
+    """A source, its standalone dump and an incremental after ``_first_changes`` (or one
     write): (source, full, inc1)."""
     src = _source(pg17, new_db)
     full, inc1 = tmp_path / "full", tmp_path / "inc1"

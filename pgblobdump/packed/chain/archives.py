@@ -8,7 +8,7 @@ snapshot; a record whose bytes are in a base says which (``CHAIN_VOLUME``, the b
 depth). ``Chain.open`` finds each base that holds something (where the manifest says, or
 among ``--base`` paths, by checksum) and checks it before anything is read: present,
 its manifest the one named, its own chain the same, its index and volumes as its
-manifest lists them. A full archive is a chain of one.
+manifest lists them. A standalone archive is a chain of one.
 
 Reading (restore, merge, cat) takes each LO from the archive that holds it, with the
 incremental's metadata, by merging the incremental's index with each base's volumes in
@@ -89,7 +89,9 @@ class Chain:
         inc = top.incremental
         if inc is None:
             if bases:
-                raise UsageError(f"--base goes with an incremental archive; {path} is a full one")
+                raise UsageError(
+                    f"--base goes with an incremental archive; {path} is a standalone one"
+                )
             return cls(top, path, [])
         entries: list[dict[str, Any]] = list(inc.get("chain") or [])
         given: dict[str, tuple[str, PackedDirectory]] = {}

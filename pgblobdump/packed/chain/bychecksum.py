@@ -3,7 +3,7 @@ base (a role that may not read ``pg_largeobject``, a base older than the xid hor
 every LO of the base is read and compared with the base's record (size and xxh3-64); an
 equal one is carried (an index record pointing at the base that holds it, with the
 metadata read now), the others are packed. The archive is as small as with transaction
-ids; the dump reads every byte, as a full dump does.
+ids; the dump reads every byte, as a dump without --since does.
 
 An LO over 1 MiB is hashed as it is read (a range at a time, nothing held), and read
 again from the start on the worker's second connection if it differs.

@@ -1,7 +1,7 @@
-"""``merge``: an incremental archive's chain folded into one full archive, with no
+"""``merge``: an incremental archive's chain folded into one standalone archive, with no
 database: every LO from the archive that holds it, in OID order, with the metadata of the
 incremental's snapshot, packed anew (one worker); a ``--full`` archive's pg_dump file
-copied. The result is a full archive of the incremental's snapshot, as a fresh dump of
+copied. The result is a standalone archive of the incremental's snapshot, as a fresh dump of
 that snapshot would be LO by LO, and a base for the next incremental dumps."""
 
 from __future__ import annotations
@@ -36,12 +36,12 @@ class MergeResult:
 
 def merge(chain: Chain, storage: Storage, volume_size: int, level: int,
           reporter: Reporter = QUIET, jobs: int = 1) -> MergeResult:  # fmt: skip
-    """Write ``chain`` as one full archive into ``storage``; any failure leaves nothing.
+    """Write ``chain`` as one standalone archive into ``storage``; any failure leaves nothing.
     ``jobs``: threads, each packing a contiguous OID range (cut from the top's index) of
     its own readers into its own volumes, as dump's workers do (zstd, reading and
     writing run beside each other; the Python between them takes turns)."""
     if not chain.incremental:
-        raise UsageError(f"{chain.path} is a full archive already: nothing to merge")
+        raise UsageError(f"{chain.path} is a standalone archive already: nothing to merge")
     if not 1 <= jobs <= 64:
         raise UsageError(f"--jobs must be between 1 and 64 (got {jobs})")
     t0 = time.perf_counter()

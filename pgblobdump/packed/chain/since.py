@@ -54,7 +54,7 @@ class Base:
 
 
 def open_base(path: str) -> Base:
-    """PREV as given to ``--since``: a complete packed archive made by ``dump`` (full or
+    """PREV as given to ``--since``: a complete packed archive made by ``dump`` (standalone or
     incremental), its index sound. Refused in one line otherwise."""
     from pgblobdump.packed.chain.archives import Chain, where_of
 
@@ -67,8 +67,8 @@ def open_base(path: str) -> Base:
         what = ("made by pack from a pg_dump archive" if "format" in src
                 else "made by a pgblobdump from before incremental dumps")  # fmt: skip
         raise UsageError(
-            f"--since {path}: {what}, it records no snapshot to compare with; take a full"
-            " dump with this pgblobdump first"
+            f"--since {path}: {what}, it records no snapshot to compare with; take a dump without"
+            " --since with this pgblobdump first"
         )
     archive.check_index()  # PREV's index places every LO: trusted only as its manifest says
     inc = archive.incremental or {}
@@ -237,7 +237,7 @@ def _carry(raw: bytes, ids: list[int], depth: int, out: Plan) -> bytes:
 
 @dataclass(frozen=True)
 class Share:
-    """What one dump worker reads: the selection ``whole`` (a full dump's OID range), or
+    """What one dump worker reads: the selection ``whole`` (a standalone dump's OID range), or
     the OIDs ``oids`` (an incremental's, ascending), given as selections of at most
     WINDOW of them, made as they are read (held as 4 bytes an OID, not as objects)."""
 

@@ -28,8 +28,8 @@ from pgblobdump.packed.format.spec import (
     DATABASE_FILE,
     DEFAULT_VOLUME_SIZE,
     FORMAT_VERSION,
-    FULL_VERSION,
     GONE_NAME,
+    STANDALONE_VERSION,
     ZSTD_LEVEL,
 )
 from pgblobdump.packed.write.packer import LoPacker
@@ -198,7 +198,7 @@ def dump(
             raise UsageError("--since needs PostgreSQL 13 or later (pg_current_snapshot)")
         progress = _Progress(reporter)
         with contextlib.ExitStack() as stack:
-            version = FULL_VERSION if base is None else FORMAT_VERSION
+            version = STANDALONE_VERSION if base is None else FORMAT_VERSION
             writer = stack.enter_context(
                 ArchiveWriter(storage, stream, req.volume_size, req.level, version)
             )

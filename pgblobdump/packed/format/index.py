@@ -28,11 +28,11 @@ from pgblobdump.packed.format.indexcheck import DAMAGED, IndexTail, block_compre
 from pgblobdump.packed.format.spec import (
     BLOCK_ENTRY,
     CHAIN_VOLUME,
-    FULL_VERSION,
     INDEX_BLOCK_RECORDS,
     INDEX_FOOTER,
     INDEX_MAGIC,
     INDEX_RECORD,
+    STANDALONE_VERSION,
     ZSTD_LEVEL,
     version_problem,
 )
@@ -53,7 +53,7 @@ class IndexRecord:
     @property
     def depth(self) -> int | None:
         """In an incremental archive, the depth in its chain of the base holding this LO's
-        bytes (0: the full archive the chain starts from); None: this archive holds them."""
+        bytes (0: the standalone archive the chain starts from); None: this archive holds them."""
         return self.offset if self.volume == CHAIN_VOLUME else None
 
 
@@ -308,7 +308,7 @@ class SortingIndexBuilder(IndexBuilder):
 
 
 def write_index(out: BinaryIO, builders: Sequence[IndexBuilder], metas: MetaTable,
-                version: int = FULL_VERSION) -> IndexTail:  # fmt: skip
+                version: int = STANDALONE_VERSION) -> IndexTail:  # fmt: skip
     """The index file: every builder's blocks in order, the block table, the metadata
     table, the footer. Builders must cover ascending, disjoint OID ranges. Returns where
     the tables begin and their checksum, for the manifest."""

@@ -1,6 +1,7 @@
 """The packed LO archive, format versions 1 to 3: structs, constants and what each byte
-means. A full archive is written as version 2 (``FULL_VERSION``), an incremental one as
-version 3 (``FORMAT_VERSION``); every version is read.
+means. A standalone archive (one that needs no base) is written as version 2
+(``STANDALONE_VERSION``), an incremental one as version 3 (``FORMAT_VERSION``); every
+version is read.
 
 docs/format.md is the reader's guide; this module is the one place the bytes are defined.
 All integers are little-endian.
@@ -58,8 +59,8 @@ from pgblobdump.pgconstants import LOBLKSIZE as LOBLKSIZE
 FORMAT_VERSION = 3
 """Bumped when a reader of an older version could misread an archive. 2: holes; 3:
 incremental archives (index records of LOs whose bytes are in a base, ``CHAIN_VOLUME``)."""
-FULL_VERSION = 2
-"""The version a full archive is written as: it holds nothing a version 2 reader would
+STANDALONE_VERSION = 2
+"""The version a standalone archive is written as: it holds nothing a version 2 reader would
 misread, so a pgblobdump from before incremental dumps still reads it. Only an
 incremental archive is version 3."""
 READABLE_VERSIONS = (1, 2, 3)
@@ -174,7 +175,7 @@ META_FRAME_MAX = 8 << 20
 CHAIN_VOLUME = 0xFFFFFFFF
 """The volume of an incremental archive's ``INDEX_RECORD`` whose bytes are in a base
 archive of its chain (no worker's volume: workers number 1 to 64); its frame offset is
-then the depth of that base in the chain (0: the full archive the chain starts from)."""
+then the depth of that base in the chain (0: the standalone archive the chain starts from)."""
 GONE_NAME = "gone.oids"
 """An incremental archive's OIDs gone since its base: zstd of ascending u32s."""
 

@@ -343,7 +343,7 @@ class PackedDirectory:
         if self.incremental is not None:
             raise UsageError(
                 f"{self.where} is an incremental archive: its other LOs are in its bases;"
-                " restore it, or merge it into one full archive first (pgblobdump merge)"
+                " restore it, or merge it into one standalone archive first (pgblobdump merge)"
             )
         return self
 
@@ -458,7 +458,7 @@ class PackedDirectory:
     @property
     def incremental(self) -> dict[str, Any] | None:
         """An incremental archive's chain and counts (manifest ``incremental``); None for
-        a full archive."""
+        a standalone archive."""
         inc = (self.manifest or {}).get("incremental")
         return inc if isinstance(inc, dict) else None
 

@@ -117,7 +117,7 @@ def _restore_jobs(
 
 
 def _chain(archive: str, req: RestoreRequest) -> Chain | None:
-    """The chain of a directory archive (a full one is a chain of one), its bases found
+    """The chain of a directory archive (a standalone one is a chain of one), its bases found
     and checked, and its own index whole against its manifest: before anything is
     written, since restore takes every LO's owner, ACL and comment from it (and the
     OIDs it checks for conflicts). None for a stream, whose metadata comes in frames

@@ -15,8 +15,8 @@ from pgblobdump.packed.format.frames import encode
 from pgblobdump.packed.format.index import MetaTable
 from pgblobdump.packed.format.spec import (
     DEFAULT_VOLUME_SIZE,
-    FULL_VERSION,
     META_FRAME_MAX,
+    STANDALONE_VERSION,
     STREAM_HEADER,
     STREAM_MAGIC,
     VOLUME_HEADER,
@@ -53,7 +53,7 @@ class VolumeSink:
     ``volume_size`` (a frame never spans two volumes)."""
 
     def __init__(self, storage: Storage, worker: int, volume_size: int = DEFAULT_VOLUME_SIZE,
-                 version: int = FULL_VERSION) -> None:  # fmt: skip
+                 version: int = STANDALONE_VERSION) -> None:  # fmt: skip
         self.storage = storage
         self.version = version
         self.worker = worker
@@ -144,7 +144,7 @@ class StreamSink:
         self._lock = threading.RLock()
         self._published = 0
         self._cctx = zstandard.ZstdCompressor(level=ZSTD_LEVEL)
-        self._put(STREAM_HEADER.pack(STREAM_MAGIC, FULL_VERSION, 0))
+        self._put(STREAM_HEADER.pack(STREAM_MAGIC, STANDALONE_VERSION, 0))
 
     def _put(self, data: bytes) -> None:
         try:

@@ -22,10 +22,10 @@ from pgblobdump.packed.format.index import IndexBuilder, MetaTable, write_index
 from pgblobdump.packed.format.rawindex import merged_builder
 from pgblobdump.packed.format.spec import (
     DEFAULT_VOLUME_SIZE,
-    FULL_VERSION,
     INDEX_NAME,
     MANIFEST_FORMAT,
     MANIFEST_NAME,
+    STANDALONE_VERSION,
     ZSTD_LEVEL,
     FrameKind,
 )
@@ -58,11 +58,11 @@ class ArchiveWriter:
         stream: BinaryIO | None = None,
         volume_size: int = DEFAULT_VOLUME_SIZE,
         level: int = ZSTD_LEVEL,
-        version: int = FULL_VERSION,
+        version: int = STANDALONE_VERSION,
     ) -> None:
         if (storage is None) == (stream is None):
             raise ValueError("give a storage or a stream")
-        if stream is not None and version != FULL_VERSION:
+        if stream is not None and version != STANDALONE_VERSION:
             raise ValueError("an incremental archive is a directory")
         self.storage = storage
         self.version = version
