@@ -35,7 +35,8 @@ from pgblobdump.packed.format import (
     ZSTD_LEVEL,
     version_problem,
 )
-from pgblobdump.packed.indexcheck import DAMAGED, IndexTail, block_compressor
+from pgblobdump.packed.indexcheck import DAMAGED, block_compressor
+from pgblobdump.packed.manifest import IndexTail
 from pgblobdump.pgconstants import OID_MAX
 
 

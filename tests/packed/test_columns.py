@@ -27,6 +27,7 @@ from pgblobdump.packed.format import (
 )
 from pgblobdump.packed.frames import FrameReader, encode
 from pgblobdump.packed.index import Meta
+from pgblobdump.packed.manifest import DumpSource
 from pgblobdump.packed.parts import share_items
 from pgblobdump.packed.reader import Damaged, Item, LoPiece, PackedDirectory, WholeLos
 from pgblobdump.packed.writer import ArchiveWriter
@@ -76,7 +77,7 @@ def write(d: Path, spec: dict[int, tuple[Meta, int]], workers: int = 1) -> Packe
             for oid in oids[k * per : (k + 1) * per]:
                 meta, n = spec[oid]
                 packer.add(oid, meta, bytes([oid % 251]) * n if n > 4096 else os.urandom(n))
-        w.finish({"test": True})
+        w.finish(DumpSource(extra={"test": True}))
     return PackedDirectory(storage)
 
 
