@@ -196,12 +196,12 @@ def dump(target: ConnectionTarget, output: str, oids: tuple[int, int],
               "snapshot": result.snapshot}  # fmt: skip
     if result.incremental is not None:
         inc = result.incremental
-        record.update({"los_at_snapshot": inc["los"], "bytes_at_snapshot": inc["bytes"],
-                       "new": inc["new"], "changed": inc["changed"],
-                       "carried": inc["carried"], "gone": inc["gone"],
-                       "metadata_only": inc.get("metadata_only", 0),
-                       "base": inc["chain"][-1]["where"],
-                       "chain_length": len(inc["chain"]) + 1})  # fmt: skip
+        record.update({"los_at_snapshot": inc.los, "bytes_at_snapshot": inc.bytes,
+                       "new": inc.new, "changed": inc.changed,
+                       "carried": inc.carried, "gone": inc.gone,
+                       "metadata_only": inc.metadata_only or 0,
+                       "base": inc.chain[-1].where,
+                       "chain_length": len(inc.chain) + 1})  # fmt: skip
     if output == places.STREAM:
         note(f"dumped {plural(result.los, 'LO')} ({format_bytes(result.bytes)})")
         return
@@ -589,6 +589,7 @@ def unpack_cmd(archive: str, output: str, out_format: str | None, pg_dump_major:
     Example: pgblobdump unpack lobs.pbd -o dump.dir && pg_restore -d db dump.dir
     """
     from pgblobdump.cli.progress import reporter
+    from pgblobdump.packed.format.manifest import PackSource
     from pgblobdump.packed.pgdump.unpack import unpack, unpack_custom
     from pgblobdump.packed.read import source as packed_source
 
@@ -605,9 +606,10 @@ def unpack_cmd(archive: str, output: str, out_format: str | None, pg_dump_major:
             f"{archive} is an incremental archive: merge its chain into one first"
             f" (pgblobdump merge {archive} -o FULL), then unpack FULL"
         )
-    los, nbytes = (int(a.manifest[k]) for k in ("los", "bytes")) if a.manifest else (0, 0)
+    los, nbytes = (a.manifest.los, a.manifest.bytes) if a.manifest else (0, 0)
     if out_format is None:  # as it came: only a directory archive's pack can be a directory
-        packed_from = ((a.manifest or {}).get("source") or {}).get("format", "directory")
+        source = a.manifest.source if a.manifest else None
+        packed_from = source.format if isinstance(source, PackSource) else "directory"
         out_format = "directory" if packed_from == "directory" else "custom"
     if out_format == "custom":
         with reporter("unpacking LOs", 0) as rep:

@@ -69,25 +69,25 @@ def check_archive(archive: PackedDirectory, reporter: Reporter = QUIET) -> Archi
         return result
     storage = archive.storage
     result.files = 1  # the manifest itself, read above
-    result.expected_los = int(archive.manifest["los"])
-    result.expected_bytes = int(archive.manifest["bytes"])
-    listed = archive.manifest["files"]
+    result.expected_los = archive.manifest.los
+    result.expected_bytes = archive.manifest.bytes
+    listed = archive.manifest.files
     log.info("checking %d files against the manifest, then the LOs against the index",
              len(listed) + 1)  # fmt: skip
     reporter.task("checking files", len(listed))
-    reporter.totals(len(listed), sum(int(f["size"]) for f in listed))
+    reporter.totals(len(listed), sum(f.size for f in listed))
     hashed = 0
     for k, f in enumerate(listed):
         reporter.progress(k, hashed)
-        name = f["name"]
+        name = f.name
         result.files += 1
         if not storage.exists(name):
             result.problems.append(f"{name}: missing")
             result.damaged_files.append(name)
             continue
         size = storage.size(name)
-        if size != f["size"]:
-            result.problems.append(f"{name}: {size:,} bytes, the manifest says {f['size']:,}")
+        if size != f.size:
+            result.problems.append(f"{name}: {size:,} bytes, the manifest says {f.size:,}")
             result.damaged_files.append(name)
             continue
         h = xxhash.xxh3_128()
@@ -96,14 +96,14 @@ def check_archive(archive: PackedDirectory, reporter: Reporter = QUIET) -> Archi
                 h.update(chunk)
                 hashed += len(chunk)
                 reporter.progress(k, hashed)
-        if h.hexdigest() != f["xxh3_128"]:
+        if h.hexdigest() != f.xxh3_128:
             result.problems.append(f"{name}: damaged (its checksum differs from the manifest's)")
             result.damaged_files.append(name)
     reporter.progress(len(listed), hashed)
     if any(p.startswith(f"{INDEX_NAME}: ") for p in result.problems):
         return result  # the LOs are checked against the index, which is not to be read
-    reporter.task("checking LOs", int(archive.manifest["los"]))  # those its volumes hold
-    reporter.totals(int(archive.manifest["los"]), int(archive.manifest["bytes"]))
+    reporter.task("checking LOs", archive.manifest.los)  # those its volumes hold
+    reporter.totals(archive.manifest.los, archive.manifest.bytes)
     try:
         result.los, result.bytes = _volumes_match_index(archive, reporter)
     except PgBlobDumpError as e:
@@ -247,7 +247,7 @@ def compare_database(
     index = archive.index
     reporter.task("comparing with the database", index.count)
     if archive.manifest is not None:
-        reporter.totals(index.count, int(archive.manifest["bytes"]))
+        reporter.totals(index.count, archive.manifest.bytes)
     done = nbytes = 0
     with contextlib.ExitStack() as stack:
         conn = stack.enter_context(connect(conninfo, autocommit=True, doing="verify"))

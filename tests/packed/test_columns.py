@@ -20,6 +20,7 @@ from pgblobdump.errors import CorruptArchive
 from pgblobdump.packed.format import columns
 from pgblobdump.packed.format.frames import FrameReader, encode
 from pgblobdump.packed.format.index import Meta
+from pgblobdump.packed.format.manifest import DumpSource
 from pgblobdump.packed.format.spec import (
     FRAME_HEADER,
     PIECE_MAX,
@@ -76,7 +77,7 @@ def write(d: Path, spec: dict[int, tuple[Meta, int]], workers: int = 1) -> Packe
             for oid in oids[k * per : (k + 1) * per]:
                 meta, n = spec[oid]
                 packer.add(oid, meta, bytes([oid % 251]) * n if n > 4096 else os.urandom(n))
-        w.finish({"test": True})
+        w.finish(DumpSource(extra={"test": True}))
     return PackedDirectory(storage)
 
 

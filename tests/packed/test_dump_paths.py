@@ -16,6 +16,7 @@ import pytest
 from pgblobdump.packed import DumpRequest, RestoreRequest, open_source
 from pgblobdump.packed.dump.run import dump
 from pgblobdump.packed.format.index import Meta
+from pgblobdump.packed.format.manifest import DumpSource
 from pgblobdump.packed.restore.restorer import restore
 from pgblobdump.packed.write.writer import ArchiveWriter
 from pgblobdump.pg import lostream
@@ -176,7 +177,7 @@ def test_empties_in_bulk_are_the_records_added_one_by_one(tmp_path: Path) -> Non
             else:
                 for o, m in zip(oids, metas, strict=True):
                     p.add(o, lostream_meta(*m), b"")
-            w.finish({})
+            w.finish(DumpSource())
     assert _files(tmp_path / "bulk") == _files(tmp_path / "one")
 
 

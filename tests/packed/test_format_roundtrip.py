@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from pgblobdump.errors import ArchiveError, CorruptArchive, NotFound
 from pgblobdump.packed.format.index import Meta
+from pgblobdump.packed.format.manifest import DumpSource, Manifest
 from pgblobdump.packed.format.spec import FRAME_TARGET, PIECE_MAX
 from pgblobdump.packed.read.reader import PackedDirectory
 from pgblobdump.packed.read.stream import stream_pieces
@@ -48,7 +49,7 @@ def materialise(spec: dict[int, tuple[Meta, int]]) -> LOs:
             for oid, (m, n) in spec.items()}  # fmt: skip
 
 
-def write(los: LOs, workers: int, **target: object) -> dict[str, object]:
+def write(los: LOs, workers: int, **target: object) -> Manifest:
     oids = sorted(los)
     share = -(-len(oids) // workers) if oids else 1
     with ArchiveWriter(**target, volume_size=3 * PIECE_MAX) as w:  # type: ignore[arg-type]
@@ -57,7 +58,7 @@ def write(los: LOs, workers: int, **target: object) -> dict[str, object]:
             for oid in oids[k * share : (k + 1) * share]:
                 meta, data = los[oid]
                 packer.add(oid, meta, data)
-        return w.finish({"test": True})
+        return w.finish(DumpSource(extra={"test": True}))
 
 
 def collect(pieces: Iterator[object]) -> LOs:
@@ -76,7 +77,7 @@ def test_directory_round_trip(spec: dict[int, tuple[Meta, int]], workers: int) -
     with tempfile.TemporaryDirectory() as d:
         storage = LocalDirectory(Path(d), create=True)
         manifest = write(los, workers, storage=storage)
-        assert manifest["los"] == len(los)
+        assert manifest.los == len(los)
         archive = PackedDirectory(storage)
         assert collect(archive.pieces()) == los
         assert [r.oid for r in archive.index] == sorted(los)
@@ -147,7 +148,7 @@ def test_a_failure_after_the_manifest_leaves_nothing(tmp_path: Path) -> None:
     storage = LocalDirectory(tmp_path, create=True)
     with pytest.raises(RuntimeError, match="after finish"), ArchiveWriter(storage) as w:
         w.worker().add(7, Meta(None, None, None), os.urandom(5000))
-        w.finish({"test": True})
+        w.finish(DumpSource(extra={"test": True}))
         assert (tmp_path / "manifest.json").exists()
         raise RuntimeError("after finish")
     assert list(tmp_path.iterdir()) == []
@@ -187,7 +188,7 @@ def test_two_workers_sharing_a_stream_keep_large_los_whole() -> None:
             t.start()
         for t in threads:
             t.join()
-        w.finish({})
+        w.finish(DumpSource())
     out.seek(0)
     assert collect(stream_pieces(out)) == los
 

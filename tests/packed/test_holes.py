@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from pgblobdump.errors import CorruptArchive, UnsupportedArchive
 from pgblobdump.packed.format.holes import ZERO_PAGE, runs
 from pgblobdump.packed.format.index import Meta
+from pgblobdump.packed.format.manifest import DumpSource
 from pgblobdump.packed.format.spec import PIECE_MAX, PIECE_RECORD
 from pgblobdump.packed.read.reader import PackedDirectory, each_piece
 from pgblobdump.packed.read.stream import stream_items, stream_pieces
@@ -112,7 +113,7 @@ def write(los: dict[int, bytes], storage: LocalDirectory | None = None,
                 packer.add_chunks(oid, META, len(data), chunks)
             else:
                 packer.add(oid, META, data)
-        w.finish({"test": True})
+        w.finish(DumpSource(extra={"test": True}))
 
 
 def stored(items: object) -> dict[int, list[tuple[int, bytes]]]:
@@ -204,7 +205,7 @@ def test_a_gigabyte_hole_takes_no_room(tmp_path: Path) -> None:
     storage = LocalDirectory(tmp_path / "a.pbd", create=True)
     with ArchiveWriter(storage=storage) as w:
         w.worker().add_chunks(7, META, size, chunks())  # type: ignore[arg-type]
-        w.finish({})
+        w.finish(DumpSource())
     volume = (tmp_path / "a.pbd" / "data-1-000001.pbd").read_bytes()
     assert len(volume) < 200
     archive = PackedDirectory(storage)
@@ -222,7 +223,7 @@ def test_a_piece_past_its_lo_is_damage_not_a_hole(tmp_path: Path) -> None:
     storage = LocalDirectory(tmp_path / "a.pbd", create=True)
     with ArchiveWriter(storage=storage, level=0) as w:  # frames stored as they are
         w.worker().add(5, META, ZERO_PAGE * 100 + b"x")
-        w.finish({})
+        w.finish(DumpSource())
     name = tmp_path / "a.pbd" / "data-1-000001.pbd"
     raw = bytearray(name.read_bytes())
     # its second record's offset is at 12 + 32 + 36 + 16: past the size, and the frame's
@@ -251,7 +252,7 @@ which version 1 stored as zeros)."""
 
 def test_a_version_1_archive_reads_as_before(tmp_path: Path) -> None:
     archive = PackedDirectory(LocalDirectory(DATA / "v1.pbd"))
-    assert archive.manifest is not None and archive.manifest["version"] == 1
+    assert archive.manifest is not None and archive.manifest.version == 1
     assert {oid: b"".join(map(bytes, archive.read_lo(oid))) for oid in V1} == V1
     whole: dict[int, bytes] = {}
     for p in archive.pieces():

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from pgblobdump.errors import CorruptArchive
 from pgblobdump.packed.format.index import Index, Meta, MetaTable
+from pgblobdump.packed.format.manifest import DumpSource
 from pgblobdump.packed.format.spec import INDEX_FOOTER, INDEX_NAME, MANIFEST_NAME, STREAM_HEADER
 from pgblobdump.packed.read.reader import PackedDirectory
 from pgblobdump.packed.write.writer import ArchiveWriter
@@ -94,7 +95,7 @@ def _write(path: Path, los: int = 9000) -> None:
         packer = w.worker()
         for oid in range(1000, 1000 + los):
             packer.add(oid, METAS[oid % 3], b"x" * (oid % 7))
-        w.finish({"test": True})
+        w.finish(DumpSource(extra={"test": True}))
 
 
 def _as_older_writer(path: Path) -> None:

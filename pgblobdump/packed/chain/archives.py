@@ -29,6 +29,7 @@ from typing import Any
 from pgblobdump import storage
 from pgblobdump.errors import CorruptArchive, NotFound, PgBlobDumpError, UsageError
 from pgblobdump.packed.format.index import Index, IndexRecord, Meta
+from pgblobdump.packed.format.manifest import ChainLink
 from pgblobdump.packed.format.rawindex import COLUMNS_OK
 from pgblobdump.packed.format.spec import CHAIN_VOLUME, INDEX_RECORD
 from pgblobdump.packed.read import source
@@ -43,13 +44,13 @@ class Link:
     archive, opened and checked (None when the incremental takes nothing from it)."""
 
     depth: int
-    entry: dict[str, Any]
+    entry: ChainLink
     path: str | None
     archive: PackedDirectory | None
 
     @property
     def where(self) -> str:
-        return self.archive.where if self.archive is not None else str(self.entry.get("where"))
+        return self.archive.where if self.archive is not None else self.entry.where
 
 
 def where_of(path: str) -> str:
@@ -59,9 +60,9 @@ def where_of(path: str) -> str:
     return str(local.resolve()) if local is not None else path
 
 
-def _name(top: str, depth: int, count: int, entry: dict[str, Any]) -> str:
-    return (f"base {depth + 1} of {count} of {top} (dumped {entry.get('created')},"
-            f" snapshot {entry.get('snapshot')})")  # fmt: skip
+def _name(top: str, depth: int, count: int, entry: ChainLink) -> str:
+    return (f"base {depth + 1} of {count} of {top} (dumped {entry.created},"
+            f" snapshot {entry.snapshot})")  # fmt: skip
 
 
 class Chain:
@@ -93,12 +94,12 @@ class Chain:
                     f"--base goes with an incremental archive; {path} is a standalone one"
                 )
             return cls(top, path, [])
-        entries: list[dict[str, Any]] = list(inc.get("chain") or [])
+        entries = list(inc.chain)
         given: dict[str, tuple[str, PackedDirectory]] = {}
         for b in bases:
             a = source.directory(b)
             given[a.manifest_sum] = (b, a)
-        wanted = {str(e.get("manifest")) for e in entries}
+        wanted = {e.manifest for e in entries}
         for digest, (b, _) in given.items():
             if digest not in wanted:
                 raise UsageError(f"--base {b} is not a base of {path} (its manifest is not one"
@@ -106,23 +107,22 @@ class Chain:
         links = []
         for depth, entry in enumerate(entries):
             name = _name(path, depth, len(entries), entry)
-            if not entry.get("los"):
+            if not entry.los:
                 links.append(Link(depth, entry, None, None))
                 continue
-            digest = str(entry.get("manifest"))
-            if digest in given:
-                where, archive = given[digest]
+            if entry.manifest in given:
+                where, archive = given[entry.manifest]
             else:
-                where = str(entry.get("where"))
+                where = entry.where
                 archive = _open_base(where, name)
             _check_link(archive, entry, entries[:depth], name, where)
             links.append(Link(depth, entry, where, archive))
         placed = _placed(top.index)
         for depth, entry in enumerate(entries):
-            if (n := placed.pop(depth, 0)) != entry.get("los"):
+            if (n := placed.pop(depth, 0)) != entry.los:
                 raise CorruptArchive(
                     f"{path}: its index places {n:,} LOs in base {depth + 1},"
-                    f" its manifest says {entry.get('los')}"
+                    f" its manifest says {entry.los}"
                 )
         if placed:
             raise CorruptArchive(f"{path}: its index places LOs in a base its manifest lacks")
@@ -197,9 +197,8 @@ class Chain:
 
     def totals(self) -> tuple[int, int]:
         """LOs and bytes of the chain's snapshot (the top's manifest)."""
-        m = self.top.manifest or {}
-        inc = self.top.incremental or m
-        return int(inc.get("los", 0)), int(inc.get("bytes", 0))
+        m = self.top.manifest
+        return m.snapshot_totals if m is not None else (0, 0)
 
 
 def _placed(index: Index) -> Counter[int]:
@@ -230,29 +229,29 @@ def _open_base(where: str, name: str) -> PackedDirectory:
         raise type(e)(f"{name} at {where}: {e}; give the right one with --base PATH") from e
 
 
-def _check_link(archive: PackedDirectory, entry: dict[str, Any], before: list[dict[str, Any]],
+def _check_link(archive: PackedDirectory, entry: ChainLink, before: list[ChainLink],
                 name: str, where: str) -> None:  # fmt: skip
     """``archive`` is the base ``entry`` names, whole: its manifest (by checksum), its own
     chain (``before``), its index and its volumes' sizes as its manifest lists them."""
-    if archive.manifest_sum != entry.get("manifest"):
+    if archive.manifest_sum != entry.manifest:
         raise CorruptArchive(
             f"{name} at {where}: its manifest.json is not the one the chain names (xxh3-128"
-            f" {archive.manifest_sum}, expected {entry.get('manifest')}): it changed after"
+            f" {archive.manifest_sum}, expected {entry.manifest}): it changed after"
             " the incremental was made, or is another archive; give the right one with --base"
         )
-    own = [str(e.get("manifest")) for e in ((archive.incremental or {}).get("chain") or [])]
-    if own != [str(e.get("manifest")) for e in before]:
+    own = [e.manifest for e in archive.incremental.chain] if archive.incremental else []
+    if own != [e.manifest for e in before]:
         raise CorruptArchive(f"{name} at {where}: its own chain differs from the one named")
     archive.check_index()
     assert archive.manifest is not None
-    for f in archive.manifest["files"]:
-        n = str(f["name"])
+    for f in archive.manifest.files:
+        n = f.name
         if not archive.storage.exists(n):
             raise CorruptArchive(f"{name} at {where}: {n} is missing (its manifest lists it)")
-        if archive.storage.size(n) != f["size"]:
+        if archive.storage.size(n) != f.size:
             raise CorruptArchive(
                 f"{name} at {where}: {n} is {archive.storage.size(n):,} bytes, its manifest"
-                f" says {f['size']:,}"
+                f" says {f.size:,}"
             )
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from pgblobdump.errors import CorruptArchive, UsageError
 from pgblobdump.packed.chain.archives import Chain, where_of
 from pgblobdump.packed.format.holes import filled
+from pgblobdump.packed.format.manifest import DumpSource, MergedFrom
 from pgblobdump.packed.format.spec import DATABASE_FILE
 from pgblobdump.packed.read.parts import share
 from pgblobdump.packed.read.reader import Item, LoPiece, WholeLos
@@ -55,14 +56,14 @@ def merge(chain: Chain, storage: Storage, volume_size: int, level: int,
         feeds = [functools.partial(_feed, p, c.ordered_items(lo, hi))
                  for p, c, (lo, hi) in zip(packers, chains, ranges, strict=True)]  # fmt: skip
         _run(feeds, reporter)
-        source = dict(top.manifest["source"])
-        if "pg_dump" in source:
+        source = top.manifest.source
+        if isinstance(source, DumpSource) and source.pg_dump is not None:
             writer.put_file(DATABASE_FILE, _chunks(top, DATABASE_FILE))
-        merged = {"archive": where_of(chain.path), "manifest": top.manifest_sum,
-                  "chain": top.incremental["chain"] if top.incremental else []}  # fmt: skip
-        manifest = writer.finish(source, {"merged_from": merged})
+        merged = MergedFrom(where_of(chain.path), top.manifest_sum,
+                            top.incremental.chain if top.incremental else ())  # fmt: skip
+        manifest = writer.finish(source, merged_from=merged)
         files = [*writer.files, *([writer.manifest_file] if writer.manifest_file else [])]
-    return MergeResult(manifest["los"], manifest["bytes"], time.perf_counter() - t0,
+    return MergeResult(manifest.los, manifest.bytes, time.perf_counter() - t0,
                        len(chain.links) + 1, files)  # fmt: skip
 
 

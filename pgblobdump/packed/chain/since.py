@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import array
 import bisect
-import copy
 import json
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import psycopg
@@ -26,6 +25,7 @@ from psycopg import sql
 
 from pgblobdump.errors import UsageError
 from pgblobdump.packed.format.index import IndexBuilder, MetaTable
+from pgblobdump.packed.format.manifest import ChainLink, DumpSource, PackSource
 from pgblobdump.packed.format.rawindex import COLUMNS_OK, RawRecords, oid_column
 from pgblobdump.packed.format.spec import CHAIN_VOLUME, INDEX_RECORD
 from pgblobdump.pg import changes, lometa
@@ -45,8 +45,9 @@ class Base:
 
     archive: PackedDirectory
     mark: Mark
-    chain: list[dict[str, Any]]
-    link: dict[str, Any]
+    chain: tuple[ChainLink, ...]
+    link: ChainLink
+    """PREV as NEW's chain names it (what NEW takes from it is counted by ``Plan.chain``)."""
 
     @property
     def depth(self) -> int:
@@ -61,24 +62,21 @@ def open_base(path: str) -> Base:
     archive = Chain.open(path).top  # its own chain checked: no dump on a broken one
     manifest = archive.manifest
     assert manifest is not None  # an archive without one is refused by PackedDirectory
-    src = manifest.get("source") or {}
-    mark = src.get("mark")
-    if mark is None:
-        what = ("made by pack from a pg_dump archive" if "format" in src
+    src = manifest.source
+    if not isinstance(src, DumpSource) or src.mark is None:
+        what = ("made by pack from a pg_dump archive" if isinstance(src, PackSource)
                 else "made by a pgblobdump from before incremental dumps")  # fmt: skip
         raise UsageError(
             f"--since {path}: {what}, it records no snapshot to compare with; take a dump without"
             " --since with this pgblobdump first"
         )
     archive.check_index()  # PREV's index places every LO: trusted only as its manifest says
-    inc = archive.incremental or {}
-    chain = [dict(link) for link in inc.get("chain", [])]
-    link = {"manifest": archive.manifest_sum, "where": where_of(path),
-            "created": manifest.get("created"), "snapshot": src.get("snapshot")}  # fmt: skip
-    return Base(archive, Mark.from_json(json.dumps(mark)), chain, link)
+    chain = archive.incremental.chain if archive.incremental else ()
+    link = ChainLink(archive.manifest_sum, where_of(path), manifest.created, src.snapshot, 0, 0)
+    return Base(archive, Mark.from_json(json.dumps(src.mark)), chain, link)
 
 
-def check_source(base: Base, now: Mark, source_now: dict[str, Any], path: str) -> None:
+def check_source(base: Base, now: Mark, source_now: DumpSource, path: str) -> None:
     """PREV must have been read from this cluster's database (UsageError naming both).
     Clusters named two ways (by system identifier for one role, by start time for
     another that may not read it) are not told apart here: transaction ids are then
@@ -86,11 +84,11 @@ def check_source(base: Base, now: Mark, source_now: dict[str, Any], path: str) -
     known = base.mark.cluster.startswith("system ") and now.cluster.startswith("system ")
     other_cluster = known and base.mark.cluster != now.cluster
     if other_cluster or base.mark.database != now.database:
-        prev = (base.archive.manifest or {}).get("source") or {}
+        prev = base.archive.manifest.source.database if base.archive.manifest else None
         raise UsageError(
-            f"--since {path} was dumped from database {prev.get('database')!r}"
+            f"--since {path} was dumped from database {prev!r}"
             f" (OID {base.mark.database}, {base.mark.cluster}); this is database"
-            f" {source_now.get('database')!r} (OID {now.database}, {now.cluster}): an"
+            f" {source_now.database!r} (OID {now.database}, {now.cluster}): an"
             " incremental dump reads the database its base read"
         )
 
@@ -123,15 +121,13 @@ class Plan:
         self.changed -= c.los
         merge_taken(self.taken, c.taken)
 
-    def chain(self, base: Base) -> list[dict[str, Any]]:
+    def chain(self, base: Base) -> tuple[ChainLink, ...]:
         """NEW's chain: PREV's bases and PREV, each with what NEW takes from it."""
         out = []
         for depth, link in enumerate([*base.chain, base.link]):
-            link = copy.deepcopy(link)
             los, nbytes = self.taken.get(depth, [0, 0])
-            link["los"], link["bytes"] = los, nbytes
-            out.append(link)
-        return out
+            out.append(replace(link, los=los, bytes=nbytes))
+        return tuple(out)
 
     def gone_file(self) -> bytes:
         data = array.array("I", self.gone)

@@ -14,8 +14,8 @@ import logging
 import threading
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, BinaryIO
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, BinaryIO
 
 import psycopg
 
@@ -24,6 +24,7 @@ from pgblobdump.errors import UsageError
 from pgblobdump.packed.chain import since
 from pgblobdump.packed.dump import referenced
 from pgblobdump.packed.format.index import IndexBuilder, Meta
+from pgblobdump.packed.format.manifest import DumpSource, Incremental, PgDumpFile
 from pgblobdump.packed.format.spec import (
     DATABASE_FILE,
     DEFAULT_VOLUME_SIZE,
@@ -84,7 +85,7 @@ class DumpResult:
     seconds: float
     snapshot: str
     files: list[FileInfo] = field(default_factory=list)
-    incremental: dict[str, Any] | None = None
+    incremental: Incremental | None = None
     """An incremental dump's manifest ``incremental`` (chain and counts)."""
 
     @property
@@ -97,18 +98,18 @@ def _has_snapshot_functions(conn: psycopg.Connection) -> bool:
     return conn.info.server_version >= 130000
 
 
-def _source(conn: psycopg.Connection, conninfo: str, snapshot: str) -> dict[str, Any]:
+def _source(conn: psycopg.Connection, conninfo: str, snapshot: str) -> DumpSource:
     row = conn.execute(
         "SELECT current_setting('server_version'), current_database(), current_user"
     ).fetchone()
     assert row is not None
-    return {
-        "server_version": str(row[0]).split()[0],
-        "database": row[1],
-        "user": row[2],
-        "snapshot": snapshot,
-        "connection": describe(split_password(conninfo)[0]),
-    }
+    return DumpSource(
+        server_version=str(row[0]).split()[0],
+        database=row[1],
+        user=row[2],
+        snapshot=snapshot,
+        connection=describe(split_password(conninfo)[0]),
+    )
 
 
 STOP_WAIT = 30.0
@@ -193,7 +194,7 @@ def dump(
         source = _source(leader, conninfo, snapshot)
         now = changes.mark(leader) if _has_snapshot_functions(leader) else None
         if now is not None:  # what a later dump --since compares with
-            source["mark"] = json.loads(now.to_json())
+            source = replace(source, mark=tuple(json.loads(now.to_json())))
         elif base is not None:
             raise UsageError("--since needs PostgreSQL 13 or later (pg_current_snapshot)")
         progress = _Progress(reporter)
@@ -253,12 +254,12 @@ def dump(
             if pg_dump is not None:
                 reporter.note(f"waiting for pg_dump {pg_dump.tc.version}")
                 writer.files.append(pg_dump.finish())
-                source["pg_dump"] = {"version": pg_dump.tc.version, "file": DATABASE_FILE}
+                source = replace(source, pg_dump=PgDumpFile(pg_dump.tc.version, DATABASE_FILE))
             # The snapshot's transaction ends before the manifest is written: a connection
             # lost at this COMMIT fails the run with no archive, never an exit 3 next to
             # an archive that reads as complete.
             leader.execute("COMMIT")
-            more: dict[str, Any] = {}
+            incremental = None
             if work is not None:
                 assert base is not None
                 for c in comparers:
@@ -266,19 +267,19 @@ def dump(
                         work.absorb(c)
                 writer.put_file(GONE_NAME, work.gone_file())
                 totals = writer.totals
-                more["incremental"] = {
-                    "chain": work.chain(base),
-                    "los": totals.los + work.carried, "bytes": totals.bytes + work.carried_bytes,
-                    "new": work.new, "changed": work.changed, "carried": work.carried,
-                    "gone": len(work.gone), "metadata_only": work.metadata,
-                    "detection": work.detection,
-                }  # fmt: skip
+                incremental = Incremental(
+                    chain=work.chain(base),
+                    los=totals.los + work.carried, bytes=totals.bytes + work.carried_bytes,
+                    new=work.new, changed=work.changed, carried=work.carried,
+                    gone=len(work.gone), metadata_only=work.metadata,
+                    detection=work.detection,
+                )  # fmt: skip
             with logs.phase(log, "writing the index and the manifest"):
-                manifest = writer.finish(source, more)
+                manifest = writer.finish(source, incremental)
             files = list(writer.files) + [f for f in [writer.manifest_file] if f is not None]
     reporter.progress(progress.los, progress.bytes)
-    return DumpResult(manifest["los"], manifest["bytes"], time.perf_counter() - t0, snapshot,
-                      files, manifest.get("incremental"))  # fmt: skip
+    return DumpResult(manifest.los, manifest.bytes, time.perf_counter() - t0, snapshot,
+                      files, manifest.incremental)  # fmt: skip
 
 
 def _run_workers(

@@ -24,7 +24,8 @@ import xxhash
 import zstandard
 
 from pgblobdump.errors import CorruptArchive, UnsupportedArchive
-from pgblobdump.packed.format.indexcheck import DAMAGED, IndexTail, block_compressor
+from pgblobdump.packed.format.indexcheck import DAMAGED, block_compressor
+from pgblobdump.packed.format.manifest import IndexTail
 from pgblobdump.packed.format.spec import (
     BLOCK_ENTRY,
     CHAIN_VOLUME,

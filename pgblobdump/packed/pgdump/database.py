@@ -14,7 +14,6 @@ or ``--pg-dump-major``); pg_restore is the newer of the target's major and the a
 from __future__ import annotations
 
 import contextlib
-import json
 import re
 import tempfile
 import threading
@@ -32,6 +31,7 @@ from pgblobdump.errors import (
     UsageError,
     scrub,
 )
+from pgblobdump.packed.format.manifest import DumpSource, shown
 from pgblobdump.packed.format.spec import DATABASE_FILE
 from pgblobdump.packed.read.reader import PackedDirectory
 from pgblobdump.pg.target import child_connection
@@ -193,45 +193,26 @@ class PgRestore:
 
 def dumped_by(archive: PackedDirectory) -> str:
     """The version of the pg_dump that wrote a --full archive's DATABASE_FILE, from the
-    manifest's ``source.pg_dump`` (what ``dump --full`` writes), checked: a manifest
-    edited by hand or damaged is a CorruptArchive naming the field, not a traceback."""
+    manifest's ``source.pg_dump`` (what ``dump --full`` writes; its types are checked
+    when the manifest is read), checked: a manifest edited by hand or damaged is a
+    CorruptArchive naming the field, not a traceback."""
     where = f"{archive.where}/manifest.json"
-    manifest = archive.manifest or {}
-    if "source" not in manifest:
-        raise CorruptArchive(f"{where}: the manifest has no 'source'")
-    source = manifest["source"]
-    if not isinstance(source, dict):
-        raise CorruptArchive(f"{where}: 'source' is {_shown(source)}, not an object")
-    if source.get("pg_dump") is None:
+    assert archive.manifest is not None  # an archive without one is refused on opening
+    source = archive.manifest.source
+    info = source.pg_dump if isinstance(source, DumpSource) else None
+    if info is None:
         raise UsageError(
             f"{archive.where} holds LOs only (dumped without --full): restore it without --full"
         )
-    info = source["pg_dump"]
-    if not isinstance(info, dict):
-        raise CorruptArchive(f"{where}: 'source.pg_dump' is {_shown(info)}, not an object")
-    version, file = info.get("version"), info.get("file")
-    if not isinstance(version, str) or not _MAJOR.match(version):
+    if not _MAJOR.match(info.version):
         raise CorruptArchive(
-            f"{where}: 'source.pg_dump.version' is {_shown(version)}, not a PostgreSQL"
+            f"{where}: 'source.pg_dump.version' is {shown(info.version)}, not a PostgreSQL"
             ' version such as "17.2"'
         )
-    if file != DATABASE_FILE:
+    if info.file != DATABASE_FILE:
         raise CorruptArchive(
-            f"{where}: 'source.pg_dump.file' is {_shown(file)}, not \"{DATABASE_FILE}\""
+            f"{where}: 'source.pg_dump.file' is {shown(info.file)}, not \"{DATABASE_FILE}\""
         )
-    files = manifest.get("files")
-    if not isinstance(files, list) or not any(
-        isinstance(f, dict) and f.get("name") == DATABASE_FILE for f in files
-    ):
+    if archive.manifest.listed(DATABASE_FILE) is None:
         raise CorruptArchive(f"{where}: 'files' does not list {DATABASE_FILE}")
-    return version
-
-
-def _shown(value: object) -> str:
-    """A manifest value as a message shows it: ``"16.x"``, ``42``, ``null``, ``an array``."""
-    if value is None:
-        return "missing (or null)"
-    if isinstance(value, dict | list):
-        return "an object" if isinstance(value, dict) else "an array"
-    text = json.dumps(value)
-    return text if len(text) <= 40 else f"{text[:37]}..."
+    return info.version

@@ -34,6 +34,7 @@ import xxhash
 from pgblobdump.aclitem import AclItem, format_item
 from pgblobdump.errors import NotFound
 from pgblobdump.packed.format.index import Meta
+from pgblobdump.packed.format.manifest import PackSource
 from pgblobdump.packed.format.spec import DEFAULT_VOLUME_SIZE, PIECE_MAX, ZSTD_LEVEL
 from pgblobdump.packed.write.packer import LoPacker
 from pgblobdump.packed.write.writer import ArchiveWriter, check_settings
@@ -215,16 +216,16 @@ def pack(
         if kept is not None:
             writer.files.append(kept)
         h = archive.header
-        source = {
-            "pg_dump_archive": archive.name,
-            "format": archive.kind,
-            "archive_version": h.version_text,
-            "compression": h.compression,
-            "pg_dump_version": h.pg_dump_version,
-            "server_version": h.server_version,
-            "database": h.dbname,
-            "kept": kept.name if kept is not None else None,
-        }
+        source = PackSource(
+            pg_dump_archive=archive.name,
+            format=archive.kind,
+            archive_version=h.version_text,
+            compression=h.compression,
+            pg_dump_version=h.pg_dump_version,
+            server_version=h.server_version,
+            database=h.dbname,
+            kept=kept.name if kept is not None else None,
+        )
         try:
             manifest = writer.finish(source)
         except BaseException:
@@ -233,7 +234,7 @@ def pack(
             raise
         files = list(writer.files) + [f for f in [writer.manifest_file] if f is not None]
     reporter.progress(done, nbytes)
-    return PackResult(manifest["los"], manifest["bytes"], time.perf_counter() - t0, files,
+    return PackResult(manifest.los, manifest.bytes, time.perf_counter() - t0, files,
                       kept is not None, unread)  # fmt: skip
 
 

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, BinaryIO, TypeVar
+from typing import IO, BinaryIO, TypeVar
 
 from pgblobdump.errors import (
     CorruptArchive,
@@ -32,6 +32,7 @@ from pgblobdump.errors import (
     from_os_error,
 )
 from pgblobdump.packed.format.index import Meta
+from pgblobdump.packed.format.manifest import DumpSource, PackSource, Source
 from pgblobdump.packed.pgdump.database import local_file
 from pgblobdump.packed.pgdump.pack import REST, REST_CUSTOM
 from pgblobdump.packed.read.reader import LoPiece, PackedDirectory
@@ -48,9 +49,9 @@ class _Source:
 
     def __init__(self, archive: PackedDirectory) -> None:
         self.archive = archive
-        source = (archive.manifest or {}).get("source", {})
-        self.database = str(source.get("database") or "postgres")
-        self.server_version = str(source.get("server_version") or "")
+        source = _source(archive)
+        self.database = source.database or "postgres"
+        self.server_version = source.server_version or ""
 
     def los(self) -> Iterator[tuple[int, Meta]]:
         index = self.archive.index
@@ -97,16 +98,16 @@ def unpack(
     written are removed."""
     archive.whole()
     t0 = time.perf_counter()
-    source = (archive.manifest or {}).get("source", {})
+    source = _source(archive)
     _keeps_toc(archive, source, major)
-    if "format" not in source:  # a packed dump: its LOs, as pg_dump would write them
+    if not isinstance(source, PackSource):  # a packed dump: its LOs, as pg_dump would write them
         return _directory_from_scratch(archive, output, reporter, major or 16, t0)
-    if source.get("format") != "directory" or not archive.storage.exists(REST):
+    if source.format != "directory" or not archive.storage.exists(REST):
         raise UsageError(
-            f"{archive.where} was packed from a pg_dump {source['format']} archive: unpack it"
+            f"{archive.where} was packed from a pg_dump {source.format} archive: unpack it"
             " with --format custom (a directory archive would lose what it kept)"
         )
-    algorithm = str(source.get("compression") or "none")
+    algorithm = source.compression or "none"
     written: list[Path] = []
     with _removed_on_failure(written):
         output.mkdir(exist_ok=True)
@@ -207,14 +208,20 @@ def _create(path: Path) -> Iterator[BinaryIO]:
         raise from_os_error(e, "write") from e
 
 
-def _keeps_toc(archive: PackedDirectory, source: dict[str, Any], major: int | None) -> None:
+def _source(archive: PackedDirectory) -> Source:
+    """Where the archive's LOs came from (a dump's, with nothing known, when it has no
+    manifest)."""
+    return archive.manifest.source if archive.manifest is not None else DumpSource()
+
+
+def _keeps_toc(archive: PackedDirectory, source: Source, major: int | None) -> None:
     """--pg-dump-major makes sense only for a packed dump: an archive packed from pg_dump
     keeps its TOC, which unpack gives back as it was."""
     if major is None:
         return
-    if "format" in source:
+    if isinstance(source, PackSource):
         raise UsageError(
-            f"{archive.where} keeps its pg_dump {source.get('pg_dump_version')} TOC, which"
+            f"{archive.where} keeps its pg_dump {source.pg_dump_version} TOC, which"
             " unpack gives back as it was: leave out --pg-dump-major"
         )
     if not 16 <= major <= 18:
@@ -235,23 +242,24 @@ def unpack_custom(
     if not output.parent.is_dir():  # as pg_dump -Fc -f: no parents made
         raise FileError(f"cannot create {output}: no directory {output.parent}")
     t0 = time.perf_counter()
-    source = (archive.manifest or {}).get("source", {})
+    source = _source(archive)
     _keeps_toc(archive, source, major)
-    total = int((archive.manifest or {}).get("bytes", 0))
-    if source.get("format") == "custom" and archive.storage.exists(REST_CUSTOM):
+    total = archive.manifest.bytes if archive.manifest is not None else 0
+    packed_from = source.format if isinstance(source, PackSource) else None
+    if packed_from == "custom" and archive.storage.exists(REST_CUSTOM):
         with local_file(archive.storage, REST_CUSTOM) as rest:
             los = _write_file(output, lambda out: rebuild_custom(
                 out, rest, lambda oid: (bytes(p) for p in archive.read_lo(oid)),
                 lambda: (r.oid for r in archive.index)))  # fmt: skip
         return UnpackResult(los, total, 1, time.perf_counter() - t0)
-    if source.get("format") == "directory" and archive.storage.exists(REST):
+    if packed_from == "directory" and archive.storage.exists(REST):
         with tempfile.TemporaryDirectory(prefix="pgblobdump-unpack-", dir=output.parent) as tmp:
             done = unpack(archive, Path(tmp) / "dir", reporter)
             _write_file(output, lambda out: directory_as_custom(out, Path(tmp) / "dir"))
         return UnpackResult(done.los, done.bytes, 1, time.perf_counter() - t0)
-    if "format" in source:
+    if packed_from is not None:
         raise UsageError(
-            f"{archive.where} was packed from a pg_dump {source['format']} archive, which"
+            f"{archive.where} was packed from a pg_dump {packed_from} archive, which"
             " unpack cannot write back (only directory and custom archives)"
         )
     # A packed dump: no TOC to start from. pg_dump 16's layout (every pg_restore from 16

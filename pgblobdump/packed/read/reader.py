@@ -23,8 +23,8 @@ from pgblobdump.packed.format import columns
 from pgblobdump.packed.format.frames import Frame, FrameReader, Piece
 from pgblobdump.packed.format.holes import filled, hash_zeros
 from pgblobdump.packed.format.index import Index, IndexRecord, Meta, MetaTable
-from pgblobdump.packed.format.indexcheck import UNREAD, IndexTail, check_whole, listed_index
-from pgblobdump.packed.format.manifest import parse_manifest
+from pgblobdump.packed.format.indexcheck import UNREAD, check_whole
+from pgblobdump.packed.format.manifest import Incremental, Manifest
 from pgblobdump.packed.format.spec import (
     INDEX_NAME,
     LO_SIZE_MAX,
@@ -236,13 +236,13 @@ class PackedDirectory:
     def __init__(self, storage: Storage, complete_only: bool = True) -> None:
         self.storage = storage
         self.where = storage.description
-        self.manifest: dict[str, Any] | None = None
+        self.manifest: Manifest | None = None
         self.manifest_sum = ""
         """xxh3-128 of manifest.json: what an incremental archive names its base by."""
         if storage.exists(MANIFEST_NAME):
             with storage.open(MANIFEST_NAME) as f:
                 body = f.read()
-            self.manifest = parse_manifest(body, f"{self.where}/{MANIFEST_NAME}")
+            self.manifest = Manifest.parse(body, f"{self.where}/{MANIFEST_NAME}")
             self.manifest_sum = xxhash.xxh3_128_hexdigest(body)
         elif complete_only:
             names = storage.names()
@@ -271,13 +271,13 @@ class PackedDirectory:
             tail = None
             size = self.storage.size(INDEX_NAME)
             if self.manifest is not None:
-                listed = listed_index(self.manifest, self.where)
-                if size != listed["size"]:
+                listed = self.manifest.listed_index(self.where)
+                if size != listed.size:
                     raise CorruptArchive(
-                        f"{name}: {size:,} bytes, the manifest says {listed['size']:,}"
+                        f"{name}: {size:,} bytes, the manifest says {listed.size:,}"
                         f" (truncated or damaged): {UNREAD}"
                     )
-                tail = IndexTail.from_manifest(self.manifest, f"{self.where}/{MANIFEST_NAME}")
+                tail = self.manifest.index_tail
                 if tail is None:
                     self.check_index()
             self._index = Index(lambda off, n: self._exact(INDEX_NAME, off, n), size, name, tail)
@@ -289,7 +289,7 @@ class PackedDirectory:
         every reader of an index older than ``index_tail``. Once per archive opened."""
         if not self._index_checked:
             assert self.manifest is not None
-            check_whole(self.storage, self.where, listed_index(self.manifest, self.where))
+            check_whole(self.storage, self.where, self.manifest.listed_index(self.where))
             self._index_checked = True
 
     def _exact(self, name: str, offset: int, length: int) -> bytes:
@@ -303,7 +303,7 @@ class PackedDirectory:
     def volumes(self) -> list[str]:
         """Volume names in restore order: worker by worker, each in sequence."""
         if self.manifest is not None:
-            names = [f["name"] for f in self.manifest["files"] if f["name"].startswith("data-")]
+            names = self.manifest.volumes
         else:
             names = [n for n in self.storage.names() if n.startswith("data-")]
 
@@ -367,13 +367,11 @@ class PackedDirectory:
         if damaged:
             return  # the counts cannot match the manifest's: the damage was reported
         asm.end()
-        if self.manifest is not None and (asm.los, asm.bytes) != (
-            self.manifest["los"],
-            self.manifest["bytes"],
-        ):
+        m = self.manifest
+        if m is not None and (asm.los, asm.bytes) != (m.los, m.bytes):
             raise CorruptArchive(
                 f"{self.where}: volumes hold {asm.los:,} LOs and {asm.bytes:,} bytes;"
-                f" the manifest says {self.manifest['los']:,} and {self.manifest['bytes']:,}"
+                f" the manifest says {m.los:,} and {m.bytes:,}"
             )
 
     def _volume_items(self, name: str, asm: _Assembler, skip: bool) -> Iterator[Item]:
@@ -456,17 +454,16 @@ class PackedDirectory:
         return r
 
     @property
-    def incremental(self) -> dict[str, Any] | None:
+    def incremental(self) -> Incremental | None:
         """An incremental archive's chain and counts (manifest ``incremental``); None for
         a standalone archive."""
-        inc = (self.manifest or {}).get("incremental")
-        return inc if isinstance(inc, dict) else None
+        return None if self.manifest is None else self.manifest.incremental
 
     @property
     def ordered(self) -> bool:
         """Whether the volumes hold LOs in OID order (a dump); False for a pack of a
         pg_dump archive, whose LOs come in the archive's order."""
-        return bool((self.manifest or {}).get("ordered", True))
+        return self.manifest is None or self.manifest.ordered
 
     def read_lo(self, oid: int) -> Iterator[bytes | memoryview]:
         """One LO's bytes, reading its index block and its frames only, checked: the

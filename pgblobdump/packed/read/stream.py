@@ -11,7 +11,7 @@ from pgblobdump.errors import CorruptArchive, NotAnArchive, UnsupportedArchive
 from pgblobdump.packed.format.frames import Frame, FrameReader
 from pgblobdump.packed.format.holes import filled
 from pgblobdump.packed.format.index import Meta, MetaTable
-from pgblobdump.packed.format.manifest import parse_manifest
+from pgblobdump.packed.format.manifest import Manifest
 from pgblobdump.packed.format.spec import STREAM_HEADER, STREAM_MAGIC, FrameKind, version_problem
 from pgblobdump.packed.read.reader import Item, LoPiece, _Assembler, each_piece
 
@@ -43,12 +43,12 @@ def _stream_body(f: BinaryIO, where: str) -> Iterator[Item]:
         elif frame.kind == FrameKind.META:
             _add_metas(metas, frame, where)
         elif frame.kind == FrameKind.MANIFEST:
-            manifest = parse_manifest(frame.data, where)
+            manifest = Manifest.parse(frame.data, where)
             asm.end()
-            if (asm.los, asm.bytes) != (manifest["los"], manifest["bytes"]):
+            if (asm.los, asm.bytes) != (manifest.los, manifest.bytes):
                 raise CorruptArchive(
                     f"{where}: holds {asm.los:,} LOs and {asm.bytes:,} bytes; its manifest"
-                    f" says {manifest['los']:,} and {manifest['bytes']:,}"
+                    f" says {manifest.los:,} and {manifest.bytes:,}"
                 )
             return
     raise CorruptArchive(f"{where}: ends before its manifest: an interrupted dump")

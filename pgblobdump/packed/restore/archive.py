@@ -170,8 +170,7 @@ def announce(reporter: Reporter, directory: PackedDirectory,
     """Tell the reporter how many LOs and bytes the restore will take, before it begins:
     the manifest's totals, or the index's over a ``part``'s OID range."""
     if part is None and directory.manifest is not None:
-        totals = directory.incremental or directory.manifest  # a chain's: every LO's
-        reporter.totals(int(totals["los"]), int(totals["bytes"]))
+        reporter.totals(*directory.manifest.snapshot_totals)  # a chain's: every LO's
         return
     if not reporter.shown:
         return  # a pass over the index only for the display

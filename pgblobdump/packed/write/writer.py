@@ -9,21 +9,20 @@ the archive wrote, the manifest first, so what is left can never pass for a comp
 from __future__ import annotations
 
 import datetime as dt
-import json
 import tempfile
 from collections.abc import Iterable
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
 import xxhash
 
 from pgblobdump.errors import UsageError
 from pgblobdump.packed.format.frames import encode
 from pgblobdump.packed.format.index import IndexBuilder, MetaTable, write_index
+from pgblobdump.packed.format.manifest import Incremental, Manifest, MergedFrom, Source
 from pgblobdump.packed.format.rawindex import merged_builder
 from pgblobdump.packed.format.spec import (
     DEFAULT_VOLUME_SIZE,
     INDEX_NAME,
-    MANIFEST_FORMAT,
     MANIFEST_NAME,
     STANDALONE_VERSION,
     ZSTD_LEVEL,
@@ -113,26 +112,15 @@ class ArchiveWriter:
                 size += len(chunk)
         self.files.append(FileInfo(name, size, h.hexdigest()))
 
-    def finish(self, source: dict[str, Any], more: dict[str, Any] | None = None) -> dict[str, Any]:
+    def finish(self, source: Source, incremental: Incremental | None = None,
+               merged_from: MergedFrom | None = None) -> Manifest:  # fmt: skip
         """Write the index, then the manifest (``source`` describes where the LOs came
-        from, ``more`` is added to it); returns the manifest."""
+        from; an incremental or a merged archive says so); returns the manifest."""
         for p in self.packers:
             p.finish()
             self.files += p.sink.finish()
         totals = self.totals
-        manifest: dict[str, Any] = {
-            "format": MANIFEST_FORMAT,
-            "version": self.version,
-            "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-            "source": source,
-            "los": totals.los,
-            "bytes": totals.bytes,
-            "metadata_values": len(self.metas.values),
-            "workers": len(self.packers),
-        }
-        if not all(p.ordered for p in self.packers):
-            manifest["ordered"] = False  # volumes in the source's order, not by OID
-        manifest.update(more or {})
+        created = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
         builders: list[IndexBuilder] = [p.index for p in self.packers]
         if self.carried:
             builders = [merged_builder([*builders, *self.carried])]
@@ -145,9 +133,21 @@ class ArchiveWriter:
             size = tmp.tell()
             tmp.seek(0)
             self.files.append(self._put_index(tmp, size))
-        manifest["index_tail"] = tail.to_json()  # a reader checks the tables it reads first
-        manifest["files"] = [f.__dict__ for f in self.files]
-        body = (json.dumps(manifest, indent=1) + "\n").encode()
+        manifest = Manifest(
+            version=self.version,
+            created=created,
+            source=source,
+            los=totals.los,
+            bytes=totals.bytes,
+            metadata_values=len(self.metas.values),
+            workers=len(self.packers),
+            files=tuple(self.files),
+            ordered=all(p.ordered for p in self.packers),
+            incremental=incremental,
+            merged_from=merged_from,
+            index_tail=tail,  # a reader checks the tables it reads first
+        )
+        body = manifest.to_json()
         if self._stream is not None:
             self._stream.write(encode(FrameKind.MANIFEST, body))
             self._stream.finish()
