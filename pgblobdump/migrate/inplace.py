@@ -22,6 +22,7 @@ from pgblobdump.migrate.move import Move
 from pgblobdump.migrate.options import RunOptions, RunResult
 from pgblobdump.migrate.start import defaults_note, prepare
 from pgblobdump.pg.catalog import LO_EXISTS, lo_exists
+from pgblobdump.pg.query import scalar
 from pgblobdump.report.reporter import QUIET, Reporter
 
 
@@ -174,7 +175,7 @@ def run_in_place(
     mig = state.load(conn, opts.schema, holder[0])
     kept = finish.finish(conn, mig, opts.schema, opts.unlink, opts.lock, clock, reporter)
     mig = state.load(conn, opts.schema, holder[0])
-    rows = int(conn.execute(sql.SQL("SELECT count(*) FROM {}").format(t)).fetchone()[0])  # type: ignore[index]
+    rows = scalar(conn, sql.SQL("SELECT count(*) FROM {}").format(t))
     return RunResult(
         run_id=mig.id, column=col.qualified, direction=opts.to, phase=mig.phase, resumed=False,
         rows=rows, recopied=0, unlinked=mig.unlinked, kept_referenced=kept,

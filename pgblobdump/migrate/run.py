@@ -36,6 +36,7 @@ from pgblobdump.migrate.options import RunOptions, RunResult
 from pgblobdump.migrate.start import refuse_widening, start
 from pgblobdump.migrate.state import Migration
 from pgblobdump.pg import catalog
+from pgblobdump.pg.query import scalar
 from pgblobdump.report.reporter import QUIET, Reporter
 
 log = logging.getLogger(__name__)
@@ -137,14 +138,17 @@ class Runner:
             return 1000  # each batch creates its LOs in one transaction
         if self.mig.direction == "oid":
             return BATCH_ROWS[1]  # no LO is read
-        row = self.conn.execute(
-            sql.SQL(
-                "SELECT avg(octet_length(pg_catalog.lo_get(o, 0, 1048576)))::int8"
-                " FROM (SELECT {c} AS o FROM {t} WHERE {c} IS NOT NULL LIMIT 100) s"
-                " WHERE " + catalog.lo_exists("s.o")
-            ).format(c=self.move.ref(), t=self.col.ident())
-        ).fetchone()
-        avg = int(row[0]) if row and row[0] else 4096
+        avg = (
+            scalar(
+                self.conn,
+                sql.SQL(
+                    "SELECT avg(octet_length(pg_catalog.lo_get(o, 0, 1048576)))::int8"
+                    " FROM (SELECT {c} AS o FROM {t} WHERE {c} IS NOT NULL LIMIT 100) s"
+                    " WHERE " + catalog.lo_exists("s.o")
+                ).format(c=self.move.ref(), t=self.col.ident()),
+            )
+            or 4096
+        )  # no LO to measure (or only empty ones): the default size
         return max(BATCH_ROWS[0], min(BATCH_ROWS[1], BATCH_BYTES // max(avg, 1)))
 
     def verify(self) -> None:
@@ -152,9 +156,9 @@ class Runner:
         if self.mig.verify_xmin is None:
             # LO pages written by this transaction or later may not be seen by the pass;
             # finish looks at exactly those (bytes written into an LO in place).
-            row = self.conn.execute("SELECT txid_snapshot_xmin(txid_current_snapshot())").fetchone()
-            assert row is not None
-            self.save(verify_xmin=int(row[0]))
+            self.save(
+                verify_xmin=scalar(self.conn, "SELECT txid_snapshot_xmin(txid_current_snapshot())")
+            )
         rows = self.batch_size()
         done = self.mig.rows_done
         if self.mig.last_key is None and self.undecodable:

@@ -34,6 +34,7 @@ from decimal import Decimal
 import psycopg
 from psycopg import sql
 
+from pgblobdump.pg.query import one, scalar
 from pgblobdump.refs import values
 from pgblobdump.refs.catalog import LOCKABLE, RLS_APPLIES, VISIBLE, TableColumn, regclass_text
 
@@ -414,12 +415,13 @@ def _sample(
     """One bounded sample of ``cols``' table: how many values it read, how many live."""
     c0 = cols[0]
     t = sql.Identifier(c0.schema, c0.table)
-    row = conn.execute(
+    pages = scalar(
+        conn,
         "SELECT greatest(pg_catalog.pg_relation_size(%s::oid)"
         " / pg_catalog.current_setting('block_size')::int8, 1)",
         (c0.relid,),
-    ).fetchone()
-    pages = int(row[0]) if row else 1
+        default=1,
+    )
     percent = min(100.0, 100.0 * SAMPLE_PAGES / pages)
     source = sql.SQL("(SELECT {c} FROM {t}{s} LIMIT {n})").format(
         c=sql.SQL(", ").join(sql.Identifier(c.column) for c in cols),  # column grants do
@@ -488,10 +490,12 @@ def _confirm(
         if scalars
         else sql.SQL("{t} pgbd_t").format(t=t)
     )
-    row = conn.execute(
-        sql.SQL("SELECT count(*), {per} FROM {src}").format(per=sql.SQL(", ").join(per), src=source)
-    ).fetchone()
-    assert row is not None
+    row = one(
+        conn,
+        sql.SQL("SELECT count(*), {per} FROM {src}").format(
+            per=sql.SQL(", ").join(per), src=source
+        ),
+    )
     for i, c in enumerate(cols):
         f = found[(c.relid, c.attnum)]
         n, formed, live, files = (int(v or 0) for v in row[1 + 4 * i : 5 + 4 * i])
@@ -527,7 +531,8 @@ def kept(conn: psycopg.Connection, cands: Sequence[Candidate], oids_table: sql.C
     every OID some of ``cands`` names now: an integer column with a btree index leading
     with it is probed per OID; the others are read in one pass per table."""
     t0 = time.perf_counter()
-    before = _count(conn, oids_table)
+    count = sql.SQL("SELECT count(*) FROM {}").format(oids_table)
+    before = scalar(conn, count)
     read: list[str] = []
     kept_by: dict[str, int] = {}
     by_table: dict[int, list[Candidate]] = defaultdict(list)
@@ -552,13 +557,8 @@ def kept(conn: psycopg.Connection, cands: Sequence[Candidate], oids_table: sql.C
         read += [f"{c.qualified} (in a pass over its table)" for c in cols]
         for k, n in rows:
             kept_by[cols[int(k)].qualified] = int(n)
-    removed = before - _count(conn, oids_table)
+    removed = before - scalar(conn, count)
     return Check(tuple(read), kept_by, time.perf_counter() - t0, removed)
-
-
-def _count(conn: psycopg.Connection, table: sql.Composable) -> int:
-    row = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(table)).fetchone()
-    return int(row[0]) if row else 0
 
 
 def _probe(conn: psycopg.Connection, c: Candidate, oids_table: sql.Composable) -> int:
@@ -569,7 +569,8 @@ def _probe(conn: psycopg.Connection, c: Candidate, oids_table: sql.Composable) -
         if c.kind == INT4
         else sql.SQL("x.o::int8")
     )  # fmt: skip
-    row = conn.execute(
+    return scalar(
+        conn,
         sql.SQL(
             "WITH hit AS (SELECT x.o FROM {c} x WHERE EXISTS (SELECT 1 FROM {t} pgbd_t"
             " WHERE pgbd_t.{col} = {v})),"
@@ -580,6 +581,5 @@ def _probe(conn: psycopg.Connection, c: Candidate, oids_table: sql.Composable) -
             t=sql.Identifier(c.schema, c.table),
             col=sql.Identifier(c.column),
             v=value,
-        )
-    ).fetchone()
-    return int(row[0]) if row else 0
+        ),
+    )

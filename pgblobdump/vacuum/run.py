@@ -142,8 +142,7 @@ def vacuum(
             if why:
                 notes.append(why)
             recorded = not why
-        row = conn.execute("SELECT count(*) FROM pg_catalog.pg_largeobject_metadata").fetchone()
-        los = int(row[0]) if row else 0
+        los = catalog.count(conn)
         reporter.note(f"{plural(len(refs.columns), 'reference column')}; finding orphans"
                       f" among {plural(los, 'LO')}")  # fmt: skip
         since = collect_refs(conn, refs)
