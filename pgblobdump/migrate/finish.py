@@ -22,7 +22,8 @@ from pgblobdump.errors import DatabaseError
 from pgblobdump.migrate import refs, state
 from pgblobdump.migrate.columns import quote
 from pgblobdump.migrate.forms import Form
-from pgblobdump.migrate.locking import LockClock, LockPolicy, exclusively
+from pgblobdump.migrate.locking import LockClock, exclusively
+from pgblobdump.migrate.options import LockPolicy
 from pgblobdump.migrate.refs import STATE_TABLES
 from pgblobdump.migrate.state import Migration
 from pgblobdump.pg import catalog
