@@ -32,6 +32,7 @@ import time
 from pgblobdump.bench import read as read_bench
 from pgblobdump.bench import toast as toast_bench
 from pgblobdump.bench.server import Server, can_drop_caches, server
+from pgblobdump.bench.toastspec import ToastSpec
 from pgblobdump.generate.spec import Content
 
 SEED_READ_MS = {  # size -> method -> ms (binary-data-performance.txt)
@@ -189,7 +190,7 @@ def main() -> None:
         lines += [f"note: {n}" for n in srv.notes]
         warm = read_bench.run(srv, read_bench.ReadSpec(repeat=args.repeat, content=Content.RANDOM))
         lines += reads(warm, "warm")
-        spec = toast_bench.ToastSpec(lengths=TOAST_LENGTHS, rows=args.rows)
+        spec = ToastSpec(lengths=TOAST_LENGTHS, rows=args.rows)
         lines += toast(toast_bench.run(srv, spec))
     if why_not_cold is None:
         with server(args.dsn, args.major, True) as srv:

@@ -22,7 +22,7 @@ import psycopg
 from psycopg import sql
 from scratch import Scratch, say
 
-from pgblobdump.refs import suspects
+from pgblobdump.refs import candidates, suspects
 from pgblobdump.servers.cluster import BENCHMARK_WAL, EmbeddedCluster
 from pgblobdump.vacuum.refs import discover
 
@@ -85,7 +85,7 @@ def measure(dsn: str) -> dict[str, float]:
         ).fetchone()
         typed, b1 = time.perf_counter() - t0, _blocks(conn)
         t1 = time.perf_counter()
-        cands = suspects.candidates(conn, skip={(c.relid, c.attnum) for c in refs.columns})
+        cands = candidates.candidates(conn, skip={(c.relid, c.attnum) for c in refs.columns})
         found = suspects.screen(conn, cands)
         screen, b2 = time.perf_counter() - t1, _blocks(conn)
         hits = [f.column.qualified for f in found.hits if f.values is not None]

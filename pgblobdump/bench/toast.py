@@ -25,37 +25,13 @@ import psycopg
 from psycopg import sql
 
 from pgblobdump.bench.server import PREFIX, Server, unique_tag
-from pgblobdump.errors import UsageError
+from pgblobdump.bench.toastspec import ToastSpec
 from pgblobdump.generate.content import ContentSource
 from pgblobdump.generate.spec import Content, SizeSpec
 from pgblobdump.pg.toast import storages
 from pgblobdump.report.reporter import QUIET, Reporter
 
-DEFAULT_LENGTHS = (500, 1000, 1500, 2000, 2500, 4000, 8000, 32_000, 128_000)
-KINDS = ("text", "bytea")
-MAX_LENGTH = 64 << 20
-"""The values of one length are held in memory while they load: 64 MiB each at most."""
 SUBSTRING_RUNS = 3
-
-
-@dataclass(frozen=True)
-class ToastSpec:
-    lengths: tuple[int, ...] = DEFAULT_LENGTHS
-    rows: int = 2000
-    kind: str = "text"
-    """``text`` (compressible words) or ``bytea`` (random bytes unless ``content``)."""
-    content: Content | None = None
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        """UsageError unless every figure is in range (a library caller meets the CLI's
-        refusals)."""
-        if self.kind not in KINDS:
-            raise UsageError("--type must be text or bytea")
-        if not self.lengths or not all(1 <= n <= MAX_LENGTH for n in self.lengths):
-            raise UsageError(f"--lengths needs one or more lengths from 1 to {MAX_LENGTH:,}")
-        if self.rows < 1:
-            raise UsageError("--rows must be 1 or more")
 
 
 @dataclass(frozen=True)

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from pgblobdump.bench import read as read_bench
-from pgblobdump.bench import toast as toast_bench
-from pgblobdump.bench.server import server
+from pgblobdump.bench.toastspec import DEFAULT_LENGTHS
 from pgblobdump.cli.completion import complete_major
 from pgblobdump.cli.options import connection_options, output_options
 from pgblobdump.cli.output import Format, emit
@@ -21,6 +19,10 @@ from pgblobdump.pg.target import ConnectionTarget
 from pgblobdump.report import Column, Table
 from pgblobdump.report.table import jsonable
 from pgblobdump.units import format_bytes
+
+if TYPE_CHECKING:
+    from pgblobdump.bench.read import ReadResult
+    from pgblobdump.bench.toast import ToastResult
 
 MAJOR = click.option(
     "--major",
@@ -71,7 +73,7 @@ def _num(spec: str) -> Callable[[Any], str]:
     return lambda v: "" if v is None else format(v, spec)
 
 
-def read_table(result: read_bench.ReadResult) -> Table:
+def read_table(result: ReadResult) -> Table:
     """Rows of raw numbers (CSV and JSON carry them: sizes in bytes, times in ms), each
     column formatting its own for people."""
     rows = [{
@@ -91,7 +93,7 @@ def read_table(result: read_bench.ReadResult) -> Table:
     return Table(columns, rows, title="reads", notes=notes)
 
 
-def toast_table(result: toast_bench.ToastResult, kind: str) -> Table:
+def toast_table(result: ToastResult, kind: str) -> Table:
     """As read_table: raw numbers in the rows (a share as 0..1), formatted per column."""
     rows = [{
         "length": r.length, "storage": r.storage, "bytes_per_row": r.bytes_per_row,
@@ -145,6 +147,9 @@ def read_cmd(target: ConnectionTarget, major: int, sizes: tuple[int, ...], chunk
 
     Example: pgblobdump bench read --sizes 350MB,4.5MB --repeat 5 --markdown
     """
+    from pgblobdump.bench import read as read_bench
+    from pgblobdump.bench.server import server
+
     spec = read_bench.ReadSpec(sizes, chunk, repeat, Content(content), cold, directory)
     with (
         reporter("reading", 0, unit="rounds") as rep,
@@ -169,7 +174,7 @@ def read_cmd(target: ConnectionTarget, major: int, sizes: tuple[int, ...], chunk
 @connection_options
 @MAJOR
 @click.option("--lengths", type=SIZES, show_default=True, help="Value lengths in bytes.",
-              default=",".join(str(n) for n in toast_bench.DEFAULT_LENGTHS))  # fmt: skip
+              default=",".join(str(n) for n in DEFAULT_LENGTHS))  # fmt: skip
 @click.option("--rows", type=click.IntRange(10, 10_000_000), default=2000, show_default=True,
               help="Rows per length and storage.")  # fmt: skip
 @click.option("--type", "kind", type=click.Choice(["text", "bytea"]), default="text",
@@ -184,7 +189,11 @@ def toast_cmd(target: ConnectionTarget, major: int, lengths: tuple[int, ...], ro
 
     Example: pgblobdump bench toast --lengths 1000,2000,4000 --rows 5000 --json
     """
-    spec = toast_bench.ToastSpec(lengths, rows, kind)
+    from pgblobdump.bench import toast as toast_bench
+    from pgblobdump.bench.server import server
+    from pgblobdump.bench.toastspec import ToastSpec
+
+    spec = ToastSpec(lengths, rows, kind)
     with (
         reporter("toast", 0, unit="tables") as rep,
         server(_target(target), major, False, rep) as srv,

@@ -13,7 +13,6 @@ from pgblobdump import migrate as core
 from pgblobdump.cli.options import connection_options, output_options
 from pgblobdump.cli.output import Format, emit
 from pgblobdump.cli.progress import note, reporter
-from pgblobdump.pg.connect import connect, describe
 from pgblobdump.pg.target import ConnectionTarget
 from pgblobdump.report import Column, Table
 from pgblobdump.report.reporter import Reporter
@@ -132,6 +131,8 @@ def plan_cmd(
 
     Example: pgblobdump migrate plan -d mydb --json public.task_comment.text
     """
+    from pgblobdump.pg.connect import connect, describe
+
     conninfo = target.conninfo()
     with connect(conninfo, doing="planning the migration") as conn:
         p = core.plan(conn, describe(conninfo), measure, list(columns))
@@ -262,6 +263,8 @@ def run_cmd(
 
     Example: pgblobdump migrate run -d mydb docs.lo --unlink
     """
+    from pgblobdump.pg.connect import connect
+
     opts = core.RunOptions(
         to=to, missing=missing, unlink=unlink, keep_old=keep_old, batch_rows=batch_rows,
         schema=schema, storage=storage, compression=compression,
@@ -286,6 +289,8 @@ def status_cmd(target: ConnectionTarget, schema: str, fmt: Format) -> None:
 
     Example: pgblobdump migrate status -d mydb --json
     """
+    from pgblobdump.pg.connect import connect
+
     with connect(target.conninfo(), doing="reading the migration state") as conn:
         runs = core.every(conn, schema)
     if fmt is Format.CSV:
@@ -351,6 +356,8 @@ def abort_cmd(target: ConnectionTarget, column: str, schema: str) -> None:
 
     Example: pgblobdump migrate abort -d mydb docs.lo
     """
+    from pgblobdump.pg.connect import connect
+
     with connect(target.conninfo(), doing=f"aborting the migration of {column}") as conn:
         mig = core.abort(conn, column, schema, core.LockPolicy(), Reporter(note=note))
     note(f"run {mig.id}: {mig.phase}")

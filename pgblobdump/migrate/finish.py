@@ -22,13 +22,14 @@ from pgblobdump.errors import DatabaseError
 from pgblobdump.migrate import refs, state
 from pgblobdump.migrate.columns import quote
 from pgblobdump.migrate.forms import Form
-from pgblobdump.migrate.locking import LockClock, LockPolicy, exclusively
+from pgblobdump.migrate.locking import LockClock, exclusively
+from pgblobdump.migrate.options import LockPolicy
 from pgblobdump.migrate.refs import STATE_TABLES
 from pgblobdump.migrate.state import Migration
 from pgblobdump.pg import catalog
 from pgblobdump.pg.catalog import lo_exists
 from pgblobdump.pg.locks import LockBudget
-from pgblobdump.refs import suspects
+from pgblobdump.refs import candidates, suspects
 from pgblobdump.report.reporter import Reporter
 from pgblobdump.vacuum.refs import discover
 
@@ -280,7 +281,7 @@ def _kept_by_suspects(conn: psycopg.Connection, mig: Migration, schema: str,
     DatabaseError, nothing unlinked, when such a column cannot be read whole."""
     sch = sql.Identifier(schema)
     ours = _state_tables(conn, schema)
-    cands = [c for c in suspects.candidates(conn) if c.relid not in ours]
+    cands = [c for c in candidates.candidates(conn) if c.relid not in ours]
     blind = [c for c in cands if not c.readable or c.rls]
     if blind:
         names = ", ".join(c.qualified for c in blind[:5]) + (", ..." if len(blind) > 5 else "")

@@ -20,8 +20,10 @@ from pgblobdump.migrate import access, columns, decode, finish, state
 from pgblobdump.migrate.locking import LockClock, exclusively
 from pgblobdump.migrate.move import Move
 from pgblobdump.migrate.options import RunOptions, RunResult
+from pgblobdump.migrate.running import under_way
 from pgblobdump.migrate.start import defaults_note, prepare
 from pgblobdump.pg.catalog import LO_EXISTS, lo_exists
+from pgblobdump.pg.query import scalar
 from pgblobdump.report.reporter import QUIET, Reporter
 
 
@@ -90,9 +92,7 @@ def run_in_place(
     conn: psycopg.Connection, spec: str, opts: RunOptions, reporter: Reporter = QUIET
 ) -> RunResult:
     t0 = time.monotonic()
-    state.ensure(conn, opts.schema)
-    col = columns.resolve(conn, spec)
-    running = state.active(conn, opts.schema, col.relid, col.name)
+    col, running = under_way(conn, spec, opts.schema)
     if running is not None:
         raise UsageError(
             f"a migration of {col.qualified} to {running.direction} is under way (run"
@@ -174,7 +174,7 @@ def run_in_place(
     mig = state.load(conn, opts.schema, holder[0])
     kept = finish.finish(conn, mig, opts.schema, opts.unlink, opts.lock, clock, reporter)
     mig = state.load(conn, opts.schema, holder[0])
-    rows = int(conn.execute(sql.SQL("SELECT count(*) FROM {}").format(t)).fetchone()[0])  # type: ignore[index]
+    rows = scalar(conn, sql.SQL("SELECT count(*) FROM {}").format(t))
     return RunResult(
         run_id=mig.id, column=col.qualified, direction=opts.to, phase=mig.phase, resumed=False,
         rows=rows, recopied=0, unlinked=mig.unlinked, kept_referenced=kept,

@@ -16,6 +16,7 @@ import psycopg
 from psycopg import errors, sql
 
 from pgblobdump.errors import DatabaseError
+from pgblobdump.migrate.options import LockPolicy
 
 T = TypeVar("T")
 
@@ -28,14 +29,6 @@ class LockClock:
 
     def held(self, ms: int) -> None:
         self.longest_ms = max(self.longest_ms, ms)
-
-
-@dataclass(frozen=True)
-class LockPolicy:
-    timeout_ms: int = 500
-    """Give up one attempt after this long waiting for the lock."""
-    wait_s: float = 120.0
-    """Give up altogether after this long."""
 
 
 def exclusively(

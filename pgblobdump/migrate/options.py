@@ -1,11 +1,22 @@
-"""What a ``migrate run`` is asked to do, and what it reports."""
+"""What a ``migrate run`` is asked to do (its options, its lock policy), and what it
+reports. No psycopg here: the CLI's choices and defaults come from this module."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from pgblobdump.errors import UsageError
-from pgblobdump.migrate.locking import LockPolicy
+
+
+@dataclass(frozen=True)
+class LockPolicy:
+    """How a run takes its short exclusive locks (migrate/locking.py)."""
+
+    timeout_ms: int = 500
+    """Give up one attempt after this long waiting for the lock."""
+    wait_s: float = 120.0
+    """Give up altogether after this long."""
+
 
 MISSING = ("error", "null", "skip")
 DIRECTIONS = ("bytea", "lo", "text", "oid")

@@ -15,6 +15,7 @@ from pgblobdump.migrate.move import Move, check_name, trigger_ddl
 from pgblobdump.migrate.options import RunOptions
 from pgblobdump.migrate.state import Migration
 from pgblobdump.pg.names import clip, with_suffix
+from pgblobdump.pg.query import scalar
 from pgblobdump.pg.toast import lz4_available
 from pgblobdump.report.reporter import Reporter
 
@@ -58,9 +59,7 @@ def start(
     if opts.to == "lo":
         new_los = access.new_lo_access(conn, col.relid, col.name, opts.owner)
         notes.append(new_los.note())
-    rows_total = int(
-        conn.execute(sql.SQL("SELECT count(*) FROM {}").format(col.ident())).fetchone()[0]  # type: ignore[index]
-    )
+    rows_total = scalar(conn, sql.SQL("SELECT count(*) FROM {}").format(col.ident()))
     keep_old = opts.keep_old or opts.missing == "skip"
     new_name, old_name = (_free_name(conn, col.relid, n) for n in _new_names(col, opts.to))
     holder: list[int] = []

@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING
 import psycopg
 from psycopg import sql
 
+from pgblobdump.pg.query import one, scalar
+
 if TYPE_CHECKING:  # lostream asks its questions here
     from pgblobdump.pg.lostream import Selection
 
@@ -53,40 +55,30 @@ def lo_exists(name: str) -> str:
 def count(conn: psycopg.Connection, first: int | None = None, last: int | None = None) -> int:
     """How many LOs exist (with OIDs ``first..last`` when given)."""
     if first is None or last is None:
-        row = conn.execute(f"SELECT count(*) FROM {METADATA}").fetchone()
-    else:
-        row = conn.execute(
-            f"SELECT count(*) FROM {METADATA} WHERE oid BETWEEN %s::int8::oid AND %s::int8::oid",
-            (first, last),
-        ).fetchone()
-    assert row is not None
-    return int(row[0])
+        return scalar(conn, f"SELECT count(*) FROM {METADATA}")
+    return scalar(
+        conn,
+        f"SELECT count(*) FROM {METADATA} WHERE oid BETWEEN %s::int8::oid AND %s::int8::oid",
+        (first, last),
+    )
 
 
 def count_in(conn: psycopg.Connection, ranges: Sequence[tuple[int, int]]) -> int:
     """How many LOs exist with OIDs in ``ranges`` (inclusive, not overlapping)."""
     if not ranges:
         return 0
-    row = conn.execute(
+    return scalar(
+        conn,
         f"SELECT count(*) FROM unnest(%s::int8[], %s::int8[]) AS r(f, l) JOIN {METADATA} m"
         " ON m.oid BETWEEN r.f::oid AND r.l::oid",
         ([lo for lo, _ in ranges], [hi for _, hi in ranges]),
-    ).fetchone()
-    assert row is not None
-    return int(row[0])
+    )
 
 
 def count_selected(conn: psycopg.Connection, sels: Sequence[Selection]) -> int:
     """How many LOs ``sels`` select, as the snapshot of ``conn``'s transaction sees them."""
-    total = 0
-    for s in sels:
-        row = conn.execute(
-            sql.SQL(f"SELECT count(*) FROM {METADATA} m WHERE {{}}").format(
-                s.where(sql.SQL("m.oid"))
-            )
-        ).fetchone()
-        total += int(row[0]) if row else 0
-    return total
+    query = sql.SQL(f"SELECT count(*) FROM {METADATA} m WHERE {{}}")
+    return sum(scalar(conn, query.format(s.where(sql.SQL("m.oid")))) for s in sels)
 
 
 def existing(conn: psycopg.Connection, oids: Sequence[int]) -> set[int]:
@@ -137,9 +129,9 @@ def lo_sizes_sql(into: str) -> sql.Composed:
 def space(conn: psycopg.Connection) -> tuple[int, int]:
     """(bytes pg_largeobject takes on disk with its index, bytes of pg_largeobject_metadata
     with its index): sizes any role may ask for."""
-    row = conn.execute(
+    row = one(
+        conn,
         "SELECT pg_catalog.pg_total_relation_size('pg_catalog.pg_largeobject'),"
-        " pg_catalog.pg_total_relation_size('pg_catalog.pg_largeobject_metadata')"
-    ).fetchone()
-    assert row is not None
+        " pg_catalog.pg_total_relation_size('pg_catalog.pg_largeobject_metadata')",
+    )
     return int(row[0]), int(row[1])

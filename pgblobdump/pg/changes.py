@@ -40,6 +40,7 @@ from psycopg import sql
 
 from pgblobdump.pg import catalog
 from pgblobdump.pg.lostream import Selection
+from pgblobdump.pg.query import one, scalar
 from pgblobdump.pgconstants import OID_MAX
 
 HORIZON = 2**31
@@ -94,12 +95,12 @@ class Mark:
 def cluster_of(conn: psycopg.Connection) -> tuple[str, int]:
     """(cluster, database OID) of ``conn``: the cluster by system identifier where the
     role may read it, else by when its postmaster started."""
-    row = conn.execute(
+    row = one(
+        conn,
         "SELECT pg_postmaster_start_time()::text, d.oid::int8,"
         " has_function_privilege('pg_control_system()', 'EXECUTE')"
-        " FROM pg_database d WHERE d.datname = current_database()"
-    ).fetchone()
-    assert row is not None
+        " FROM pg_database d WHERE d.datname = current_database()",
+    )
     cluster = f"started {row[0]}"
     if row[2]:
         r = conn.execute("SELECT system_identifier::text FROM pg_control_system()").fetchone()
@@ -124,12 +125,12 @@ its last restartpoint, where the role may read it) and WAL position."""
 
 def mark(conn: psycopg.Connection) -> Mark:
     """The mark of the snapshot ``conn``'s transaction reads under (REPEATABLE READ)."""
-    row = conn.execute(
+    row = one(
+        conn,
         "SELECT pg_snapshot_xmin(s)::text::int8, pg_snapshot_xmax(s)::text::int8,"
         " array(SELECT x::text::int8 FROM pg_snapshot_xip(s) x)"
-        " FROM pg_current_snapshot() s"
-    ).fetchone()
-    assert row is not None
+        " FROM pg_current_snapshot() s",
+    )
     history = conn.execute(_HISTORY).fetchone()
     timeline, lsn = history if history is not None else (None, None)
     cluster, database = cluster_of(conn)
@@ -189,9 +190,7 @@ def after(xmin: str, distance: int) -> sql.Composable:
 
 def distance_to(conn: psycopg.Connection, since: Mark) -> int:
     """``age()`` of ``since``'s xmin, in this transaction (see ``after``)."""
-    row = conn.execute("SELECT age(%s::text::xid)", (str(since.xmin % 2**32),)).fetchone()
-    assert row is not None
-    return int(row[0])
+    return scalar(conn, "SELECT age(%s::text::xid)", (str(since.xmin % 2**32),))
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,13 +300,13 @@ def digests(conn: psycopg.Connection, sel: Selection) -> Iterator[Scan]:
         if rows is None:  # an LO over 1 GB in this window: one LO at a time
             rows = _digest_rows(conn, window, 1)
             if rows is None:
-                row = conn.execute(
+                row = one(
+                    conn,
                     sql.SQL(
                         "SELECT m.oid::int8, md5(d.description) FROM"
                         " pg_catalog.pg_largeobject_metadata m {} WHERE {} ORDER BY m.oid LIMIT 1"
-                    ).format(sql.SQL(catalog.COMMENT_JOIN), window.where(sql.SQL("m.oid")))
-                ).fetchone()
-                assert row is not None
+                    ).format(sql.SQL(catalog.COMMENT_JOIN), window.where(sql.SQL("m.oid"))),
+                )
                 rows = [Scan(int(row[0]), False, row[1], None)]
         if not rows:
             return

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import psycopg
 
 from pgblobdump.errors import DatabaseError
+from pgblobdump.pg.query import one, scalar
 from pgblobdump.pgconstants import FIRST_OID, OID_MAX
 
 TAG_FIRST = 0x70676266  # 'pgbf'
@@ -61,12 +62,12 @@ def reserve(conn: psycopg.Connection, count: int, start: int | None) -> Reservat
             for a, b, pid in conn.execute(_RESERVED, {"tf": TAG_FIRST, "tl": TAG_LAST})
         ]
         if start is None:
-            row = conn.execute(
+            highest = scalar(
+                conn,
                 "SELECT coalesce(max(oid)::int8, %s) FROM pg_catalog.pg_largeobject_metadata",
                 (FIRST_OID - 1,),
-            ).fetchone()
-            assert row is not None
-            top = max([int(row[0]), FIRST_OID - 1, *(b for _, b, _ in others)])
+            )
+            top = max([highest, FIRST_OID - 1, *(b for _, b, _ in others)])
             first = top + 1
             if first + count - 1 > OID_MAX:
                 raise DatabaseError(
@@ -82,12 +83,12 @@ def reserve(conn: psycopg.Connection, count: int, start: int | None) -> Reservat
                         f"OIDs {a}..{b} are reserved by another pgblobdump run (backend {pid});"
                         " choose another --start-oid"
                     )
-            row = conn.execute(
+            row = one(
+                conn,
                 "SELECT count(*), min(oid) FROM pg_catalog.pg_largeobject_metadata"
                 " WHERE oid BETWEEN %s::int8::oid AND %s::int8::oid",
                 (first, last),
-            ).fetchone()
-            assert row is not None
+            )
             if row[0]:
                 raise DatabaseError(
                     f"{row[0]:,} large objects already exist in OIDs {first}..{last}"

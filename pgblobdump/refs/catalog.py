@@ -46,6 +46,32 @@ LOCKABLE = """
 """Whether the connected role may LOCK table ``c`` IN SHARE MODE (what the server asks)."""
 
 
+COLUMN_FIELDS = (
+    "c.oid::int8, a.attnum::int, n.nspname, c.relname, a.attname,"
+    " pg_catalog.format_type(a.atttypid, a.atttypmod)"
+)
+"""A TableColumn's fields, in order, of column ``a`` of table ``c`` in schema ``n``."""
+
+ACCESS = VISIBLE + ", " + RLS_APPLIES + ", " + LOCKABLE
+"""Three columns: VISIBLE, RLS_APPLIES and LOCKABLE, in that order."""
+
+APPLICATION_COLUMNS = """
+JOIN pg_catalog.pg_class c ON c.oid = a.attrelid
+JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+JOIN pg_catalog.pg_roles r ON r.rolname = current_user
+WHERE a.attnum > 0 AND NOT a.attisdropped
+  AND c.relkind IN ('r', 'p', 'm') AND NOT c.relispartition
+  AND n.nspname NOT IN ('pg_catalog', 'information_schema')
+  AND n.nspname NOT LIKE 'pg\\_toast%%' AND n.nspname NOT LIKE 'pg\\_temp\\_%%'
+  AND n.oid <> pg_catalog.pg_my_temp_schema()
+"""
+"""Joins column ``a`` (of ``pg_attribute``) to its table ``c``, schema ``n`` and the
+connected role ``r``, and keeps the columns an application's data may hold: live
+columns of tables, partitioned tables (not their partitions) and materialized views,
+outside the system schemas, TOAST and temporary schemas (this session's own too).
+A ``%%`` stands for ``%``: a query with parameters."""
+
+
 def regclass_text(table: str) -> str:
     """A table as a user names one (``[schema.]table``: unquoted, folded to lower case by
     the server) or as this package writes one (quoted: ``"app"."my.table"``), as text

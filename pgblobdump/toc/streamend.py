@@ -82,86 +82,92 @@ def _skippable(w: _Window, at: int) -> int | None:
     return None if n is None else at + 8 + n
 
 
-def _lz4_end(w: _Window) -> str | None:
-    """Walk LZ4 frames (FLG, BD, optional content size and dictionary id, header
-    checksum; blocks of ``uint32 size`` (high bit: stored raw) + data + optional block
-    checksum; end mark 0; optional content checksum) to the end of the file."""
+def _frames_end(
+    w: _Window,
+    name: str,
+    article: str,
+    magic_number: int,
+    frame: Callable[[_Window, int], int | str],
+) -> str | None:
+    """Walk a file of ``name`` frames (``article``: "an" or "a", as English says it),
+    skippable frames passed over, to its end: each frame's magic number is checked, then
+    ``frame(w, at)`` walks the frame that starts at ``at``, giving where it ends or what
+    is wrong with it. None when every frame is whole."""
     at = 0
     while at < w.size:
         magic = w.u32(at)
         if magic is None:
-            return f"the file ends at byte {w.size} inside an LZ4 frame's magic number"
+            return f"the file ends at byte {w.size} inside {article} {name} frame's magic number"
         if magic & 0xFFFFFFF0 == SKIPPABLE_MAGIC:
             end = _skippable(w, at)
             if end is None or end > w.size:
                 return f"the file ends at byte {w.size} inside a skippable frame"
             at = end
             continue
-        if magic != LZ4_MAGIC:
-            return f"no LZ4 frame at byte {at} (magic number {magic:#010x})"
-        desc = w.get(at + 4, 2)
-        if desc is None:
-            return f"the file ends at byte {w.size} inside the LZ4 frame header at byte {at}"
-        flg = desc[0]
-        if flg >> 6 != 1:
-            return f"an LZ4 frame header of unknown version at byte {at}"
-        block_checksum = 4 if flg & 0x10 else 0
-        at += 4 + 2 + (8 if flg & 0x08 else 0) + (4 if flg & 0x01 else 0) + 1
-        while True:
-            n = w.u32(at)
-            if n is None:
-                return f"the LZ4 frame ends at byte {w.size} before its end mark"
-            at += 4
-            if n == 0:
-                break
-            at += (n & 0x7FFFFFFF) + block_checksum
-        at += 4 if flg & 0x04 else 0  # content checksum
-        if at > w.size:
-            return f"the file ends at byte {w.size} inside an LZ4 frame's last field"
+        if magic != magic_number:
+            return f"no {name} frame at byte {at} (magic number {magic:#010x})"
+        walked = frame(w, at)
+        if isinstance(walked, str):
+            return walked
+        at = walked
     return None
 
 
-def _zstd_end(w: _Window) -> str | None:
-    """Walk zstd frames (RFC 8878: Frame_Header_Descriptor and its optional fields;
-    3-byte block headers (Last_Block bit, Block_Type, Block_Size) + block content;
-    optional 4-byte checksum) to the end of the file."""
-    at = 0
-    while at < w.size:
-        magic = w.u32(at)
-        if magic is None:
-            return f"the file ends at byte {w.size} inside a zstd frame's magic number"
-        if magic & 0xFFFFFFF0 == SKIPPABLE_MAGIC:
-            end = _skippable(w, at)
-            if end is None or end > w.size:
-                return f"the file ends at byte {w.size} inside a skippable frame"
-            at = end
-            continue
-        if magic != ZSTD_MAGIC:
-            return f"no zstd frame at byte {at} (magic number {magic:#010x})"
-        desc = w.get(at + 4, 1)
-        if desc is None:
-            return f"the file ends at byte {w.size} inside the zstd frame header at byte {at}"
-        fhd = desc[0]
-        if fhd & 0x08:
-            return f"a zstd frame header with its reserved bit set at byte {at}"
-        single = fhd >> 5 & 1
-        fcs = _ZSTD_FCS_BYTES[fhd >> 6] or single
-        at += 4 + 1 + (1 - single) + _ZSTD_DICT_ID_BYTES[fhd & 3] + fcs
-        while True:
-            raw = w.get(at, 3)
-            if raw is None:
-                return f"the zstd frame ends at byte {w.size} before its last block"
-            header = int.from_bytes(raw, "little")
-            kind = header >> 1 & 3
-            if kind == 3:
-                return f"a zstd block of the reserved type at byte {at}"
-            at += 3 + (1 if kind == 1 else header >> 3)  # RLE blocks store one byte
-            if header & 1:
-                break
-        at += 4 if fhd & 0x04 else 0  # Content_Checksum
-        if at > w.size:
-            return f"the zstd frame ends at byte {w.size}, inside its last block"
-    return None
+def _lz4_frame(w: _Window, at: int) -> int | str:
+    """Walk the LZ4 frame at ``at`` (FLG, BD, optional content size and dictionary id,
+    header checksum; blocks of ``uint32 size`` (high bit: stored raw) + data + optional
+    block checksum; end mark 0; optional content checksum): where it ends, or what is
+    wrong with it."""
+    desc = w.get(at + 4, 2)
+    if desc is None:
+        return f"the file ends at byte {w.size} inside the LZ4 frame header at byte {at}"
+    flg = desc[0]
+    if flg >> 6 != 1:
+        return f"an LZ4 frame header of unknown version at byte {at}"
+    block_checksum = 4 if flg & 0x10 else 0
+    at += 4 + 2 + (8 if flg & 0x08 else 0) + (4 if flg & 0x01 else 0) + 1
+    while True:
+        n = w.u32(at)
+        if n is None:
+            return f"the LZ4 frame ends at byte {w.size} before its end mark"
+        at += 4
+        if n == 0:
+            break
+        at += (n & 0x7FFFFFFF) + block_checksum
+    at += 4 if flg & 0x04 else 0  # content checksum
+    if at > w.size:
+        return f"the file ends at byte {w.size} inside an LZ4 frame's last field"
+    return at
+
+
+def _zstd_frame(w: _Window, at: int) -> int | str:
+    """Walk the zstd frame at ``at`` (RFC 8878: Frame_Header_Descriptor and its optional
+    fields; 3-byte block headers (Last_Block bit, Block_Type, Block_Size) + block
+    content; optional 4-byte checksum): where it ends, or what is wrong with it."""
+    desc = w.get(at + 4, 1)
+    if desc is None:
+        return f"the file ends at byte {w.size} inside the zstd frame header at byte {at}"
+    fhd = desc[0]
+    if fhd & 0x08:
+        return f"a zstd frame header with its reserved bit set at byte {at}"
+    single = fhd >> 5 & 1
+    fcs = _ZSTD_FCS_BYTES[fhd >> 6] or single
+    at += 4 + 1 + (1 - single) + _ZSTD_DICT_ID_BYTES[fhd & 3] + fcs
+    while True:
+        raw = w.get(at, 3)
+        if raw is None:
+            return f"the zstd frame ends at byte {w.size} before its last block"
+        header = int.from_bytes(raw, "little")
+        kind = header >> 1 & 3
+        if kind == 3:
+            return f"a zstd block of the reserved type at byte {at}"
+        at += 3 + (1 if kind == 1 else header >> 3)  # RLE blocks store one byte
+        if header & 1:
+            break
+    at += 4 if fhd & 0x04 else 0  # Content_Checksum
+    if at > w.size:
+        return f"the zstd frame ends at byte {w.size}, inside its last block"
+    return at
 
 
 def _gzip_end(head: bytes, size: int, pread: PRead) -> str | None:
@@ -194,10 +200,12 @@ def incomplete(head: bytes, size: int, pread: PRead, algorithm: str) -> str | No
     try:
         if algorithm == "gzip":
             return _gzip_end(head, size, pread)
+        if not size:
+            return None  # an empty LO: LZ4 and zstd files hold no frame at all
         if algorithm == "lz4":
-            return _lz4_end(_Window(head, size, pread)) if size else None
+            return _frames_end(_Window(head, size, pread), "LZ4", "an", LZ4_MAGIC, _lz4_frame)
         if algorithm == "zstd":
-            return _zstd_end(_Window(head, size, pread)) if size else None
+            return _frames_end(_Window(head, size, pread), "zstd", "a", ZSTD_MAGIC, _zstd_frame)
     except DECOMPRESS_ERRORS as e:
         return f"damaged {algorithm} data ({e})"
     return None

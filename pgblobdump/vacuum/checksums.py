@@ -15,6 +15,7 @@ import psycopg
 from psycopg import sql
 
 from pgblobdump.errors import DatabaseError
+from pgblobdump.pg.query import one, scalar
 from pgblobdump.pgconstants import INV_READ, OID_MAX
 
 WINDOW = 5_000
@@ -79,23 +80,23 @@ def _window(conn: psycopg.Connection, start: int, limit: int) -> list[tuple[int,
 
 
 def _next_oid(conn: psycopg.Connection, start: int) -> int:
-    row = conn.execute(
+    row = one(
+        conn,
         "SELECT min(oid)::int8 FROM pg_catalog.pg_largeobject_metadata WHERE oid >= %s::int8::oid",
         (start,),
-    ).fetchone()
-    assert row is not None and row[0] is not None
+    )
+    assert row[0] is not None
     return int(row[0])
 
 
 def _by_ranges(conn: psycopg.Connection, oid: int) -> str:
     """The md5 of the md5s of the LO's RANGE-byte ranges, each computed on the server."""
-    row = conn.execute(
+    size = scalar(
+        conn,
         "SELECT pg_catalog.lo_lseek64(fd, 0, 2), pg_catalog.lo_close(fd)"
         " FROM pg_catalog.lo_open(%s::int8::oid, %s) fd",
         (oid, INV_READ),
-    ).fetchone()
-    assert row is not None
-    size = int(row[0])
+    )
     parts = conn.execute(
         sql.SQL(
             "SELECT md5(pg_catalog.lo_get({o}::int8::oid, r, {n})) FROM"

@@ -12,7 +12,7 @@ from psycopg import sql
 
 from pgblobdump.pg import catalog
 from pgblobdump.pg.locks import LockBudget
-from pgblobdump.refs import suspects
+from pgblobdump.refs import candidates, suspects
 from pgblobdump.units import plural
 from pgblobdump.vacuum.checksums import Checksums, checksums
 from pgblobdump.vacuum.predict import Prediction, predict
@@ -213,7 +213,7 @@ def inspect(
         notes.append(f"{plural(len(hidden), 'column')} not seen whole: some orphans may be"
                      " referenced")  # fmt: skip
     notes += refs.notes()
-    cands = suspects.candidates(
+    cands = candidates.candidates(
         conn, skip={(c.relid, c.attnum) for c in refs.columns}, dismissed=not_references
     )
     found = suspects.screen(conn, [c for c in cands if c.populated])
@@ -275,6 +275,6 @@ def _only_suspects(
             " JOIN pg_catalog.pg_largeobject_metadata m ON m.oid = x.o"
             " WHERE NOT EXISTS (SELECT 1 FROM ({t}) y WHERE y.o = x.o))"
             " SELECT (SELECT count(*) FROM pgbd_only), (SELECT {size})"
-        ).format(s=suspects.union(hits), t=typed.union(), size=size),
+        ).format(s=candidates.union(hits), t=typed.union(), size=size),
     )
     return int(row[0]), (int(row[1]) if row[1] is not None else None)  # type: ignore[call-overload]

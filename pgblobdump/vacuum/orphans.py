@@ -15,6 +15,7 @@ import psycopg
 from psycopg import sql
 
 from pgblobdump.pg.catalog import UNLINKABLE
+from pgblobdump.pg.query import one, scalar
 from pgblobdump.vacuum.age import AgeRule
 from pgblobdump.vacuum.refs import References, oid_array
 
@@ -50,13 +51,13 @@ def collect_refs(conn: psycopg.Connection, refs: References) -> str:
 def kept_by_suspects(conn: psycopg.Connection) -> int:
     """LOs that only suspected references name (after ``collect_refs``): vacuumlo, which
     reads oid and lo columns alone, would delete them."""
-    row = conn.execute(
+    return scalar(
+        conn,
         sql.SQL(
             "SELECT count(*) FROM pg_catalog.pg_largeobject_metadata m"
             " JOIN pg_temp.{} r ON r.o = m.oid WHERE r.only_suspects"
-        ).format(sql.Identifier(REFS))
-    ).fetchone()
-    return int(row[0]) if row else 0
+        ).format(sql.Identifier(REFS)),
+    )
 
 
 ORPHAN = sql.SQL("NOT EXISTS (SELECT 1 FROM pg_temp.{r} r WHERE r.o = m.oid)").format(
@@ -89,14 +90,14 @@ def select_candidates(conn: psycopg.Connection, rule: AgeRule) -> Orphans:
             " FROM pg_catalog.pg_largeobject_metadata m WHERE {orphan}"
         ).format(c=c, old=rule.condition(), mine=UNLINKABLE, orphan=ORPHAN)
     )
-    row = conn.execute(
+    row = one(
+        conn,
         sql.SQL(
             "SELECT count(*), count(*) FILTER (WHERE old AND mine),"
             " count(*) FILTER (WHERE NOT old), count(*) FILTER (WHERE old AND NOT mine)"
             " FROM pg_temp.{}"
-        ).format(c)
-    ).fetchone()
-    assert row is not None
+        ).format(c),
+    )
     orphans, removable, young, not_owned = (int(v) for v in row)
 
     def sample(where: str) -> tuple[int, ...]:

@@ -29,10 +29,13 @@ from psycopg import sql
 from pgblobdump.errors import NotFound, UnsafeToRemove
 from pgblobdump.pgconstants import OID_MAX
 from pgblobdump.refs import composite
-from pgblobdump.refs.catalog import LOCKABLE as _LOCKABLE
-from pgblobdump.refs.catalog import RLS_APPLIES as _RLS_APPLIES
-from pgblobdump.refs.catalog import VISIBLE as _VISIBLE
-from pgblobdump.refs.catalog import TableColumn, regclass_text
+from pgblobdump.refs.catalog import (
+    ACCESS,
+    APPLICATION_COLUMNS,
+    COLUMN_FIELDS,
+    TableColumn,
+    regclass_text,
+)
 from pgblobdump.vacuum.age import full_xid
 
 LIST_MAX = 10
@@ -99,31 +102,23 @@ _KINDS = (
     " pg_catalog.unnest(%(kinds)s::text[])) k(typ, kind)"
 )
 
+_TABLE_ACCESS = ACCESS + ", c.relkind::text, pg_catalog.has_table_privilege(c.oid, 'SELECT')"
+"""What RefColumn reads of a column's table after its kind: readable, rls, lockable,
+relkind, table_select (then ``c.relispopulated``)."""
+
 _COLUMNS = (
-    """
-SELECT c.oid::int8, a.attnum::int, n.nspname, c.relname, a.attname,
-       pg_catalog.format_type(a.atttypid, a.atttypmod), k.kind,
-       """
-    + _VISIBLE
-    + ", "
-    + _RLS_APPLIES
-    + ", "
-    + _LOCKABLE
-    + """, c.relkind::text, pg_catalog.has_table_privilege(c.oid, 'SELECT'),
+    "SELECT "
+    + COLUMN_FIELDS
+    + ", k.kind, "
+    + _TABLE_ACCESS
+    + """,
        c.relispopulated
 FROM pg_catalog.pg_attribute a
 JOIN """
     + _KINDS
-    + """ ON k.typ = a.atttypid
-JOIN pg_catalog.pg_class c ON c.oid = a.attrelid
-JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-JOIN pg_catalog.pg_roles r ON r.rolname = current_user
-WHERE a.attnum > 0 AND NOT a.attisdropped
-  AND c.relkind IN ('r', 'p', 'm') AND NOT c.relispartition
-  AND n.nspname NOT IN ('pg_catalog', 'information_schema')
-  AND n.nspname NOT LIKE 'pg\\_toast%%' AND n.nspname NOT LIKE 'pg\\_temp\\_%%'
-  AND n.oid <> pg_catalog.pg_my_temp_schema()
-  AND NOT (c.relname = 'vacuum_horizons' AND a.attname = 'database' AND EXISTS (
+    + " ON k.typ = a.atttypid"
+    + APPLICATION_COLUMNS
+    + """  AND NOT (c.relname = 'vacuum_horizons' AND a.attname = 'database' AND EXISTS (
       SELECT 1 FROM pg_catalog.pg_attribute h WHERE h.attrelid = c.oid
       AND h.attname = 'horizon' AND h.atttypid = 'pg_catalog.xid8'::pg_catalog.regtype))
 ORDER BY n.nspname, c.relname, a.attnum
@@ -133,20 +128,16 @@ ORDER BY n.nspname, c.relname, a.attnum
 their ``database`` is the database's OID, not an LO's."""
 
 _NAMED = (
-    """
-SELECT c.oid::int8, a.attnum::int, n.nspname, c.relname, a.attname,
-       pg_catalog.format_type(a.atttypid, a.atttypmod),
+    "SELECT "
+    + COLUMN_FIELDS
+    + """,
        coalesce((SELECT CASE k.kind WHEN 'unknown' THEN 'text' ELSE k.kind END
                  FROM """
     + _KINDS
     + """ WHERE k.typ = a.atttypid), 'text'),
        """
-    + _VISIBLE
-    + ", "
-    + _RLS_APPLIES
-    + ", "
-    + _LOCKABLE
-    + """, c.relkind::text, pg_catalog.has_table_privilege(c.oid, 'SELECT'),
+    + _TABLE_ACCESS
+    + """,
        c.relispopulated
 FROM pg_catalog.pg_class c
 JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace

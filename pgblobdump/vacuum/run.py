@@ -15,7 +15,7 @@ from pgblobdump.pg import catalog
 from pgblobdump.pg.connect import connect, describe
 from pgblobdump.pg.locks import LockBudget
 from pgblobdump.pg.trust import check_state_schema
-from pgblobdump.refs import suspects
+from pgblobdump.refs import candidates, suspects
 from pgblobdump.report.reporter import QUIET, Reporter
 from pgblobdump.units import noun, plural
 from pgblobdump.vacuum import age
@@ -142,8 +142,7 @@ def vacuum(
             if why:
                 notes.append(why)
             recorded = not why
-        row = conn.execute("SELECT count(*) FROM pg_catalog.pg_largeobject_metadata").fetchone()
-        los = int(row[0]) if row else 0
+        los = catalog.count(conn)
         reporter.note(f"{plural(len(refs.columns), 'reference column')}; finding orphans"
                       f" among {plural(los, 'LO')}")  # fmt: skip
         since = collect_refs(conn, refs)
@@ -212,11 +211,11 @@ def vacuum(
 
 def _suspects(
     conn: psycopg.Connection, refs: References, req: VacuumRequest
-) -> tuple[suspects.Suspects, list[suspects.Candidate]]:
+) -> tuple[suspects.Suspects, list[candidates.Candidate]]:
     """The suspected references (screened: statistics, a sample, a full pass of the
     columns that hit) and the other candidate columns, which are checked against the
     orphans before any is removed. UnsafeToRemove when one cannot be read whole."""
-    cands = suspects.candidates(
+    cands = candidates.candidates(
         conn, skip={(c.relid, c.attnum) for c in refs.columns}, dismissed=req.not_references
     )
     unread = [c for c in cands if not c.readable or c.rls]

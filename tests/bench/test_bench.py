@@ -16,6 +16,7 @@ from click.testing import Result
 from pgblobdump.bench import read as read_bench
 from pgblobdump.bench import toast as toast_bench
 from pgblobdump.bench.server import server
+from pgblobdump.bench.toastspec import ToastSpec
 from pgblobdump.cli.progress import Figures
 from pgblobdump.errors import DatabaseError
 from pgblobdump.report.reporter import Reporter
@@ -185,7 +186,7 @@ def test_toast_cleans_up_after_a_failure(
 
     monkeypatch.setattr(toast_bench, "_measure", broken)
     with server(db, 17, False) as s, pytest.raises(DatabaseError, match="measurement failed"):
-        toast_bench.run(s, toast_bench.ToastSpec(lengths=(100,), rows=10))
+        toast_bench.run(s, ToastSpec(lengths=(100,), rows=10))
     assert leftovers(db) == ([], 0)
 
 
@@ -253,7 +254,7 @@ def test_toast_progress_weighs_each_table_by_its_bytes(pg17: EmbeddedCluster, ne
     24/27 with an ETA of 2 s for most of a minute. The bytes loaded count too."""
     rec = Recorded()
     with server(new_db(pg17), 17, False) as s:
-        toast_bench.run(s, toast_bench.ToastSpec(lengths=(100, 1000), rows=10), rec.reporter())
+        toast_bench.run(s, ToastSpec(lengths=(100, 1000), rows=10), rec.reporter())
     kinds = 3  # EXTENDED pglz and lz4, EXTERNAL on 17
     assert rec.of("totals") == [(2 * kinds, 10 * 1100 * kinds)]
     assert rec.of("progress") == [(1, 1000), (2, 2000), (3, 3000), (4, 13000), (5, 23000),

@@ -17,7 +17,7 @@ from pgblobdump.cli.migrate import plan_narrow_table, plan_table
 from pgblobdump.cli.output import Format, emit, show_table
 from pgblobdump.migrate.access import Widening
 from pgblobdump.migrate.advice import Storage
-from pgblobdump.migrate.plan import ColumnPlan, Plan
+from pgblobdump.migrate.planning import ColumnPlan, Plan
 from pgblobdump.migrate.refs import RefStats
 from pgblobdump.report import Column, Table
 from pgblobdump.report.narrow import legend, stacked

@@ -15,7 +15,7 @@ from pgblobdump.migrate import columns as mcolumns
 from pgblobdump.migrate import state as mstate
 from pgblobdump.migrate.access import Widening
 from pgblobdump.migrate.locking import LockClock
-from pgblobdump.migrate.run import Runner
+from pgblobdump.migrate.runner import Runner
 from pgblobdump.migrate.start import start
 from pgblobdump.report.reporter import QUIET
 from pgblobdump.servers.cluster import EmbeddedCluster

@@ -506,7 +506,7 @@ def test_a_view_made_after_the_verify_pass_read_the_paths_is_refused_at_the_swit
 ) -> None:
     """The verify pass reads the column's paths when it re-copies a row; the switch reads
     them again, as they are then."""
-    from pgblobdump.migrate.run import Runner
+    from pgblobdump.migrate.runner import Runner
     from tests.migrate.test_access import started
 
     db = new_db(pg17)

@@ -92,6 +92,26 @@ class _Bounds:
         # A block followed by another one cannot legitimately run past the next one.
         self.inner = r.size is not None and self.limit < r.size
 
+    def moved(self, pos: int, n: int, what: str, skip: bool = False) -> tuple[bytes, int, int, int]:
+        """Move the reader to ``pos`` in its buffer, then past ``n`` bytes (``skip``) or
+        until ``n`` bytes are buffered from there; the walk's locals anew: the buffer, the
+        position in it, its end, and the limit as a position in it."""
+        r = self.r
+        r.pos = pos
+        if skip:
+            r.skip(n, what)
+        else:
+            r.fill(n, what)
+        return r.buf, r.pos, len(r.buf), self.limit - r.base
+
+    def to_int(self, pos: int, oid: int | None, what: str) -> tuple[bytes, int, int, int]:
+        """For an Int at ``pos`` that runs past the buffer or the limit: the ``block``
+        error (``oid`` the LO it follows or belongs to) when it passes the limit, else
+        the reader refilled (``moved``)."""
+        if pos + 5 > self.limit - self.r.base:
+            raise self.block(oid, self.r.base + pos)
+        return self.moved(pos, 5, what)
+
     def chunk(self, oid: int, at: int, n: int) -> CorruptArchive:
         """The error for a chunk of ``n`` bytes, its length at byte ``at``, too long."""
         name = self.r.name
@@ -146,13 +166,8 @@ def walk_sizes(
     buf, pos, end = r.buf, r.pos, len(r.buf)
     lim = bounds.limit - r.base  # the limit, as a position in buf
     while True:
-        if pos + 5 > lim:
-            raise bounds.block(last, r.base + pos)
-        if pos + 5 > end:
-            r.pos = pos
-            r.fill(5, what)
-            buf, pos, end = r.buf, r.pos, len(r.buf)
-            lim = bounds.limit - r.base
+        if pos + 5 > end or pos + 5 > lim:
+            buf, pos, end, lim = bounds.to_int(pos, last, what)
         s, oid = one(buf, pos)
         pos += 5
         if s:
@@ -162,13 +177,8 @@ def walk_sizes(
             return
         size = chunks = 0
         while True:
-            if pos + 5 > lim:
-                raise bounds.block(oid, r.base + pos)
-            if pos + 5 > end:
-                r.pos = pos
-                r.fill(5, what)
-                buf, pos, end = r.buf, r.pos, len(r.buf)
-                lim = bounds.limit - r.base
+            if pos + 5 > end or pos + 5 > lim:
+                buf, pos, end, lim = bounds.to_int(pos, oid, what)
             s, n = one(buf, pos)
             pos += 5
             if s:
@@ -185,10 +195,7 @@ def walk_sizes(
             if pos + n <= end:
                 pos += n
             else:
-                r.pos = pos
-                r.skip(n, what)
-                buf, pos, end = r.buf, r.pos, len(r.buf)
-                lim = bounds.limit - r.base
+                buf, pos, end, lim = bounds.moved(pos, n, what, skip=True)
         last = oid
         yield (oid, size, blobs_id)
         if not runs or chunks > 1 or size > MAX_CHUNK:

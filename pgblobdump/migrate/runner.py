@@ -1,5 +1,5 @@
-"""``migrate run``: move a column online, from LOs to bytea or back, in phases that a
-kill at any moment leaves safe and a rerun resumes.
+"""``migrate run``'s Runner: move a column online, from LOs to bytea or back, in phases
+that a kill at any moment leaves safe and a rerun resumes.
 
 1. **start** (one short exclusive moment): add the new column with its storage and
    compression, the sync triggers, and for a NOT NULL column a NOT VALID check.
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -27,16 +26,17 @@ import psycopg
 from psycopg import sql
 
 from pgblobdump import logs
-from pgblobdump.errors import DatabaseError, UsageError
+from pgblobdump.errors import DatabaseError
 from pgblobdump.migrate import access, batches, columns, decode, finish, forms, refs, state
 from pgblobdump.migrate.columns import Column
 from pgblobdump.migrate.locking import LockClock, exclusively
 from pgblobdump.migrate.move import Move, check_name, drop_triggers_ddl
-from pgblobdump.migrate.options import RunOptions, RunResult
-from pgblobdump.migrate.start import refuse_widening, start
+from pgblobdump.migrate.options import RunOptions
+from pgblobdump.migrate.start import refuse_widening
 from pgblobdump.migrate.state import Migration
 from pgblobdump.pg import catalog
-from pgblobdump.report.reporter import QUIET, Reporter
+from pgblobdump.pg.query import scalar
+from pgblobdump.report.reporter import Reporter
 
 log = logging.getLogger(__name__)
 
@@ -137,14 +137,17 @@ class Runner:
             return 1000  # each batch creates its LOs in one transaction
         if self.mig.direction == "oid":
             return BATCH_ROWS[1]  # no LO is read
-        row = self.conn.execute(
-            sql.SQL(
-                "SELECT avg(octet_length(pg_catalog.lo_get(o, 0, 1048576)))::int8"
-                " FROM (SELECT {c} AS o FROM {t} WHERE {c} IS NOT NULL LIMIT 100) s"
-                " WHERE " + catalog.lo_exists("s.o")
-            ).format(c=self.move.ref(), t=self.col.ident())
-        ).fetchone()
-        avg = int(row[0]) if row and row[0] else 4096
+        avg = (
+            scalar(
+                self.conn,
+                sql.SQL(
+                    "SELECT avg(octet_length(pg_catalog.lo_get(o, 0, 1048576)))::int8"
+                    " FROM (SELECT {c} AS o FROM {t} WHERE {c} IS NOT NULL LIMIT 100) s"
+                    " WHERE " + catalog.lo_exists("s.o")
+                ).format(c=self.move.ref(), t=self.col.ident()),
+            )
+            or 4096
+        )  # no LO to measure (or only empty ones): the default size
         return max(BATCH_ROWS[0], min(BATCH_ROWS[1], BATCH_BYTES // max(avg, 1)))
 
     def verify(self) -> None:
@@ -152,9 +155,9 @@ class Runner:
         if self.mig.verify_xmin is None:
             # LO pages written by this transaction or later may not be seen by the pass;
             # finish looks at exactly those (bytes written into an LO in place).
-            row = self.conn.execute("SELECT txid_snapshot_xmin(txid_current_snapshot())").fetchone()
-            assert row is not None
-            self.save(verify_xmin=int(row[0]))
+            self.save(
+                verify_xmin=scalar(self.conn, "SELECT txid_snapshot_xmin(txid_current_snapshot())")
+            )
         rows = self.batch_size()
         done = self.mig.rows_done
         if self.mig.last_key is None and self.undecodable:
@@ -423,101 +426,3 @@ class Runner:
             )
         self.save(phase="switched", last_key=None)
         return True
-
-
-def _reconcile(
-    conn: psycopg.Connection, opts: RunOptions, mig: Migration, reporter: Reporter
-) -> None:
-    """The options of a resumed run. Before the switch nothing they govern has happened,
-    so --missing, --keep-old and --allow-acl-widening take the new values (said in a
-    note); from the switch on, what the run was asked to keep and unlink is settled, and
-    another value is refused by name. The new column's storage is settled at the start."""
-    for name, given, had in (
-        ("--storage", opts.storage, mig.storage), ("--compression", opts.compression,
-                                                   mig.compression),
-    ):  # fmt: skip
-        if given is not None and had is not None and given.upper() != had.upper():
-            raise UsageError(
-                f"run {mig.id} made its new column with {name} {had.lower()}: resume it"
-                f" with that, or `migrate abort` it first"
-            )
-    keep_old = opts.keep_old or opts.missing == "skip"
-    if mig.phase in ("filling", "verifying"):
-        wanted = {
-            "missing": opts.missing, "keep_old": keep_old,
-            "allow_widening": opts.allow_acl_widening,
-        }  # fmt: skip
-        changed = {k: v for k, v in wanted.items() if getattr(mig, k) != v}
-        if changed:
-            state.update(conn, opts.schema, mig.id, **changed)
-            said = ", ".join(f"{k.replace('_', ' ')} {getattr(mig, k)} -> {v}"
-                             for k, v in changed.items())  # fmt: skip
-            reporter.note(f"run {mig.id} goes on with new options: {said}")
-            for k, v in changed.items():
-                setattr(mig, k, v)
-        return
-    differ = []
-    if keep_old != mig.keep_old:
-        differ.append("--keep-old" if mig.keep_old else "no --keep-old")
-    if mig.phase == "finishing" and opts.unlink != mig.unlink:
-        differ.append("--unlink" if mig.unlink else "no --unlink")
-    if differ:
-        raise UsageError(
-            f"run {mig.id} switched with {' and '.join(differ)}, and finishing goes by that:"
-            f" run the same command again with {' and '.join(differ)}"
-        )
-
-
-def run(
-    conn: psycopg.Connection, spec: str, opts: RunOptions, reporter: Reporter = QUIET
-) -> RunResult:
-    """Start, resume or finish the migration of ``spec`` (``[schema.]table.column``)."""
-    t0 = time.monotonic()
-    state.ensure(conn, opts.schema)
-    col = columns.resolve(conn, spec)
-    mig = state.active(conn, opts.schema, col.relid, col.name)
-    resumed = mig is not None
-    clock = LockClock()
-    if mig is None:
-        last = state.latest(conn, opts.schema, col.relid, col.name)
-        if (
-            last is not None
-            and last.phase == "done"
-            and opts.unlink
-            and finish.pending(conn, opts.schema, last.id)
-        ):
-            mig = last
-            state.update(conn, opts.schema, mig.id, phase="finishing")
-            mig.phase = "finishing"
-            resumed = True
-        else:
-            mig = start(conn, col, opts, reporter, clock)
-    elif mig.direction != opts.to:
-        raise UsageError(
-            f"a migration of {col.qualified} to {mig.direction} is under way (run {mig.id}):"
-            f" resume it with --to {mig.direction}, or `migrate abort` it"
-        )
-    else:
-        reporter.note(f"resuming run {mig.id} of {col.qualified} at {mig.phase}")
-        _reconcile(conn, opts, mig, reporter)
-    if mig.phase in ("filling", "verifying") and col.name != mig.column_name:
-        raise UsageError(f"run {mig.id} was on column {mig.column_name}")
-    with state.claimed(conn, mig.id, held=not resumed):
-        mig = state.load(conn, opts.schema, mig.id)  # as the last session to hold it left it
-        # Before the switch this is the old column (NOT NULL, comment, grants to carry over).
-        column = columns.describe(conn, col.relid, mig.column_name)
-        runner = Runner(conn, column, mig, opts, reporter)
-        try:
-            runner.drive()
-        except KeyboardInterrupt:
-            reporter.note(f"interrupted: run the same command again to resume run {mig.id}")
-            raise
-    final = runner.mig
-    return RunResult(
-        run_id=final.id, column=col.qualified, direction=final.direction, phase=final.phase,
-        resumed=resumed, rows=final.rows_total, recopied=runner.recopied,
-        unlinked=final.unlinked, kept_referenced=runner.kept_referenced,
-        lock_ms=max(final.lock_ms, runner.clock.longest_ms, clock.longest_ms),
-        seconds=time.monotonic() - t0, storage=final.storage, compression=final.compression,
-        notes=runner.notes,
-    )  # fmt: skip

@@ -13,8 +13,9 @@ from psycopg import sql
 
 from pgblobdump.errors import NotFound, UsageError
 from pgblobdump.migrate import columns, finish, state
-from pgblobdump.migrate.locking import LockClock, LockPolicy, exclusively
+from pgblobdump.migrate.locking import LockClock, exclusively
 from pgblobdump.migrate.move import Move, check_name, drop_triggers_ddl
+from pgblobdump.migrate.options import LockPolicy
 from pgblobdump.migrate.state import Migration
 from pgblobdump.pg.catalog import lo_exists
 from pgblobdump.pg.locks import LockBudget

@@ -26,6 +26,7 @@ from pgblobdump.migrate.measure import advise_measured
 from pgblobdump.migrate.measure import measure as measure_storages
 from pgblobdump.migrate.refs import LoColumn, RefStats
 from pgblobdump.pg import catalog
+from pgblobdump.pg.query import one, scalar
 from pgblobdump.pg.toast import lz4_available
 from pgblobdump.units import format_bytes
 
@@ -78,14 +79,14 @@ class Plan:
 
 def confirm(conn: psycopg.Connection, col: LoColumn) -> tuple[int, int]:
     """``(values sampled, of them naming an existing LO)``."""
-    row = conn.execute(
+    row = one(
+        conn,
         sql.SQL(
             "SELECT count(*), count(m.oid) FROM ({} LIMIT %s) s"
             " LEFT JOIN pg_catalog.pg_largeobject_metadata m ON m.oid = s.o"
         ).format(col.select()),
         (SAMPLE_VALUES,),
-    ).fetchone()
-    assert row is not None
+    )
     return int(row[0]), int(row[1])
 
 
@@ -96,7 +97,7 @@ def plan(
     """Look at every oid/lo column of the database, and the columns ``named``
     (``[schema.]table.column`` of a type holding OIDs), read only; temporary tables only."""
     lz4 = lz4_available(conn)
-    version = str(conn.execute("SHOW server_version").fetchone()[0])  # type: ignore[index]
+    version = str(one(conn, "SHOW server_version")[0])
     total_los = catalog.count(conn)
     cols = [c for c in refs.lo_columns(conn) if c.readable]
     for spec in named:
@@ -140,7 +141,7 @@ def plan(
         )
     else:
         orphans_sql = "SELECT count(*) FROM pg_catalog.pg_largeobject_metadata"
-    orphans = int(conn.execute(orphans_sql).fetchone()[0])  # type: ignore[index]
+    orphans = scalar(conn, orphans_sql)
     for col, cp, temp in zip(cols, plans, temps, strict=True):
         if cp.confirmed:
             _detail(conn, col, cp, temp, lz4, measure)
@@ -164,19 +165,19 @@ def _detail(
     st = refs.stats(conn, col, temp)
     cp.stats = st
     if col.form.name != "oid":
-        row = conn.execute(
+        cp.inline = scalar(
+            conn,
             sql.SQL("SELECT count(*) FROM {} WHERE {} IS NOT NULL AND {} IS NULL").format(
                 sql.Identifier(col.schema, col.table), sql.Identifier(col.name), col.oid()
-            )
-        ).fetchone()
-        cp.inline = int(row[0]) if row else 0
-    row = conn.execute(
+            ),
+        )
+    cp.shared_with_other_columns = scalar(
+        conn,
         sql.SQL(
             "SELECT count(*) FROM pg_temp.{} r JOIN pg_temp.pgbd_all_refs a USING (o)"
             " WHERE a.cols > 1"
-        ).format(sql.Identifier(temp))
-    ).fetchone()
-    cp.shared_with_other_columns = int(row[0]) if row else 0
+        ).format(sql.Identifier(temp)),
+    )
     present = sql.SQL("SELECT o FROM pg_temp.{} WHERE present").format(sql.Identifier(temp))
     reach = access.reach(conn, col.relid, col.name)
     cp.paths = [str(p) for p in reach.paths]
@@ -195,9 +196,7 @@ def _detail(
     deps = columns.dependants(conn, full)
     cp.dependants = [f"{d.kind} {d.name}" for d in deps if not d.blocking]
     cp.blocking = [f"{d.kind} {d.name}" for d in deps if d.blocking]
-    heap = int(
-        conn.execute("SELECT pg_relation_size(%s)", (col.relid,)).fetchone()[0]  # type: ignore[index]
-    )
+    heap = scalar(conn, "SELECT pg_relation_size(%s)", (col.relid,))
     kept = 1.0 if cp.storage.compression is None else (cp.compress_ratio or 1.0)
     copies = int(st.total_bytes * kept)
     cp.space_needed = copies + heap
