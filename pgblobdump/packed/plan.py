@@ -91,7 +91,8 @@ class Creation:
 
 @dataclass(frozen=True)
 class BatchPlan:
-    """One batch's statements, planned in the restore's thread, run by its writer thread.
+    """One batch's statements, run by the restore's writer thread (planned before the
+    batch's transaction; a skipping batch's in it, once what exists is known).
 
     ``ranges``: the batch's OIDs as ranges (its ledger entry). ``creations``: one per
     owner, every OID of the batch in exactly one. ``acls``: (OIDs, ``aclitem[]``
