@@ -15,21 +15,28 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from concurrent import futures
-from dataclasses import dataclass, field
 from typing import Protocol
 
 import psycopg
 import psycopg.errors
 from psycopg import sql
 
-from pgblobdump import aclitem as aclmod
-from pgblobdump.errors import DatabaseError, PgBlobDumpError
+from pgblobdump.errors import PgBlobDumpError
 from pgblobdump.packed.format.index import Index, Meta
 from pgblobdump.packed.read.reader import Damaged, Item, LoPiece, WholeLos
 from pgblobdump.packed.restore.journal import Journal
+from pgblobdump.packed.restore.plan import (
+    BatchLos,
+    BatchPlan,
+    Rules,
+    claimed,
+    plan_batch,
+    refuse_missing,
+    replaced_of,
+    roles_named,
+)
 from pgblobdump.packed.restore.precheck import precheck
 from pgblobdump.packed.restore.request import RestoreRequest, RestoreResult
 from pgblobdump.packed.restore.sparse import Further, Gatherer, Gathering
@@ -50,27 +57,6 @@ BATCH_LOS = 50_000
 STOP_WAIT = 30.0
 """Seconds a failed restore waits for the batch being written (cancelled) before it
 cleans up all the same, leaving that batch's connection alone."""
-
-
-GrantKey = tuple[str, "str | None", tuple[str, ...], bool]
-"""(grantor, grantee, privileges, with grant option) of one GRANT statement."""
-
-
-@dataclass
-class _Plan:
-    """One batch's statements, planned in the main thread, run by the writer thread:
-    creations per owner (empty OIDs; OIDs with contents), ACLs, comments."""
-
-    ranges: list[tuple[int, int]]
-    creates: list[tuple[str | None, list[int], list[int], list[bytes | memoryview]]] = field(
-        default_factory=list
-    )
-    acls: tuple[list[int], list[str]] | None = None
-    grants: dict[GrantKey, list[int]] = field(default_factory=dict)
-    comments: list[tuple[int, str]] = field(default_factory=list)
-    further: Further = field(default_factory=Further)  # runs after LOs' first, tail holes
-    los: int = 0
-    bytes: int = 0
 
 
 class _Abandoned(Exception):
@@ -134,14 +120,7 @@ class Restorer:
     # -- roles ------------------------------------------------------------------------
     def check_roles(self, metas: Iterable[Meta]) -> None:
         """Every role the metadata names must exist on the target (unless not restored)."""
-        wanted: set[str] = set()
-        for m in metas:
-            if m.owner and not self.req.no_owner:
-                wanted.add(m.owner)
-            if m.acl and not self.req.no_acl:
-                for item in m.acl:
-                    a = aclmod.parse(item)
-                    wanted.update(r for r in (a.grantee, a.grantor) if r)
+        wanted = roles_named(metas, self.req.no_owner, self.req.no_acl)
         wanted -= self.known_roles
         if not wanted:
             return
@@ -149,12 +128,7 @@ class Restorer:
             "SELECT rolname FROM pg_roles WHERE rolname = ANY(%s)", (sorted(wanted),)
         ).fetchall()
         have = {r[0] for r in rows}
-        missing = sorted(wanted - have)
-        if missing:
-            raise DatabaseError(
-                f"roles missing on the target: {', '.join(missing)}; create them, or restore"
-                " with --no-owner and --no-acl"
-            )
+        refuse_missing(wanted - have)
         self.known_roles |= have
 
     def know(self, metas: Iterable[Meta]) -> None:
@@ -193,8 +167,7 @@ class Restorer:
         locks = 0
         if not self.req.no_comments and self.any_comment:
             locks = sum(m.comment is not None for m in run.metas)
-        replacing = self.replacing
-        mine = [o for o in run.oids if o in replacing] if replacing is not None else []
+        mine = replaced_of(run.oids, self.replacing)
         locks += len(mine)
         if locks and self.batch_locks + locks > self.locks_max:
             if len(run.oids) > 1:  # split it where the lock budget says
@@ -249,8 +222,7 @@ class Restorer:
                 self._large_batch = self._large.enter_context(self.writer.batch_of([p.oid]))
             else:
                 self._large_batch = self._large.enter_context(self.writer.batch_of_ranges([]))
-                mine = [p.oid] if self.replacing is not None and p.oid in self.replacing else []
-                if self._claim([p.oid], mine)[0]:
+                if self._claim([p.oid], replaced_of([p.oid], self.replacing))[0]:
                     self.skipped += 1
                     self._large.close()  # its transaction made nothing
                     self._large = contextlib.ExitStack()  # swallow its pieces
@@ -264,8 +236,8 @@ class Restorer:
             stack, b = self._large, self._large_batch
             self._large = self._large_batch = None
             if b is not None:
-                plan = self._plan([p.oid], [p.meta], [b""], True)
-                self._decorate(b, plan)
+                self._decorate(b, plan_batch(BatchLos([p.oid], [p.meta], [b""], empty=True),
+                                             self._rules()))  # fmt: skip
                 self.los += 1
                 self.bytes += p.size
             stack.close()
@@ -289,7 +261,7 @@ class Restorer:
             assert ledger.pending.xid is not None
             replaced = self.replacing.remove(self.conn, replacing, ledger.pending.xid)
         there = self._existing(oids)
-        ledger.claim(to_ranges([o for o in oids if o not in there and o not in replaced]))
+        ledger.claim(to_ranges(claimed(oids, there, replaced)))
         return there, replaced
 
     def flush(self) -> None:
@@ -298,14 +270,13 @@ class Restorer:
         does little but wait for the server, so the two hardly contend for the GIL)."""
         if not self.oids:
             return
-        oids, metas, datas, further = self.oids, self.metas, self.datas, self.further
+        batch = BatchLos(self.oids, self.metas, self.datas, self.further, not self.batch_bytes)
         replacing, self.batch_replacing = self.batch_replacing, []
-        empty = not self.batch_bytes
         self.oids, self.metas, self.datas, self.further = [], [], [], Further()
         self.batch_bytes = self.batch_locks = 0
-        plan = None if self.req.skipping else self._plan(oids, metas, datas, empty, further)
+        plan = None if self.req.skipping else plan_batch(batch, self._rules())
         self.wait()
-        self._job = _in_thread(self._write, oids, metas, datas, further, plan, replacing)
+        self._job = _in_thread(self._write, batch, plan, replacing)
 
     def wait(self) -> None:
         """Wait for the batch being written (its error is raised here): before the
@@ -335,86 +306,37 @@ class Restorer:
             futures.wait([job], timeout=STOP_WAIT)
         return job is None or job.done()
 
-    def _plan(
-        self, oids: list[int], metas: list[Meta], datas: list[bytes | memoryview], empty: bool,
-        further: Further | None = None,
-    ) -> _Plan:  # fmt: skip
-        """What one batch's statements need, gathered from its parallel lists."""
-        plan = _Plan(to_ranges(oids), further=further or Further())
-        if self.req.no_owner:
-            owners: set[str | None] = {None}
-        elif self.owners is not None and len(self.owners) == 1:
-            owners = self.owners
-        else:
-            owners = {m.owner for m in metas}
-        for owner in owners:
-            if len(owners) == 1:
-                mine: Iterable[int] = range(len(oids))
-                if empty:
-                    plan.creates.append((owner, oids, [], []))
-                    continue
-            else:
-                mine = [i for i, m in enumerate(metas) if m.owner == owner]
-            plan.creates.append((
-                owner,
-                [oids[i] for i in mine if not len(datas[i])],
-                [oids[i] for i in mine if len(datas[i])],
-                [datas[i] for i in mine if len(datas[i])],
-            ))  # fmt: skip
-        if not self.req.no_acl and self.any_acl:
-            with_acl = [(o, m) for o, m in zip(oids, metas, strict=True) if m.acl is not None]
-            if with_acl and self.superuser:
-                plan.acls = ([o for o, _ in with_acl],
-                             [aclmod.array_literal(m.acl or ()) for _, m in with_acl])  # fmt: skip
-            elif with_acl:
-                plan.grants = self._grants(with_acl)
-        if not self.req.no_comments and self.any_comment:
-            plan.comments = [
-                (o, m.comment) for o, m in zip(oids, metas, strict=True) if m.comment is not None
-            ]
-        plan.los = len(oids)
-        plan.bytes = (0 if empty else sum(map(len, datas))) + sum(plan.further.uncounted.values())
-        return plan
+    def _rules(self) -> Rules:
+        """What this run's batches are planned by (as far as ``know`` has told)."""
+        req = self.req
+        return Rules(req.no_owner, req.no_acl, req.no_comments, self.superuser, self.owners,
+                     self.any_acl, self.any_comment)  # fmt: skip
 
-    def _write(
-        self,
-        oids: list[int],
-        metas: list[Meta],
-        datas: list[bytes | memoryview],
-        further: Further,
-        plan: _Plan | None,
-        replacing: list[int],
-    ) -> None:
+    def _write(self, batch: BatchLos, plan: BatchPlan | None, replacing: list[int]) -> None:
         """One batch: one transaction through the ledger (runs in the writer thread)."""
         if plan is not None:
             with self.writer.batch_of_ranges(plan.ranges) as b:
                 self._create(b, plan)
         else:  # skipping: what exists is known only in the batch's transaction
             with self.writer.batch_of_ranges([]) as b:
-                there, _ = self._claim(oids, replacing)
-                if there:
-                    self.skipped += len(there)
-                    keep = [i for i, o in enumerate(oids) if o not in there]
-                    oids = [oids[i] for i in keep]
-                    metas = [metas[i] for i in keep]
-                    datas = [datas[i] for i in keep]
-                    further = further.without(there)
-                plan = self._plan(oids, metas, datas, not any(map(len, datas)), further)
-                if oids:
+                there, _ = self._claim(batch.oids, replacing)
+                self.skipped += len(there)
+                plan = plan_batch(batch.without(there), self._rules())
+                if plan.los:
                     self._create(b, plan)
         self.los += plan.los
         self.bytes += plan.bytes
 
-    def _create(self, b: Batch, plan: _Plan) -> None:
-        for owner, empty, full, contents in plan.creates:
-            if empty:
-                b.create_many_empty(empty, owner)
-            if full:
-                b.create(full, contents, owner)
+    def _create(self, b: Batch, plan: BatchPlan) -> None:
+        for c in plan.creations:
+            if c.empty:
+                b.create_many_empty(c.empty, c.owner)
+            if c.full:
+                b.create(c.full, c.contents, c.owner)
         plan.further.write(b)
         self._decorate(b, plan)
 
-    def _decorate(self, b: Batch, plan: _Plan) -> None:
+    def _decorate(self, b: Batch, plan: BatchPlan) -> None:
         if plan.acls is not None:
             b.set_acls(*plan.acls)
         for (grantor, grantee, privileges, option), oids in plan.grants.items():
@@ -422,24 +344,6 @@ class Restorer:
             b.grant(Grant(grantee, privileges, option), oids)
             self.conn.execute("RESET ROLE")
         b.comment(plan.comments)
-
-    @staticmethod
-    def _grants(items: list[tuple[int, Meta]]) -> dict[GrantKey, list[int]]:
-        """ACLs as GRANTs (for a role that may not update the catalog), by (grantor,
-        grantee, privileges, with grant option): each grantor's grants are made as that
-        grantor, so the server records the same grantor."""
-        groups: dict[GrantKey, list[int]] = defaultdict(list)
-        for oid, meta in items:
-            for text in meta.acl or ():
-                a = aclmod.parse(text)
-                if a.grantee == meta.owner and a.grantee == a.grantor:
-                    continue  # the owner's own entry: implied by any grant
-                plain = tuple(p for p in a.privileges if p not in a.grantable)
-                if plain:
-                    groups[(a.grantor, a.grantee, plain, False)].append(oid)
-                if a.grantable:
-                    groups[(a.grantor, a.grantee, a.grantable, True)].append(oid)
-        return groups
 
     def finish(self) -> None:
         self.flush()
