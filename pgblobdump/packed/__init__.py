@@ -16,7 +16,8 @@ from pgblobdump import lazy
 if TYPE_CHECKING:
     from pgblobdump.packed.dump.run import DumpRequest, DumpResult
     from pgblobdump.packed.format.index import Meta
-    from pgblobdump.packed.read.reader import Item, LoPiece, PackedDirectory, WholeLos
+    from pgblobdump.packed.read.items import Item, LoPiece, WholeLos
+    from pgblobdump.packed.read.reader import PackedDirectory
     from pgblobdump.packed.read.source import open_source
     from pgblobdump.packed.read.stream import stream_items, stream_pieces
     from pgblobdump.packed.restore.archive import restore_archive
@@ -25,14 +26,14 @@ if TYPE_CHECKING:
 _HOME = {
     "DumpRequest": "dump.run",
     "DumpResult": "dump.run",
-    "Item": "read.reader",
-    "LoPiece": "read.reader",
+    "Item": "read.items",
+    "LoPiece": "read.items",
     "Meta": "format.index",
     "OnConflict": "restore.request",
     "PackedDirectory": "read.reader",
     "RestoreRequest": "restore.request",
     "RestoreResult": "restore.request",
-    "WholeLos": "read.reader",
+    "WholeLos": "read.items",
     "open_source": "read.source",
     "restore_archive": "restore.archive",
     "stream_items": "read.stream",

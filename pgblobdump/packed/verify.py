@@ -14,9 +14,11 @@ import xxhash
 
 from pgblobdump.errors import CorruptArchive, PgBlobDumpError
 from pgblobdump.packed.chain.archives import Chain
-from pgblobdump.packed.format.index import IndexRecord, Meta, SortingIndexBuilder
+from pgblobdump.packed.format.index import IndexRecord, Meta
+from pgblobdump.packed.format.indexbuild import SortingIndexBuilder
 from pgblobdump.packed.format.spec import CHAIN_VOLUME, INDEX_NAME
-from pgblobdump.packed.read.reader import Damaged, PackedDirectory
+from pgblobdump.packed.read.items import Damaged
+from pgblobdump.packed.read.reader import PackedDirectory
 from pgblobdump.pg import snapshot
 from pgblobdump.pg.connect import connect
 from pgblobdump.pg.lostream import LoRun, Selection, iter_los

@@ -18,7 +18,7 @@ import psycopg
 
 from pgblobdump.packed.format.holes import runs
 from pgblobdump.packed.format.index import Meta
-from pgblobdump.packed.read.reader import Item, LoPiece, WholeLos
+from pgblobdump.packed.read.items import Item, LoPiece, WholeLos
 from pgblobdump.packed.write.packer import SMALL_HOLE_PAGES
 from pgblobdump.pg.lostream import WINDOW, LoRun, MetaTuple, Selection, Side, iter_los
 from pgblobdump.pgconstants import LOBLKSIZE

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 import psycopg
 
 from pgblobdump.errors import PgBlobDumpError
-from pgblobdump.packed.read.reader import Item
+from pgblobdump.packed.read.items import Item
 from pgblobdump.packed.restore.crew import Crew
 from pgblobdump.packed.restore.request import RestoreRequest
 from pgblobdump.packed.restore.restorer import Replacing, Restorer

@@ -49,7 +49,7 @@ from pgblobdump.sync import source, state
 from pgblobdump.sync.plan import GONE_CHANGED, GONE_REPLACED, Plan, decide
 
 if TYPE_CHECKING:
-    from pgblobdump.packed.read.reader import Item
+    from pgblobdump.packed.read.items import Item
     from pgblobdump.sync.jobs import Feed
 
 RANGE_READ = 1_000

@@ -28,8 +28,9 @@ from pgblobdump.packed.format.spec import (
     VOLUME_HEADER,
     FrameKind,
 )
+from pgblobdump.packed.read.items import Damaged, Item, LoPiece, WholeLos
 from pgblobdump.packed.read.parts import share_items
-from pgblobdump.packed.read.reader import Damaged, Item, LoPiece, PackedDirectory, WholeLos
+from pgblobdump.packed.read.reader import PackedDirectory
 from pgblobdump.packed.write.writer import ArchiveWriter
 from pgblobdump.storage import LocalDirectory
 

@@ -20,7 +20,8 @@ from pgblobdump.packed.format.holes import ZERO_PAGE, runs
 from pgblobdump.packed.format.index import Meta
 from pgblobdump.packed.format.manifest import DumpSource
 from pgblobdump.packed.format.spec import PIECE_MAX, PIECE_RECORD
-from pgblobdump.packed.read.reader import PackedDirectory, each_piece
+from pgblobdump.packed.read.items import each_piece
+from pgblobdump.packed.read.reader import PackedDirectory
 from pgblobdump.packed.read.stream import stream_items, stream_pieces
 from pgblobdump.packed.write import packer as writer
 from pgblobdump.packed.write.writer import ArchiveWriter

@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pgblobdump.errors import CorruptArchive
-from pgblobdump.packed.format import index
-from pgblobdump.packed.format.index import IndexBuilder
+from pgblobdump.packed.format import indexbuild
+from pgblobdump.packed.format.indexbuild import IndexBuilder
 from pgblobdump.packed.format.rawindex import RawRecords, merged_builder, oid_column
 from pgblobdump.packed.format.spec import CHAIN_VOLUME
 
@@ -34,7 +34,7 @@ def test_merged_builder_gives_every_record_once_in_order(
 ) -> None:
     owner = {oid: seed.randrange(parts) for oid in sorted(oids)}  # type: ignore[attr-defined]
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(index, "INDEX_BLOCK_RECORDS", block)
+        mp.setattr(indexbuild, "INDEX_BLOCK_RECORDS", block)
         builders = [_builder([o for o in sorted(oids) if owner[o] == k], k) for k in range(parts)]
         merged = merged_builder(builders)
         got = [oid for raw in merged.raw_blocks() for oid in oid_column(raw)]
@@ -55,7 +55,7 @@ def test_an_oid_in_two_builders_is_an_error() -> None:
 def test_raw_records_take_through_and_run_stop_at_the_oid(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(index, "INDEX_BLOCK_RECORDS", 8)
+    monkeypatch.setattr(indexbuild, "INDEX_BLOCK_RECORDS", 8)
     b = _builder(list(range(10, 30)), 0)
     cursor = RawRecords(b.raw_blocks())
     assert oid_column(cursor.take_through(14)) == [10, 11, 12, 13, 14]  # across no block

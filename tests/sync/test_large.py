@@ -12,7 +12,7 @@ from collections.abc import Iterable
 import psycopg
 from psycopg import conninfo as pgconninfo
 
-from pgblobdump.packed.read.reader import Item, LoPiece, WholeLos
+from pgblobdump.packed.read.items import Item, LoPiece, WholeLos
 from pgblobdump.pg.lostream import BIG, Selection
 from pgblobdump.servers.cluster import SUPERUSER, EmbeddedCluster
 from pgblobdump.sync import feed

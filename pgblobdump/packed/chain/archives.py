@@ -33,8 +33,9 @@ from pgblobdump.packed.format.manifest import ChainLink
 from pgblobdump.packed.format.rawindex import COLUMNS_OK
 from pgblobdump.packed.format.spec import CHAIN_VOLUME, INDEX_RECORD
 from pgblobdump.packed.read import source
+from pgblobdump.packed.read.items import Damaged, Item, LoPiece, WholeLos
 from pgblobdump.packed.read.parts import share_items
-from pgblobdump.packed.read.reader import Damaged, Item, LoPiece, PackedDirectory, WholeLos
+from pgblobdump.packed.read.reader import PackedDirectory
 from pgblobdump.pgconstants import OID_MAX
 
 

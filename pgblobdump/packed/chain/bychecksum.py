@@ -16,7 +16,8 @@ from typing import Any
 
 import xxhash
 
-from pgblobdump.packed.format.index import IndexBuilder, IndexRecord, Meta, MetaTable
+from pgblobdump.packed.format.index import IndexRecord, Meta, MetaTable
+from pgblobdump.packed.format.indexbuild import IndexBuilder
 from pgblobdump.packed.format.spec import CHAIN_VOLUME
 from pgblobdump.packed.read.reader import PackedDirectory
 from pgblobdump.packed.write.packer import LoPacker

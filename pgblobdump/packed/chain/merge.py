@@ -18,8 +18,8 @@ from pgblobdump.packed.chain.archives import Chain, where_of
 from pgblobdump.packed.format.holes import filled
 from pgblobdump.packed.format.manifest import DumpSource, MergedFrom
 from pgblobdump.packed.format.spec import DATABASE_FILE
+from pgblobdump.packed.read.items import Item, LoPiece, WholeLos
 from pgblobdump.packed.read.parts import share
-from pgblobdump.packed.read.reader import Item, LoPiece, WholeLos
 from pgblobdump.packed.write.packer import LoPacker
 from pgblobdump.packed.write.writer import ArchiveWriter
 from pgblobdump.report.reporter import QUIET, Reporter

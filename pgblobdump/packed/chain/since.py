@@ -24,7 +24,8 @@ import zstandard
 from psycopg import sql
 
 from pgblobdump.errors import UsageError
-from pgblobdump.packed.format.index import IndexBuilder, MetaTable
+from pgblobdump.packed.format.index import MetaTable
+from pgblobdump.packed.format.indexbuild import IndexBuilder
 from pgblobdump.packed.format.manifest import ChainLink, DumpSource, PackSource
 from pgblobdump.packed.format.rawindex import COLUMNS_OK, RawRecords, oid_column
 from pgblobdump.packed.format.spec import CHAIN_VOLUME, INDEX_RECORD

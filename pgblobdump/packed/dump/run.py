@@ -23,7 +23,8 @@ from pgblobdump import logs
 from pgblobdump.errors import UsageError
 from pgblobdump.packed.chain import since
 from pgblobdump.packed.dump import referenced
-from pgblobdump.packed.format.index import IndexBuilder, Meta
+from pgblobdump.packed.format.index import Meta
+from pgblobdump.packed.format.indexbuild import IndexBuilder
 from pgblobdump.packed.format.manifest import DumpSource, Incremental, PgDumpFile
 from pgblobdump.packed.format.spec import (
     DATABASE_FILE,

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Iterator, Sequence
 
 from pgblobdump.errors import CorruptArchive
-from pgblobdump.packed.format.index import IndexBuilder
+from pgblobdump.packed.format.indexbuild import IndexBuilder
 from pgblobdump.packed.format.spec import INDEX_RECORD
 from pgblobdump.pgconstants import OID_MAX
 

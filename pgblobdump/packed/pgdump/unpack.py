@@ -35,7 +35,8 @@ from pgblobdump.packed.format.index import Meta
 from pgblobdump.packed.format.manifest import DumpSource, PackSource, Source
 from pgblobdump.packed.pgdump.database import local_file
 from pgblobdump.packed.pgdump.pack import REST, REST_CUSTOM
-from pgblobdump.packed.read.reader import LoPiece, PackedDirectory
+from pgblobdump.packed.read.items import LoPiece
+from pgblobdump.packed.read.reader import PackedDirectory
 from pgblobdump.report.reporter import QUIET, Reporter
 from pgblobdump.toc import build
 from pgblobdump.toc.compression import SUFFIXES

@@ -15,14 +15,8 @@ from collections.abc import Iterator
 
 from pgblobdump.errors import CorruptArchive, DamagedData
 from pgblobdump.packed.format.spec import volume_name, volume_of
-from pgblobdump.packed.read.reader import (
-    Damaged,
-    Item,
-    LoPiece,
-    PackedDirectory,
-    WholeLos,
-    _Assembler,
-)
+from pgblobdump.packed.read.items import Damaged, Item, LoPiece, WholeLos
+from pgblobdump.packed.read.reader import PackedDirectory, _Assembler
 from pgblobdump.pgconstants import OID_MAX
 
 

@@ -12,7 +12,8 @@ from pgblobdump import storage
 from pgblobdump.errors import FileError, NotAnArchive, NotFound, UsageError, from_os_error
 from pgblobdump.packed.format.index import Index, Meta
 from pgblobdump.packed.format.spec import STREAM_MAGIC
-from pgblobdump.packed.read.reader import Item, PackedDirectory
+from pgblobdump.packed.read.items import Item
+from pgblobdump.packed.read.reader import PackedDirectory
 from pgblobdump.packed.read.stream import stream_items
 
 

@@ -13,7 +13,8 @@ from pgblobdump.packed.format.holes import filled
 from pgblobdump.packed.format.index import Meta, MetaTable
 from pgblobdump.packed.format.manifest import Manifest
 from pgblobdump.packed.format.spec import STREAM_HEADER, STREAM_MAGIC, FrameKind, version_problem
-from pgblobdump.packed.read.reader import Item, LoPiece, _Assembler, each_piece
+from pgblobdump.packed.read.items import Item, LoPiece, each_piece
+from pgblobdump.packed.read.reader import _Assembler
 
 
 def stream_items(f: BinaryIO, where: str = "the stream") -> Iterator[Item]:

@@ -15,7 +15,7 @@ import psycopg
 
 from pgblobdump.errors import PgBlobDumpError
 from pgblobdump.packed.format.index import Index, Meta
-from pgblobdump.packed.read.reader import Item
+from pgblobdump.packed.read.items import Item
 from pgblobdump.packed.restore.crew import Crew
 from pgblobdump.packed.restore.journal import Journal
 from pgblobdump.packed.restore.precheck import precheck

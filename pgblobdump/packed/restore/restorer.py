@@ -25,7 +25,7 @@ from psycopg import sql
 
 from pgblobdump.errors import PgBlobDumpError
 from pgblobdump.packed.format.index import Index, Meta
-from pgblobdump.packed.read.reader import Damaged, Item, LoPiece, WholeLos
+from pgblobdump.packed.read.items import Damaged, Item, LoPiece, WholeLos
 from pgblobdump.packed.restore.journal import Journal
 from pgblobdump.packed.restore.plan import (
     BatchLos,

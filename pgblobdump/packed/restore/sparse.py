@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from pgblobdump.packed.format.index import Meta
 from pgblobdump.packed.format.spec import PIECE_MAX
-from pgblobdump.packed.read.reader import LoPiece, WholeLos
+from pgblobdump.packed.read.items import LoPiece, WholeLos
 from pgblobdump.pg.lo import Batch
 
 BATCHED_MAX = PIECE_MAX

@@ -17,13 +17,8 @@ import zstandard
 
 from pgblobdump.packed.format.frames import encode
 from pgblobdump.packed.format.holes import runs
-from pgblobdump.packed.format.index import (
-    IndexBuilder,
-    Meta,
-    MetaTable,
-    SortingIndexBuilder,
-    fixed_records,
-)
+from pgblobdump.packed.format.index import Meta, MetaTable, fixed_records
+from pgblobdump.packed.format.indexbuild import IndexBuilder, SortingIndexBuilder
 from pgblobdump.packed.format.spec import (
     FRAME_TARGET,
     PIECE_MAX,

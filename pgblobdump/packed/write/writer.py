@@ -17,7 +17,8 @@ import xxhash
 
 from pgblobdump.errors import UsageError
 from pgblobdump.packed.format.frames import encode
-from pgblobdump.packed.format.index import IndexBuilder, MetaTable, write_index
+from pgblobdump.packed.format.index import MetaTable
+from pgblobdump.packed.format.indexbuild import IndexBuilder, write_index
 from pgblobdump.packed.format.manifest import Incremental, Manifest, MergedFrom, Source
 from pgblobdump.packed.format.rawindex import merged_builder
 from pgblobdump.packed.format.spec import (
