@@ -78,31 +78,31 @@ SUBCOMMANDS = {
         "Measure pg_dump/pg_restore and the packed archive on many large objects.",
     ),
     "dump": Subcommand(
-        "pgblobdump.cli.packed:dump",
+        "pgblobdump.cli.dump:dump",
         "Dump large objects into a packed archive: a few files whatever the count.",
     ),
     "restore": Subcommand(
-        "pgblobdump.cli.packed:restore",
+        "pgblobdump.cli.restore:restore",
         "Restore a packed archive's LOs: same OIDs, owners, ACLs and comments.",
     ),
     "verify": Subcommand(
-        "pgblobdump.cli.packed:verify",
+        "pgblobdump.cli.verify:verify",
         "Check a packed archive: every file, frame and LO checksum, the index against the...",
     ),
     "ls": Subcommand(
-        "pgblobdump.cli.packed:ls_cmd",
+        "pgblobdump.cli.archive:ls_cmd",
         "List a packed archive's LOs: OID, size, owner, ACL, comment (from its index); for...",
     ),
     "cat": Subcommand(
-        "pgblobdump.cli.packed:cat_cmd",
+        "pgblobdump.cli.archive:cat_cmd",
         "Write one LO's bytes to stdout or FILE, reading only its index block and frames...",
     ),
     "pack": Subcommand(
-        "pgblobdump.cli.packed:pack_cmd",
+        "pgblobdump.cli.pack:pack_cmd",
         "Pack the LOs of a pg_dump archive into a packed archive: a few files.",
     ),
     "unpack": Subcommand(
-        "pgblobdump.cli.packed:unpack_cmd",
+        "pgblobdump.cli.pack:unpack_cmd",
         "Give back the pg_dump archive a packed archive was packed from, as a directory...",
     ),
     "migrate": Subcommand(
@@ -122,7 +122,7 @@ SUBCOMMANDS = {
         "Copy large objects from the database -d into the one --target-dbname names: same...",
     ),
     "merge": Subcommand(
-        "pgblobdump.cli.packed:merge_cmd",
+        "pgblobdump.cli.archive:merge_cmd",
         "Fold an incremental archive and its bases into one standalone archive, with no...",
     ),
     "sync": Subcommand(

@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 
 import click
 
+from pgblobdump.cli.types import OIDS
 from pgblobdump.pg.target import ConnectionTarget
 from pgblobdump.report.formats import Format
 
@@ -85,3 +86,14 @@ def pg_bin_option(f: F) -> F:
         type=click.Path(path_type=Path, file_okay=False),
         help="A PostgreSQL bin directory to use first (repeatable; also PGBLOBDUMP_PG<N>_BIN).",
     )(f)
+
+
+def jobs_option(text: str) -> Callable[[F], F]:
+    """``-j/--jobs N`` (default 1); the request checks its range and what it goes with."""
+    return click.option("-j", "--jobs", type=int, default=1, show_default=True, help=text)
+
+
+ONLY_OIDS = click.option(
+    "--oids", type=OIDS, default="", help="Only LOs with OIDs in this range (1000-5000)."
+)
+"""``--oids LO-HI``: only LOs with OIDs in this range (dump, ls, copy, sync)."""

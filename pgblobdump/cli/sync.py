@@ -10,10 +10,10 @@ from typing import Any
 
 import click
 
-from pgblobdump.cli.options import F, connection_options, output_options
+from pgblobdump.cli.options import ONLY_OIDS, F, connection_options, jobs_option, output_options
 from pgblobdump.cli.output import Format, emit, write_listing
 from pgblobdump.cli.progress import reporter
-from pgblobdump.cli.types import COLUMN, OIDS, PART
+from pgblobdump.cli.types import COLUMN, PART
 from pgblobdump.errors import SyncConflict, UsageError
 from pgblobdump.pg.target import ConnectionTarget
 from pgblobdump.report import Table
@@ -49,16 +49,6 @@ def result_table(title: str, record: dict[str, Any]) -> Table:
 
 TARGET: Callable[[F], F] = connection_options(prefix="target", dest="to")
 """``--target-dbname --target-host --target-port --target-username``: the second server."""
-
-ONLY_OIDS = click.option(
-    "--oids", type=OIDS, default="", help="Only LOs with OIDs in this range (1000-5000)."
-)
-
-
-def jobs_option(text: str) -> Callable[[F], F]:
-    """``-j/--jobs N`` (default 1), as dump and restore have it."""
-    return click.option("-j", "--jobs", type=int, default=1, show_default=True, help=text)
-
 
 REFERENCED_BY = click.option(
     "--referenced-by",
