@@ -15,7 +15,7 @@ from pgblobdump.errors import UsageError
 from pgblobdump.packed import source
 from pgblobdump.packed.chain import Chain
 from pgblobdump.packed.full import restore_full
-from pgblobdump.packed.parts import share, share_items
+from pgblobdump.packed.parts import job_shares, share, share_items
 from pgblobdump.packed.reader import PackedDirectory
 from pgblobdump.packed.request import RestoreRequest, RestoreResult
 from pgblobdump.packed.restore import restore
@@ -77,10 +77,8 @@ def restore_archive(
     if req.jobs > 1:
         return _restore_jobs(conninfo, archive, req, reporter, again, opened)
     if req.part is not None:
-        k, n = req.part
         directory = opened or source.directory(archive)
-        first, last = share(directory, k, n)
-        reporter.note(f"part {k}/{n}: OIDs {first}..{last}")
+        first, last = _part(reporter, directory, req.part)
         announce(reporter, directory, (first, last))
         items = share_items(directory, first, last)
         metas = directory.index.metas.values
@@ -103,17 +101,21 @@ def _restore_jobs(
     if archive == storage.STREAM:
         raise UsageError("--jobs restores a directory archive over N connections, not a stream")
     directory = opened or source.directory(archive)
-    k, n = req.part or (1, 1)
-    j = req.jobs
-    part = share(directory, k, n) if req.part is not None else None
-    if part is not None:
-        reporter.note(f"part {k}/{n}: OIDs {part[0]}..{part[1]}")
+    part = _part(reporter, directory, req.part) if req.part is not None else None
     announce(reporter, directory, part)
-    ranges = [share(directory, (k - 1) * j + i, n * j) for i in range(1, j + 1)]
+    ranges = job_shares(directory, req.part, req.jobs)
     # a directory each: reading the index and volumes is not shared between threads
     shares = [share_items(source.directory(archive), lo, hi, req.skip_damaged) for lo, hi in ranges]
     return restore_jobs(conninfo, shares, req, reporter, directory.index,
                         directory.index.metas.values, part, again)  # fmt: skip
+
+
+def _part(reporter: Reporter, directory: PackedDirectory, part: tuple[int, int]) -> tuple[int, int]:
+    """The OID range of share K of N (``part``) of the archive, said in a note."""
+    k, n = part
+    first, last = share(directory, k, n)
+    reporter.note(f"part {k}/{n}: OIDs {first}..{last}")
+    return first, last
 
 
 def _chain(archive: str, req: RestoreRequest) -> Chain | None:
@@ -144,17 +146,13 @@ def _restore_chain(conninfo: str, chain: Chain, req: RestoreRequest, reporter: R
     into ``--jobs`` (and ``--part``) OID ranges by the top's index, which lists every LO;
     each range reads the top's volumes, then each base's, for the LOs each holds."""
     top = chain.top
-    k, n = req.part or (1, 1)
-    j = req.jobs
-    part = share(top, k, n) if req.part is not None else None
-    if part is not None:
-        reporter.note(f"part {k}/{n}: OIDs {part[0]}..{part[1]}")
+    part = _part(reporter, top, req.part) if req.part is not None else None
     metas = top.index.metas.values
 
     def los() -> RestoreResult:
         announce(reporter, top, part)
-        ranges = [share(top, (k - 1) * j + i, n * j) for i in range(1, j + 1)]
-        if j == 1:
+        ranges = job_shares(top, req.part, req.jobs)
+        if req.jobs == 1:
             return restore(conninfo, chain.items(*ranges[0]), req, reporter, top.index, metas,
                            part, again)  # fmt: skip
         shares = [chain.reopened().items(lo, hi) for lo, hi in ranges]
