@@ -454,12 +454,11 @@ def restore(
     index: Index | None = None,
     metas: Iterable[Meta] | None = None,
     part: tuple[int, int] | None = None,
-    again: str = "",
 ) -> RestoreResult:
     """Restore ``items`` (Source.items) into the database at ``conninfo``. With an
     archive's ``index`` and ``metas``, conflicts and missing roles are found before
     anything is written; from a stream they are found as they come (and what was made is
-    removed). ``again`` is the command that resumes this restore, for messages."""
+    removed)."""
     t0 = time.perf_counter()
     ledger = Ledger(conninfo, "restore")
     with connect(conninfo, autocommit=True, doing="restore") as conn:
@@ -470,7 +469,7 @@ def restore(
             r.check_roles(metas)
             r.know(metas)
         if index is not None and not req.skipping:
-            precheck(conn, index, part, journal, again)
+            precheck(conn, index, req, part, journal)
         if journal is not None:
             ledger.on_change = journal.save
         try:
@@ -483,10 +482,7 @@ def restore(
                     reporter.progress(r.los + r.skipped, r.bytes)
             r.finish()
         except (PgBlobDumpError, psycopg.Error, KeyboardInterrupt) as e:
-            resume = "; run the restore again with --resume to finish it" + (
-                f": {again}" if again else ""
-            )
-            error = failed(e, "restore", ledger, conn, taken, if_left=resume, stop=r.stop)
+            error = failed(e, "restore", ledger, conn, taken, if_left=req.resume_hint, stop=r.stop)
             if journal is not None:
                 journal.save(ledger)  # what is left, if anything, for the next run's hint
             raise error from e

@@ -35,7 +35,6 @@ def restore_jobs(
     index: Index,
     metas: Iterable[Meta],
     part: tuple[int, int] | None = None,
-    again: str = "",
 ) -> RestoreResult:
     """``restore`` over one connection per share (``restore --jobs N``: contiguous OID
     ranges of the archive, or of its ``part``), at once. Roles and conflicts are checked
@@ -52,7 +51,7 @@ def restore_jobs(
         first = Restorer(main, Ledger(conninfo, "restore"), req, reporter)
         first.check_roles(metas)
         if not req.skipping:
-            precheck(main, index, part, journal, again)
+            precheck(main, index, req, part, journal)
         workers = [first] + [
             Restorer(
                 stack.enter_context(connect(conninfo, autocommit=True, doing="restore")),
@@ -88,11 +87,9 @@ def restore_jobs(
             crew.run([functools.partial(work, w, items)
                       for w, items in zip(workers, shares, strict=True)], reporter)  # fmt: skip
         except (PgBlobDumpError, psycopg.Error, KeyboardInterrupt) as e:
-            resume = "; run the restore again with --resume to finish it" + (
-                f": {again}" if again else ""
-            )
             runs = [(w.writer.ledger, w.conn) for w in workers]
-            error = failed_all(e, "restore", runs, taken, if_left=resume, stop=crew.stop_all)
+            error = failed_all(e, "restore", runs, taken, if_left=req.resume_hint,
+                               stop=crew.stop_all)  # fmt: skip
             journal.save(*ledgers)  # what is left, if anything, for the next run's hint
             raise error from e
         redone = journal.redone(*ledgers)
