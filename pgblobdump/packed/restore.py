@@ -95,8 +95,22 @@ class Replacing(Protocol):
 
 class Restorer:
     def __init__(
-        self, conn: psycopg.Connection, ledger: Ledger, req: RestoreRequest, reporter: Reporter
+        self,
+        conn: psycopg.Connection,
+        ledger: Ledger,
+        req: RestoreRequest,
+        reporter: Reporter,
+        *,
+        metas: Iterable[Meta] | None = None,
+        roles_checked: bool = False,
+        replacing: Replacing | None = None,
     ) -> None:
+        """Writes through ``ledger`` on ``conn`` (its hooks given at its own construction).
+        ``metas``: every Meta the archive holds (a directory's index), their roles checked
+        by the caller (``check_roles``) before any LO is taken: batches are planned from
+        what they have in common. ``roles_checked``: the roles of every LO to come were
+        checked already (copy's and sync's, for the whole selection). ``replacing``: the
+        LOs to write in place of the target's (needs ``req.skipping``)."""
         self.conn = conn
         self.req = req
         self.writer = LoWriter(conn, ledger)
@@ -115,12 +129,11 @@ class Restorer:
         # at most the lock budget of them.
         self.batch_locks = 0
         self.locks_max = max(1, self.writer.budget.per_transaction // req.sharing)
-        self.replacing: Replacing | None = None
-        """LOs to write in place of the target's (needs ``req.skipping``)."""
+        self.replacing = replacing
         self.batch_replacing: list[int] = []
         self._checked: set[Meta] = set()
-        self.all_checked = False  # every Meta of the archive was checked up front
-        # What every Meta of the archive holds, once known (``know``): a batch whose LOs
+        self.all_checked = roles_checked  # every Meta to come was checked up front
+        # What every Meta of the archive holds, once known (``metas``): a batch whose LOs
         # can have but one owner, no ACL or no comment is planned with no loop per LO.
         self.owners: set[str | None] | None = None
         self.any_acl = self.any_comment = True
@@ -130,6 +143,8 @@ class Restorer:
         self._large: contextlib.ExitStack | None = None
         self._large_batch: Batch | None = None
         self._job: futures.Future[None] | None = None
+        if metas is not None:
+            self._know(metas)
 
     # -- roles ------------------------------------------------------------------------
     def check_roles(self, metas: Iterable[Meta]) -> None:
@@ -157,7 +172,7 @@ class Restorer:
             )
         self.known_roles |= have
 
-    def know(self, metas: Iterable[Meta]) -> None:
+    def _know(self, metas: Iterable[Meta]) -> None:
         """Every Meta the archive holds (a directory's index), its roles checked: the
         batches are planned from what they have in common."""
         metas = list(metas)
@@ -460,18 +475,16 @@ def restore(
     anything is written; from a stream they are found as they come (and what was made is
     removed)."""
     t0 = time.perf_counter()
-    ledger = Ledger(conninfo, "restore")
     with connect(conninfo, autocommit=True, doing="restore") as conn:
         journal = Journal.open(conn, conninfo, index, part) if index is not None else None
-        r = Restorer(conn, ledger, req, reporter)
+        metas = list(metas) if metas is not None else None
+        save = journal.save if journal is not None else None
+        ledger = Ledger(conninfo, "restore", on_change=save)
+        r = Restorer(conn, ledger, req, reporter, metas=metas)
         if metas is not None:
-            metas = list(metas)
             r.check_roles(metas)
-            r.know(metas)
         if index is not None and not req.skipping:
             precheck(conn, index, req, part, journal)
-        if journal is not None:
-            ledger.on_change = journal.save
         try:
             last = time.monotonic()
             for item in items:

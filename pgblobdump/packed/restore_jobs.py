@@ -48,28 +48,24 @@ def restore_jobs(
     with contextlib.ExitStack() as stack:
         main = stack.enter_context(connect(conninfo, autocommit=True, doing="restore"))
         journal = Journal.open(main, conninfo, index, part)
-        first = Restorer(main, Ledger(conninfo, "restore"), req, reporter)
+        ledgers: list[Ledger] = []
+
+        def save(_: Ledger) -> None:
+            with lock:
+                journal.save(*ledgers)
+
+        ledgers += [Ledger(conninfo, "restore", on_change=save) for _ in shares]
+        first = Restorer(main, ledgers[0], req, reporter, metas=metas)
         first.check_roles(metas)
         if not req.skipping:
             precheck(main, index, req, part, journal)
         workers = [first] + [
             Restorer(
                 stack.enter_context(connect(conninfo, autocommit=True, doing="restore")),
-                Ledger(conninfo, "restore"), req, reporter,
+                ledger, req, reporter, metas=metas,
             )
-            for _ in shares[1:]
+            for ledger in ledgers[1:]
         ]  # fmt: skip
-        ledgers = [w.writer.ledger for w in workers]
-
-        def save(_: Ledger) -> None:
-            with lock:
-                journal.save(*ledgers)
-
-        for w in workers:
-            w.known_roles = set(first.known_roles)
-            w.know(metas)
-            w.writer.ledger.on_change = save
-
         crew = Crew(workers, "pgblobdump-restore-job")
 
         def work(w: Restorer, items: Iterator[Item]) -> None:

@@ -83,12 +83,11 @@ def run_jobs(
     workers: list[Restorer] = []
     for _ in feeds:
         conn = stack.enter_context(connect(dst, doing=f"{what}: on the target"))
-        w = Restorer(conn, Ledger(dst, what), req, reporter)
-        w.all_checked = True  # roles were checked for the whole selection
-        w.writer.ledger.on_change = _recorder(conn)
-        w.writer.ledger.on_remove = state.uncover  # a clean-up's removals are ours
-        w.replacing = replacing
-        workers.append(w)
+        # a clean-up's removals are ours: no longer expected in the target's state
+        ledger = Ledger(dst, what, on_change=_recorder(conn), on_remove=state.uncover)
+        # roles were checked for the whole selection
+        workers.append(Restorer(conn, ledger, req, reporter, roles_checked=True,
+                                replacing=replacing))  # fmt: skip
     crew = Crew(workers, f"pgblobdump-{what}")
 
     def work(w: Restorer, feed: Feed) -> None:
