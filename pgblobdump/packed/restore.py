@@ -461,6 +461,41 @@ class Restorer:
         self.wait()
 
 
+class Tally(Protocol):
+    """What a Restorer counts as it goes."""
+
+    los: int
+    bytes: int
+    skipped: int
+    damaged: int
+    damaged_oids: list[int]
+
+
+@dataclass(frozen=True)
+class Counts:
+    """What a run's Restorers did, summed over its connections: LOs made and their
+    bytes, LOs skipped as existing, LOs lost to damage and their OIDs (ascending)."""
+
+    los: int
+    bytes: int
+    skipped: int
+    damaged: int
+    damaged_oids: tuple[int, ...]
+
+    @classmethod
+    def of(cls, workers: Iterable[Tally]) -> Counts:
+        ws = list(workers)
+        return cls(
+            sum(w.los for w in ws), sum(w.bytes for w in ws), sum(w.skipped for w in ws),
+            sum(w.damaged for w in ws), tuple(sorted(o for w in ws for o in w.damaged_oids)),
+        )  # fmt: skip
+
+    def result(self, seconds: float, redone: int = 0) -> RestoreResult:
+        """A restore's result: these counts, its wall time and ``redone`` (--resume)."""
+        return RestoreResult(self.los, self.bytes, self.skipped, seconds, self.damaged,
+                             self.damaged_oids, redone)  # fmt: skip
+
+
 def restore(
     conninfo: str,
     items: Iterator[Item],
@@ -504,10 +539,7 @@ def restore(
             redone = journal.redone(ledger)
             journal.remove()
     reporter.progress(r.los + r.skipped, r.bytes)
-    return RestoreResult(
-        r.los, r.bytes, r.skipped, time.perf_counter() - t0, r.damaged,
-        tuple(sorted(r.damaged_oids)), redone,
-    )  # fmt: skip
+    return Counts.of([r]).result(time.perf_counter() - t0, redone)
 
 
 def _in_thread(fn: Callable[..., None], *args: object) -> futures.Future[None]:

@@ -11,9 +11,6 @@ import threading
 import time
 from collections.abc import Iterable, Iterator
 
-import psycopg
-
-from pgblobdump.errors import PgBlobDumpError
 from pgblobdump.packed.crew import Crew
 from pgblobdump.packed.index import Index, Meta
 from pgblobdump.packed.journal import Journal
@@ -22,7 +19,6 @@ from pgblobdump.packed.reader import Item
 from pgblobdump.packed.request import RestoreRequest, RestoreResult
 from pgblobdump.packed.restore import Restorer, taken
 from pgblobdump.pg.connect import connect
-from pgblobdump.pg.failure import failed_all
 from pgblobdump.pg.ledger import Ledger
 from pgblobdump.report.reporter import Reporter
 
@@ -66,33 +62,11 @@ def restore_jobs(
             )
             for ledger in ledgers[1:]
         ]  # fmt: skip
-        crew = Crew(workers, "pgblobdump-restore-job")
-
-        def work(w: Restorer, items: Iterator[Item]) -> None:
-            try:
-                for item in items:
-                    if crew.stop.is_set():
-                        return
-                    w.take(item)
-                if not crew.stop.is_set():
-                    w.finish()
-            except BaseException as e:  # the first one is the restore's error
-                crew.failed(e)
-
-        try:
-            crew.run([functools.partial(work, w, items)
-                      for w, items in zip(workers, shares, strict=True)], reporter)  # fmt: skip
-        except (PgBlobDumpError, psycopg.Error, KeyboardInterrupt) as e:
-            runs = [(w.writer.ledger, w.conn) for w in workers]
-            error = failed_all(e, "restore", runs, taken, if_left=req.resume_hint,
-                               stop=crew.stop_all)  # fmt: skip
-            journal.save(*ledgers)  # what is left, if anything, for the next run's hint
-            raise error from e
+        crew = Crew(workers, "pgblobdump-restore-job", "restore", taken, req.resume_hint)
+        works = [functools.partial(crew.drive, w, items)
+                 for w, items in zip(workers, shares, strict=True)]  # fmt: skip
+        # what is left after a failure, if anything, kept for the next run's hint
+        counts = crew.run(works, reporter, failing=lambda: journal.save(*ledgers))
         redone = journal.redone(*ledgers)
         journal.remove()
-    lost = tuple(sorted(o for w in workers for o in w.damaged_oids))
-    return RestoreResult(
-        sum(w.los for w in workers), sum(w.bytes for w in workers),
-        sum(w.skipped for w in workers), time.perf_counter() - t0,
-        sum(w.damaged for w in workers), lost, redone,
-    )  # fmt: skip
+    return counts.result(time.perf_counter() - t0, redone)
