@@ -13,7 +13,7 @@ import contextlib
 import functools
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Generator, Iterable, Sequence
 from typing import Protocol
 
 import psycopg
@@ -96,14 +96,22 @@ class Crew:
         """From a work's thread: ``items`` taken by ``worker`` until they run out or the
         run stops, then its last batch written (unless stopped). False when the run
         stopped before the items ran out. The worker's psycopg errors leave wrapped, so
-        that a work's own connection (copy's source) does not take them for its own."""
-        for item in items:
-            if self.stop.is_set():
-                return False
-            _on_target(worker.take, item)
-        if not self.stop.is_set():
-            _on_target(worker.finish)
-        return True
+        that a work's own connection (copy's source) does not take them for its own.
+        A generator of items is closed on leaving, whatever ends it: one reading a
+        connection (copy's source) ends its COPY before the work closes that connection
+        (kept alive by a failure's traceback, a generator left mid-COPY hung a sync cut
+        short, tests/sync/test_large.py)."""
+        try:
+            for item in items:
+                if self.stop.is_set():
+                    return False
+                _on_target(worker.take, item)
+            if not self.stop.is_set():
+                _on_target(worker.finish)
+            return True
+        finally:
+            if isinstance(items, Generator):
+                items.close()
 
     def run(
         self,

@@ -161,6 +161,31 @@ def test_an_interrupt_in_a_thread_is_the_runs_interrupt() -> None:
     assert str(raised.value) == "restore interrupted by SIGINT"
 
 
+def test_the_items_are_closed_whatever_ends_them() -> None:
+    """A generator reading a connection (copy's source) must end its read before the
+    connection closes, not when the failure that holds it is dropped."""
+    closed: list[str] = []
+    crew = _crew(Fake(fail_at=2, fail=DatabaseError("boom")), Fake())
+
+    def failing() -> Iterator[Item]:
+        try:
+            yield from (_lo(1, 1), _lo(2, 1), _lo(3, 1))
+        finally:
+            closed.append("failed")
+
+    def stopped() -> Iterator[Item]:
+        try:
+            yield from _until_stopped(crew)
+            yield _lo(9, 1)  # never taken: the run stopped
+        finally:
+            closed.append("stopped")
+
+    with pytest.raises(DatabaseError, match="boom"):
+        crew.run(_drives(crew, [failing(), stopped()]), QUIET)
+    assert sorted(closed) == ["failed", "stopped"]
+    assert crew.errors  # the failure is still held
+
+
 def test_a_stop_before_the_items_run_out_says_so() -> None:
     crew = _crew(Fake())
     crew.stop.set()
