@@ -79,10 +79,10 @@ def restore(archive: str, target: ConnectionTarget, no_owner: bool, no_acl: bool
 
     req = RestoreRequest(no_owner, no_acl, no_comments, OnConflict(on_conflict), resume,
                          skip_damaged, full, part, jobs, bases)  # fmt: skip
-    again = resume_command(archive, target, req)
+    req = dataclasses.replace(req, resume_command=resume_command(archive, target, req))
     try:
         with reporter("restoring LOs", 0) as rep:
-            result = restore_archive(target.conninfo(), archive, req, rep, again)
+            result = restore_archive(target.conninfo(), archive, req, rep)
     except DamagedData as e:
         raise DamagedData(
             f"{e}; restore --skip-damaged restores the LOs the damage spares and names"

@@ -99,14 +99,24 @@ def ranges(conn: psycopg.Connection, sel: Selection, jobs: int) -> list[Selectio
     return [sel.part(a, b) for _, a, b in tiles]
 
 
+def job_tiles(part: tuple[int, int] | None, jobs: int) -> tuple[range, int]:
+    """Which tiles are this run's when share K of N (``part``; None: the whole) is cut
+    again into ``jobs``: the whole is cut into N x ``jobs`` tiles and job j of share K
+    takes tile (K-1) x ``jobs`` + j, so the N shares' jobs make the very cuts one run of
+    N x ``jobs`` would, and tile the whole with no gap and no overlap. Returns (this
+    run's tile numbers, 1-based, in order; the number of tiles)."""
+    k, n = part or (1, 1)
+    return range((k - 1) * jobs + 1, k * jobs + 1), n * jobs
+
+
 def shares(
     conn: psycopg.Connection, sel: Selection, part: tuple[int, int] | None, jobs: int
 ) -> list[Selection]:
     """The selection's OID ranges for this run: share K of N (``part``) of the LOs as
-    this snapshot counts them, cut again into ``jobs`` ranges of similar counts. The
-    ranges of all N shares tile the selection's OID range with no gap and no overlap."""
-    k, n = part or (1, 1)
-    tiles = n * jobs
+    this snapshot counts them, cut again into ``jobs`` ranges of similar counts
+    (``job_tiles``). The ranges of all N shares tile the selection's OID range with no
+    gap and no overlap."""
+    mine, tiles = job_tiles(part, jobs)
     if tiles == 1:
         return [sel]
     last = {t: hi for t, _, hi in _tiles(conn, sel, tiles)}
@@ -114,7 +124,6 @@ def shares(
     for t in range(1, tiles):
         bounds.append(max(bounds[-1], last.get(t, bounds[-1])))
     bounds.append(sel.last)
-    mine = range((k - 1) * jobs + 1, k * jobs + 1)
     out = [sel.part(bounds[t - 1] + 1, bounds[t]) for t in mine]
     live = [s for s in out if s.first <= s.last]
     if live:

@@ -108,12 +108,10 @@ def copy(src: str, dst: str, req: CopyRequest, reporter: Reporter = QUIET) -> Co
         # before any LO is made
         state.add_mark(main, state.key_of(sel), mark, here, drop=drop)
         feeds: list[Feed] = [functools.partial(feed.items, sel=s) for s in ranges]
-        workers = run_jobs(src, dst, snapshot, feeds, rreq, reporter, stack)
+        made = run_jobs(src, dst, snapshot, feeds, rreq, reporter, stack)
         with sql_errors("copy: on the source", describe(src)):
             leader.execute("COMMIT")
-    los = sum(w.los for w in workers)
-    skipped = sum(w.skipped for w in workers) - kept
-    return CopyResult(los, sum(w.bytes for w in workers), kept, max(0, skipped),
+    return CopyResult(made.los, made.bytes, kept, max(0, made.skipped - kept),
                       time.perf_counter() - t0, snapshot, covered)  # fmt: skip
 
 

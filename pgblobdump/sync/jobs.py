@@ -12,13 +12,11 @@ from collections.abc import Callable, Iterator
 
 import psycopg
 
-from pgblobdump.errors import PgBlobDumpError
 from pgblobdump.packed.read.items import Item
 from pgblobdump.packed.restore.crew import Crew
 from pgblobdump.packed.restore.request import RestoreRequest
-from pgblobdump.packed.restore.restorer import Replacing, Restorer
+from pgblobdump.packed.restore.restorer import Counts, Replacing, Restorer
 from pgblobdump.pg.connect import connect
-from pgblobdump.pg.failure import failed_all
 from pgblobdump.pg.ledger import Ledger
 from pgblobdump.pg.snapshot import SideConnection, begin
 from pgblobdump.report.reporter import Reporter
@@ -44,21 +42,6 @@ def _recorder(conn: psycopg.Connection) -> Callable[[Ledger], None]:
     return record
 
 
-class _TargetFailed(Exception):
-    """A target's psycopg error carried past the source connection's translation."""
-
-    def __init__(self, error: psycopg.Error) -> None:
-        super().__init__(str(error))
-        self.error = error
-
-
-def _on_target(fn: Callable[..., None], *args: object) -> None:
-    try:
-        fn(*args)
-    except psycopg.Error as e:
-        raise _TargetFailed(e) from e
-
-
 Feed = Callable[..., Iterator[Item]]
 """What one job copies: given its source connection (the snapshot imported) and, as
 ``side``, a second one opened in the same snapshot when first asked for, the items."""
@@ -74,52 +57,38 @@ def run_jobs(
     stack: contextlib.ExitStack,
     what: str = "copy",
     replacing: Replacing | None = None,
-) -> list[Restorer]:
+) -> Counts:
     """One thread per feed: its source connection (the snapshot imported) read into its
-    own Restorer on its own target connection. The first failure (or Ctrl-C, SIGTERM)
-    stops them all and the clean-up removes exactly what each made. ``what`` names the
-    run in messages (``copy``, ``sync``); ``replacing``: the LOs written in place of the
-    target's copies (sync's rewrites, ``req`` skipping)."""
+    own Restorer on its own target connection; returns what they made, summed. The
+    first failure (or Ctrl-C, SIGTERM) stops them all and the clean-up removes exactly
+    what each made. ``what`` names the run in messages (``copy``, ``sync``);
+    ``replacing``: the LOs written in place of the target's copies (sync's rewrites,
+    ``req`` skipping)."""
     workers: list[Restorer] = []
     for _ in feeds:
         conn = stack.enter_context(connect(dst, doing=f"{what}: on the target"))
-        w = Restorer(conn, Ledger(dst, what), req, reporter)
-        w.all_checked = True  # roles were checked for the whole selection
-        w.writer.ledger.on_change = _recorder(conn)
-        w.writer.ledger.on_remove = state.uncover  # a clean-up's removals are ours
-        w.replacing = replacing
-        workers.append(w)
-    crew = Crew(workers, f"pgblobdump-{what}")
+        # a clean-up's removals are ours: no longer expected in the target's state
+        ledger = Ledger(dst, what, on_change=_recorder(conn), on_remove=state.uncover)
+        # roles were checked for the whole selection
+        workers.append(Restorer(conn, ledger, req, reporter, roles_checked=True,
+                                replacing=replacing))  # fmt: skip
+    crew = Crew(workers, f"pgblobdump-{what}", what, taken, f"; run the {what} again to finish it")
 
     def work(w: Restorer, feed: Feed) -> None:
-        try:
-            # psycopg errors escaping this block are the source's (named so); the
-            # target's pass through it wrapped, to be told as restore tells them
-            with (
-                contextlib.ExitStack() as stack_side,
-                connect(src, doing=f"{what}: reading the source") as conn,
-            ):
-                with crew.lock:
-                    crew.readers.append(conn)
-                begin(conn, snapshot)
-                side = stack_side.enter_context(
-                    SideConnection(src, snapshot, f"{what}: reading the source", crew.readers)
-                )
-                for item in feed(conn, side=side):
-                    if crew.stop.is_set():
-                        return
-                    _on_target(w.take, item)
-                if not crew.stop.is_set():
-                    _on_target(w.finish)
+        # psycopg errors escaping this block are the source's (named so); the target's
+        # pass through it wrapped (Crew.drive), to be told as restore tells them
+        with (
+            contextlib.ExitStack() as stack_side,
+            connect(src, doing=f"{what}: reading the source") as conn,
+        ):
+            with crew.lock:
+                crew.readers.append(conn)
+            begin(conn, snapshot)
+            side = stack_side.enter_context(
+                SideConnection(src, snapshot, f"{what}: reading the source", crew.readers)
+            )
+            if crew.drive(w, feed(conn, side=side)):
                 conn.execute("COMMIT")
-        except BaseException as e:  # the first one is the copy's error
-            crew.failed(e.error if isinstance(e, _TargetFailed) else e)
 
-    try:
-        crew.run([functools.partial(work, w, f) for w, f in zip(workers, feeds, strict=True)],
-                 reporter)  # fmt: skip
-    except (PgBlobDumpError, psycopg.Error, KeyboardInterrupt) as e:
-        runs = [(w.writer.ledger, w.conn) for w in workers]
-        raise failed_all(e, what, runs, taken, if_left=f"; run the {what} again to finish it",
-                         stop=crew.stop_all) from e  # fmt: skip
-    return workers
+    works = [functools.partial(work, w, f) for w, f in zip(workers, feeds, strict=True)]
+    return crew.run(works, reporter)

@@ -153,11 +153,10 @@ def sync(src: str, dst: str, req: SyncRequest, reporter: Reporter = QUIET) -> Sy
             rreq = RestoreRequest(on_conflict=OnConflict.SKIP, jobs=req.jobs)
             feeds = _feeds(plan, sel, req.jobs)
             again = Rewrites(plan.rewrite, plan.forced, catalog.pages_readable(main))
-            workers = run_jobs(src, dst, snapshot, feeds, rreq, reporter, stack, "sync",
-                               again or None)  # fmt: skip
-            copied = sum(w.los for w in workers)
-            nbytes = sum(w.bytes for w in workers)
-            if kept := sum(w.skipped for w in workers):  # found changed in their transaction
+            wrote = run_jobs(src, dst, snapshot, feeds, rreq, reporter, stack, "sync",
+                             again or None)  # fmt: skip
+            copied, nbytes = wrote.los, wrote.bytes
+            if kept := wrote.skipped:  # found changed in their transaction
                 reporter.note(
                     f"{kept:,} LOs to copy were changed or made on the target while this"
                     " sync ran: kept as they are (the next sync lists them as conflicts)"

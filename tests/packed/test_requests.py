@@ -117,3 +117,10 @@ def test_bad_values_are_usage_errors_with_the_core_message(
     monkeypatch.chdir(tmp_path)
     assert _cli_error(*args) == message
     assert list(tmp_path.iterdir()) == []  # refused while parsing: nothing made
+
+
+def test_the_resume_hint_names_the_requests_command() -> None:
+    said = "; run the restore again with --resume to finish it"
+    assert RestoreRequest().resume_hint == said
+    req = RestoreRequest(jobs=2, resume_command="pgblobdump restore a.pbd -d t --resume")
+    assert req.resume_hint == f"{said}: pgblobdump restore a.pbd -d t --resume"

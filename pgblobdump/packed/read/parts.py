@@ -32,6 +32,18 @@ def share(archive: PackedDirectory, k: int, n: int) -> tuple[int, int]:
     return first, last
 
 
+def job_shares(
+    archive: PackedDirectory, part: tuple[int, int] | None, jobs: int
+) -> list[tuple[int, int]]:
+    """The OID ranges of ``jobs`` connections restoring ``archive`` (or its ``part``,
+    (K, N)) at once: its tiles of N x ``jobs`` shares (pg/snapshot.job_tiles), so the N
+    parts' ranges still tile the archive."""
+    from pgblobdump.pg.snapshot import job_tiles  # libpq only for a restore's jobs
+
+    mine, tiles = job_tiles(part, jobs)
+    return [share(archive, t, tiles) for t in mine]
+
+
 def _oid_at(archive: PackedDirectory, pos: int) -> int:
     """The OID of the index's record at position ``pos`` (1-based, in OID order),
     decoding only the block that holds it (the block table counts their records)."""

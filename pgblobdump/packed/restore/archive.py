@@ -14,7 +14,7 @@ from pgblobdump import logs, storage
 from pgblobdump.errors import UsageError
 from pgblobdump.packed.chain.archives import Chain
 from pgblobdump.packed.read import source
-from pgblobdump.packed.read.parts import share, share_items
+from pgblobdump.packed.read.parts import job_shares, share, share_items
 from pgblobdump.packed.read.reader import PackedDirectory
 from pgblobdump.packed.restore.full import restore_full
 from pgblobdump.packed.restore.jobs import restore_jobs
@@ -52,13 +52,12 @@ def restore_archive(
     archive: str,
     req: RestoreRequest,
     reporter: Reporter = QUIET,
-    again: str = "",
 ) -> RestoreResult:
     """Restore the packed archive named ``archive`` into the database at ``conninfo`` as
-    ``req`` says. ``again``: the command that resumes this restore, for messages."""
+    ``req`` says."""
     chain = _chain(archive, req)
     if chain is not None and chain.incremental:
-        return _restore_chain(conninfo, chain, req, reporter, again)
+        return _restore_chain(conninfo, chain, req, reporter)
     opened = chain.top if chain is not None else None
     if req.full:
         if archive == storage.STREAM:
@@ -69,31 +68,28 @@ def restore_archive(
         if req.jobs > 1:
 
             def los() -> RestoreResult:
-                return _restore_jobs(conninfo, archive, req, reporter, again, opened)
+                return _restore_jobs(conninfo, archive, req, reporter, opened)
 
         directory = opened or source.directory(archive)
         announce(reporter, directory)
         return restore_full(conninfo, directory, req, req.jobs, reporter, los)
     if req.jobs > 1:
-        return _restore_jobs(conninfo, archive, req, reporter, again, opened)
+        return _restore_jobs(conninfo, archive, req, reporter, opened)
     if req.part is not None:
-        k, n = req.part
         directory = opened or source.directory(archive)
-        first, last = share(directory, k, n)
-        reporter.note(f"part {k}/{n}: OIDs {first}..{last}")
+        first, last = _part(reporter, directory, req.part)
         announce(reporter, directory, (first, last))
         items = share_items(directory, first, last)
         metas = directory.index.metas.values
-        return restore(conninfo, items, req, reporter, directory.index, metas, (first, last),
-                       again)  # fmt: skip
+        return restore(conninfo, items, req, reporter, directory.index, metas, (first, last))
     with source.open_source(archive, req.skip_damaged, opened) as src:
         if src.directory is not None:
             announce(reporter, src.directory)
-        return restore(conninfo, src.items, req, reporter, src.index, src.metas, again=again)
+        return restore(conninfo, src.items, req, reporter, src.index, src.metas)
 
 
 def _restore_jobs(
-    conninfo: str, archive: str, req: RestoreRequest, reporter: Reporter, again: str,
+    conninfo: str, archive: str, req: RestoreRequest, reporter: Reporter,
     opened: PackedDirectory | None,
 ) -> RestoreResult:  # fmt: skip
     """``--jobs N`` without --full: the archive (or its ``--part K/N``) cut into N
@@ -103,17 +99,21 @@ def _restore_jobs(
     if archive == storage.STREAM:
         raise UsageError("--jobs restores a directory archive over N connections, not a stream")
     directory = opened or source.directory(archive)
-    k, n = req.part or (1, 1)
-    j = req.jobs
-    part = share(directory, k, n) if req.part is not None else None
-    if part is not None:
-        reporter.note(f"part {k}/{n}: OIDs {part[0]}..{part[1]}")
+    part = _part(reporter, directory, req.part) if req.part is not None else None
     announce(reporter, directory, part)
-    ranges = [share(directory, (k - 1) * j + i, n * j) for i in range(1, j + 1)]
+    ranges = job_shares(directory, req.part, req.jobs)
     # a directory each: reading the index and volumes is not shared between threads
     shares = [share_items(source.directory(archive), lo, hi, req.skip_damaged) for lo, hi in ranges]
     return restore_jobs(conninfo, shares, req, reporter, directory.index,
-                        directory.index.metas.values, part, again)  # fmt: skip
+                        directory.index.metas.values, part)  # fmt: skip
+
+
+def _part(reporter: Reporter, directory: PackedDirectory, part: tuple[int, int]) -> tuple[int, int]:
+    """The OID range of share K of N (``part``) of the archive, said in a note."""
+    k, n = part
+    first, last = share(directory, k, n)
+    reporter.note(f"part {k}/{n}: OIDs {first}..{last}")
+    return first, last
 
 
 def _chain(archive: str, req: RestoreRequest) -> Chain | None:
@@ -138,27 +138,24 @@ def _chain(archive: str, req: RestoreRequest) -> Chain | None:
     return chain
 
 
-def _restore_chain(conninfo: str, chain: Chain, req: RestoreRequest, reporter: Reporter,
-                   again: str) -> RestoreResult:  # fmt: skip
+def _restore_chain(
+    conninfo: str, chain: Chain, req: RestoreRequest, reporter: Reporter
+) -> RestoreResult:
     """An incremental archive and its bases, restored as the one archive they make: cut
     into ``--jobs`` (and ``--part``) OID ranges by the top's index, which lists every LO;
     each range reads the top's volumes, then each base's, for the LOs each holds."""
     top = chain.top
-    k, n = req.part or (1, 1)
-    j = req.jobs
-    part = share(top, k, n) if req.part is not None else None
-    if part is not None:
-        reporter.note(f"part {k}/{n}: OIDs {part[0]}..{part[1]}")
+    part = _part(reporter, top, req.part) if req.part is not None else None
     metas = top.index.metas.values
 
     def los() -> RestoreResult:
         announce(reporter, top, part)
-        ranges = [share(top, (k - 1) * j + i, n * j) for i in range(1, j + 1)]
-        if j == 1:
+        ranges = job_shares(top, req.part, req.jobs)
+        if req.jobs == 1:
             return restore(conninfo, chain.items(*ranges[0]), req, reporter, top.index, metas,
-                           part, again)  # fmt: skip
+                           part)  # fmt: skip
         shares = [chain.reopened().items(lo, hi) for lo, hi in ranges]
-        return restore_jobs(conninfo, shares, req, reporter, top.index, metas, part, again)
+        return restore_jobs(conninfo, shares, req, reporter, top.index, metas, part)
 
     if req.full:
         return restore_full(conninfo, top, req, req.jobs, reporter, los)

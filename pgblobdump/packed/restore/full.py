@@ -56,8 +56,9 @@ def restore_full(
                 done.append(section)
             if restore_los is not None:  # --jobs N: the LOs over N connections too
                 result = restore_los()
-            else:
-                result = restore(conninfo, archive.items(req.skip_damaged), req, reporter,
+            else:  # its messages name no command to resume it, as they never did
+                los_req = dataclasses.replace(req, resume_command="")
+                result = restore(conninfo, archive.items(req.skip_damaged), los_req, reporter,
                                  archive.index, archive.index.metas.values)  # fmt: skip
             reporter.note(f"pg_restore {pg_restore.tc.version}: post-data")
             pg_restore.section("post-data")

@@ -11,9 +11,6 @@ import threading
 import time
 from collections.abc import Iterable, Iterator
 
-import psycopg
-
-from pgblobdump.errors import PgBlobDumpError
 from pgblobdump.packed.format.index import Index, Meta
 from pgblobdump.packed.read.items import Item
 from pgblobdump.packed.restore.crew import Crew
@@ -22,7 +19,6 @@ from pgblobdump.packed.restore.precheck import precheck
 from pgblobdump.packed.restore.request import RestoreRequest, RestoreResult
 from pgblobdump.packed.restore.restorer import Restorer, taken
 from pgblobdump.pg.connect import connect
-from pgblobdump.pg.failure import failed_all
 from pgblobdump.pg.ledger import Ledger
 from pgblobdump.report.reporter import Reporter
 
@@ -35,7 +31,6 @@ def restore_jobs(
     index: Index,
     metas: Iterable[Meta],
     part: tuple[int, int] | None = None,
-    again: str = "",
 ) -> RestoreResult:
     """``restore`` over one connection per share (``restore --jobs N``: contiguous OID
     ranges of the archive, or of its ``part``), at once. Roles and conflicts are checked
@@ -49,57 +44,29 @@ def restore_jobs(
     with contextlib.ExitStack() as stack:
         main = stack.enter_context(connect(conninfo, autocommit=True, doing="restore"))
         journal = Journal.open(main, conninfo, index, part)
-        first = Restorer(main, Ledger(conninfo, "restore"), req, reporter)
-        first.check_roles(metas)
-        if not req.skipping:
-            precheck(main, index, part, journal, again)
-        workers = [first] + [
-            Restorer(
-                stack.enter_context(connect(conninfo, autocommit=True, doing="restore")),
-                Ledger(conninfo, "restore"), req, reporter,
-            )
-            for _ in shares[1:]
-        ]  # fmt: skip
-        ledgers = [w.writer.ledger for w in workers]
+        ledgers: list[Ledger] = []
 
         def save(_: Ledger) -> None:
             with lock:
                 journal.save(*ledgers)
 
-        for w in workers:
-            w.known_roles = set(first.known_roles)
-            w.know(metas)
-            w.writer.ledger.on_change = save
-
-        crew = Crew(workers, "pgblobdump-restore-job")
-
-        def work(w: Restorer, items: Iterator[Item]) -> None:
-            try:
-                for item in items:
-                    if crew.stop.is_set():
-                        return
-                    w.take(item)
-                if not crew.stop.is_set():
-                    w.finish()
-            except BaseException as e:  # the first one is the restore's error
-                crew.failed(e)
-
-        try:
-            crew.run([functools.partial(work, w, items)
-                      for w, items in zip(workers, shares, strict=True)], reporter)  # fmt: skip
-        except (PgBlobDumpError, psycopg.Error, KeyboardInterrupt) as e:
-            resume = "; run the restore again with --resume to finish it" + (
-                f": {again}" if again else ""
+        ledgers += [Ledger(conninfo, "restore", on_change=save) for _ in shares]
+        first = Restorer(main, ledgers[0], req, reporter, metas=metas)
+        first.check_roles(metas)
+        if not req.skipping:
+            precheck(main, index, req, part, journal)
+        workers = [first] + [
+            Restorer(
+                stack.enter_context(connect(conninfo, autocommit=True, doing="restore")),
+                ledger, req, reporter, metas=metas,
             )
-            runs = [(w.writer.ledger, w.conn) for w in workers]
-            error = failed_all(e, "restore", runs, taken, if_left=resume, stop=crew.stop_all)
-            journal.save(*ledgers)  # what is left, if anything, for the next run's hint
-            raise error from e
+            for ledger in ledgers[1:]
+        ]  # fmt: skip
+        crew = Crew(workers, "pgblobdump-restore-job", "restore", taken, req.resume_hint)
+        works = [functools.partial(crew.drive, w, items)
+                 for w, items in zip(workers, shares, strict=True)]  # fmt: skip
+        # what is left after a failure, if anything, kept for the next run's hint
+        counts = crew.run(works, reporter, failing=lambda: journal.save(*ledgers))
         redone = journal.redone(*ledgers)
         journal.remove()
-    lost = tuple(sorted(o for w in workers for o in w.damaged_oids))
-    return RestoreResult(
-        sum(w.los for w in workers), sum(w.bytes for w in workers),
-        sum(w.skipped for w in workers), time.perf_counter() - t0,
-        sum(w.damaged for w in workers), lost, redone,
-    )  # fmt: skip
+    return counts.result(time.perf_counter() - t0, redone)

@@ -8,6 +8,7 @@ import psycopg
 from pgblobdump.errors import DatabaseError
 from pgblobdump.packed.format.index import Index
 from pgblobdump.packed.restore.journal import Journal
+from pgblobdump.packed.restore.request import RestoreRequest
 from pgblobdump.pg import catalog
 from pgblobdump.pgconstants import OID_MAX
 
@@ -15,13 +16,13 @@ from pgblobdump.pgconstants import OID_MAX
 def precheck(
     conn: psycopg.Connection,
     index: Index,
+    req: RestoreRequest,
     part: tuple[int, int] | None = None,
     journal: Journal | None = None,
-    again: str = "",
 ) -> None:
     """Refuse before writing anything when an archive's OID already exists on the target.
     When the ``journal`` says an earlier, interrupted run of this restore made it, the
-    error says --resume (``again``: the command), which finishes that run.
+    error says --resume (and ``req``'s resume command), which finishes that run.
 
     One query asks which of the index's blocks (4,096 LOs each, by first and last OID)
     overlap an existing LO; only those blocks are read and their OIDs looked up: a target
@@ -49,8 +50,7 @@ def precheck(
                 raise DatabaseError(
                     f"LO {rows[0][0]} already exists in the target{more}: an earlier restore"
                     " of this archive into this database was interrupted and left"
-                    f" {journal.describe_earlier(conn)}; run the restore again with --resume to"
-                    " finish it" + (f": {again}" if again else "")
+                    f" {journal.describe_earlier(conn)}{req.resume_hint}"
                 )
             raise DatabaseError(
                 f"LO {rows[0][0]} already exists in the target{more}; restore with"

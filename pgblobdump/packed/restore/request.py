@@ -59,6 +59,9 @@ class RestoreRequest:
     jobs: int = 1
     bases: tuple[str, ...] = ()
     """Where to look first for an incremental archive's bases (``--base``)."""
+    resume_command: str = ""
+    """The command that finishes this restore once interrupted (the CLI's, with
+    --resume), named in the messages that say to run it; empty: none is named."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "on_conflict", OnConflict(self.on_conflict))
@@ -84,6 +87,14 @@ class RestoreRequest:
     @property
     def skipping(self) -> bool:
         return self.resume or self.on_conflict is OnConflict.SKIP
+
+    @property
+    def resume_hint(self) -> str:
+        """What a message adds when an interrupted run left LOs: run it again with
+        --resume (``resume_command``, when known)."""
+        return "; run the restore again with --resume to finish it" + (
+            f": {self.resume_command}" if self.resume_command else ""
+        )
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent import futures
+from dataclasses import dataclass
 from typing import Protocol
 
 import psycopg
@@ -81,8 +82,22 @@ class Replacing(Protocol):
 
 class Restorer:
     def __init__(
-        self, conn: psycopg.Connection, ledger: Ledger, req: RestoreRequest, reporter: Reporter
+        self,
+        conn: psycopg.Connection,
+        ledger: Ledger,
+        req: RestoreRequest,
+        reporter: Reporter,
+        *,
+        metas: Iterable[Meta] | None = None,
+        roles_checked: bool = False,
+        replacing: Replacing | None = None,
     ) -> None:
+        """Writes through ``ledger`` on ``conn`` (its hooks given at its own construction).
+        ``metas``: every Meta the archive holds (a directory's index), their roles checked
+        by the caller (``check_roles``) before any LO is taken: batches are planned from
+        what they have in common. ``roles_checked``: the roles of every LO to come were
+        checked already (copy's and sync's, for the whole selection). ``replacing``: the
+        LOs to write in place of the target's (needs ``req.skipping``)."""
         self.conn = conn
         self.req = req
         self.writer = LoWriter(conn, ledger)
@@ -101,12 +116,11 @@ class Restorer:
         # at most the lock budget of them.
         self.batch_locks = 0
         self.locks_max = max(1, self.writer.budget.per_transaction // req.sharing)
-        self.replacing: Replacing | None = None
-        """LOs to write in place of the target's (needs ``req.skipping``)."""
+        self.replacing = replacing
         self.batch_replacing: list[int] = []
         self._checked: set[Meta] = set()
-        self.all_checked = False  # every Meta of the archive was checked up front
-        # What every Meta of the archive holds, once known (``know``): a batch whose LOs
+        self.all_checked = roles_checked  # every Meta to come was checked up front
+        # What every Meta of the archive holds, once known (``metas``): a batch whose LOs
         # can have but one owner, no ACL or no comment is planned with no loop per LO.
         self.owners: set[str | None] | None = None
         self.any_acl = self.any_comment = True
@@ -116,6 +130,8 @@ class Restorer:
         self._large: contextlib.ExitStack | None = None
         self._large_batch: Batch | None = None
         self._job: futures.Future[None] | None = None
+        if metas is not None:
+            self._know(metas)
 
     # -- roles ------------------------------------------------------------------------
     def check_roles(self, metas: Iterable[Meta]) -> None:
@@ -131,7 +147,7 @@ class Restorer:
         refuse_missing(wanted - have)
         self.known_roles |= have
 
-    def know(self, metas: Iterable[Meta]) -> None:
+    def _know(self, metas: Iterable[Meta]) -> None:
         """Every Meta the archive holds (a directory's index), its roles checked: the
         batches are planned from what they have in common."""
         metas = list(metas)
@@ -350,6 +366,41 @@ class Restorer:
         self.wait()
 
 
+class Tally(Protocol):
+    """What a Restorer counts as it goes."""
+
+    los: int
+    bytes: int
+    skipped: int
+    damaged: int
+    damaged_oids: list[int]
+
+
+@dataclass(frozen=True)
+class Counts:
+    """What a run's Restorers did, summed over its connections: LOs made and their
+    bytes, LOs skipped as existing, LOs lost to damage and their OIDs (ascending)."""
+
+    los: int
+    bytes: int
+    skipped: int
+    damaged: int
+    damaged_oids: tuple[int, ...]
+
+    @classmethod
+    def of(cls, workers: Iterable[Tally]) -> Counts:
+        ws = list(workers)
+        return cls(
+            sum(w.los for w in ws), sum(w.bytes for w in ws), sum(w.skipped for w in ws),
+            sum(w.damaged for w in ws), tuple(sorted(o for w in ws for o in w.damaged_oids)),
+        )  # fmt: skip
+
+    def result(self, seconds: float, redone: int = 0) -> RestoreResult:
+        """A restore's result: these counts, its wall time and ``redone`` (--resume)."""
+        return RestoreResult(self.los, self.bytes, self.skipped, seconds, self.damaged,
+                             self.damaged_oids, redone)  # fmt: skip
+
+
 def restore(
     conninfo: str,
     items: Iterator[Item],
@@ -358,25 +409,22 @@ def restore(
     index: Index | None = None,
     metas: Iterable[Meta] | None = None,
     part: tuple[int, int] | None = None,
-    again: str = "",
 ) -> RestoreResult:
     """Restore ``items`` (Source.items) into the database at ``conninfo``. With an
     archive's ``index`` and ``metas``, conflicts and missing roles are found before
     anything is written; from a stream they are found as they come (and what was made is
-    removed). ``again`` is the command that resumes this restore, for messages."""
+    removed)."""
     t0 = time.perf_counter()
-    ledger = Ledger(conninfo, "restore")
     with connect(conninfo, autocommit=True, doing="restore") as conn:
         journal = Journal.open(conn, conninfo, index, part) if index is not None else None
-        r = Restorer(conn, ledger, req, reporter)
+        metas = list(metas) if metas is not None else None
+        save = journal.save if journal is not None else None
+        ledger = Ledger(conninfo, "restore", on_change=save)
+        r = Restorer(conn, ledger, req, reporter, metas=metas)
         if metas is not None:
-            metas = list(metas)
             r.check_roles(metas)
-            r.know(metas)
         if index is not None and not req.skipping:
-            precheck(conn, index, part, journal, again)
-        if journal is not None:
-            ledger.on_change = journal.save
+            precheck(conn, index, req, part, journal)
         try:
             last = time.monotonic()
             for item in items:
@@ -387,10 +435,7 @@ def restore(
                     reporter.progress(r.los + r.skipped, r.bytes)
             r.finish()
         except (PgBlobDumpError, psycopg.Error, KeyboardInterrupt) as e:
-            resume = "; run the restore again with --resume to finish it" + (
-                f": {again}" if again else ""
-            )
-            error = failed(e, "restore", ledger, conn, taken, if_left=resume, stop=r.stop)
+            error = failed(e, "restore", ledger, conn, taken, if_left=req.resume_hint, stop=r.stop)
             if journal is not None:
                 journal.save(ledger)  # what is left, if anything, for the next run's hint
             raise error from e
@@ -399,10 +444,7 @@ def restore(
             redone = journal.redone(ledger)
             journal.remove()
     reporter.progress(r.los + r.skipped, r.bytes)
-    return RestoreResult(
-        r.los, r.bytes, r.skipped, time.perf_counter() - t0, r.damaged,
-        tuple(sorted(r.damaged_oids)), redone,
-    )  # fmt: skip
+    return Counts.of([r]).result(time.perf_counter() - t0, redone)
 
 
 def _in_thread(fn: Callable[..., None], *args: object) -> futures.Future[None]:
