@@ -297,6 +297,8 @@ class Detection:
     pages: array.array[int] | None = None
     why: str | None = None
     blocks: int = 0
+    quiet: bool = False
+    """The server keeps no summaries at all: the full pass as always, said in -v only."""
 
     @property
     def how(self) -> str:
@@ -323,7 +325,7 @@ def detect(conn: psycopg.Connection, sel: Selection, since: Mark, now: Mark,
     if blocks.why is not None:
         if mode == "wal-summaries":
             raise UsageError(f"--detect wal-summaries: {blocks.why}")
-        return Detection(why=blocks.why)
+        return Detection(why=blocks.why, quiet=blocks.off)
     where = page_range("p.loid", sel.first, sel.last)
     pages = walsummary.changed_los(conn, blocks, after("p.xmin", distance_to(conn, since)), where)
     log.info("%d LOs with pages written since the mark in %d blocks named by the WAL"

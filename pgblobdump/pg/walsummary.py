@@ -95,11 +95,14 @@ class Blocks:
     """The blocks of ``pg_largeobject`` that may hold tuples written since a mark:
     ``ranges`` of [first, end) block numbers, ascending and apart, ``end`` None for
     every block to the relation's end; or ``why`` they cannot be known (then the caller
-    takes the full pass). ``named``: the blocks the summaries named."""
+    takes the full pass). ``named``: the blocks the summaries named. ``off``: the
+    server keeps no summaries at all (before 17, ``summarize_wal`` off, ``wal_level``
+    minimal): the full pass is what it always was there."""
 
     ranges: list[tuple[int, int | None]] = field(default_factory=list)
     why: str | None = None
     named: int = 0
+    off: bool = False
 
 
 def changed_blocks(conn: psycopg.Connection, since: Mark, now: Mark, wait: float = WAIT,
@@ -109,6 +112,9 @@ def changed_blocks(conn: psycopg.Connection, since: Mark, now: Mark, wait: float
     ``checkpoint``: when the summarizer has not reached the snapshot (it writes a
     summary at each checkpoint's redo), ask for a checkpoint where the role may, as
     pg_basebackup does at a backup's start; then wait up to ``wait`` seconds."""
+    why = _off(conn)
+    if why is not None:
+        return Blocks(why=why, off=True)
     why = _unusable(conn, since, now)
     if why is not None:
         return Blocks(why=why)
@@ -134,17 +140,25 @@ def changed_blocks(conn: psycopg.Connection, since: Mark, now: Mark, wait: float
     return Blocks(ranges, None, len(blocks))
 
 
-def _unusable(conn: psycopg.Connection, since: Mark, now: Mark) -> str | None:
-    """Why the summaries cannot be read for this mark, before any wait (None: they may)."""
+def _off(conn: psycopg.Connection) -> str | None:
+    """Why the server keeps no WAL summaries at all (None: it keeps them)."""
     version = int(one(conn, "SHOW server_version_num")[0])
     if version < 170000:
         return f"PostgreSQL {version // 10000} keeps no WAL summaries (17 and later do)"
-    summarize, level, standby, *may = one(
+    summarize, level = one(conn, "SELECT current_setting('summarize_wal'),"
+                                 " current_setting('wal_level')")  # fmt: skip
+    if summarize != "on":
+        return "summarize_wal is off on the source"
+    if level == "minimal":
+        return "wal_level is minimal on the source: the summarizer skips such WAL"
+    return None
+
+
+def _unusable(conn: psycopg.Connection, since: Mark, now: Mark) -> str | None:
+    """Why the summaries cannot be read for this mark, before any wait (None: they may)."""
+    standby, *may = one(
         conn,
-        sql.SQL(
-            "SELECT current_setting('summarize_wal'), current_setting('wal_level'),"
-            " pg_catalog.pg_is_in_recovery(), {}"
-        ).format(
+        sql.SQL("SELECT pg_catalog.pg_is_in_recovery(), {}").format(
             sql.SQL(", ").join(
                 sql.SQL("pg_catalog.has_function_privilege({}, 'EXECUTE')").format(
                     sql.Literal(f"pg_catalog.{f}")
@@ -153,10 +167,6 @@ def _unusable(conn: psycopg.Connection, since: Mark, now: Mark) -> str | None:
             )
         ),
     )
-    if summarize != "on":
-        return "summarize_wal is off on the source"
-    if level == "minimal":
-        return "wal_level is minimal on the source: the summarizer skips such WAL"
     if standby:
         return "the source is a standby"
     if not all(may):

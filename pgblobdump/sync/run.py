@@ -143,7 +143,8 @@ def sync(src: str, dst: str, req: SyncRequest, reporter: Reporter = QUIET) -> Sy
         else:
             assert since is not None
             found = changes.detect(leader, sel, since, now, req.detect)
-            reporter.note(found.note())
+            if not found.quiet:
+                reporter.note(found.note())
             log.info("%s", found.note())
             detection = found.how
             method = f"{detection} since {since.xmin}:{since.xmax}"

@@ -222,7 +222,8 @@ def dump(
                                   " compared by checksum")  # fmt: skip
                 else:
                     found = changes.detect(leader, sel, base.mark, now, req.detect)
-                    reporter.note(found.note())
+                    if not found.quiet:
+                        reporter.note(found.note())
                     log.info("%s", found.note())
                 carried = IndexBuilder()
                 writer.carried.append(carried)
