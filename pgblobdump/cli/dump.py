@@ -7,7 +7,13 @@ import sys
 import click
 
 from pgblobdump import storage as places
-from pgblobdump.cli.options import ONLY_OIDS, connection_options, jobs_option, output_options
+from pgblobdump.cli.options import (
+    ONLY_OIDS,
+    connection_options,
+    detect_option,
+    jobs_option,
+    output_options,
+)
 from pgblobdump.cli.output import Format, emit
 from pgblobdump.cli.packed import (
     LEVEL,
@@ -59,10 +65,11 @@ from pgblobdump.units import format_bytes, plural
     help="An incremental dump: only the bytes of LOs new or changed since the archive PREV"
     " (standalone or incremental, local or s3://); restore reads the chain.",
 )
+@detect_option("With --since")
 @output_options
 def dump(target: ConnectionTarget, output: str, oids: tuple[int, int],
          referenced_by: tuple[tuple[str, str], ...], jobs: int, volume_size: int, level: int,
-         full: bool, pg_dump_major: int | None, since: str | None,
+         full: bool, pg_dump_major: int | None, since: str | None, detect: str,
          fmt: Format) -> None:  # fmt: skip
     """Dump large objects into a packed archive: a few files whatever the count.
 
@@ -78,7 +85,7 @@ def dump(target: ConnectionTarget, output: str, oids: tuple[int, int],
     from pgblobdump.pg.lostream import Selection
 
     req = DumpRequest(Selection(*oids, referenced_by), jobs, volume_size,
-                      level, full, pg_dump_major, since)  # fmt: skip
+                      level, full, pg_dump_major, since, detect)  # fmt: skip
     conninfo = target.conninfo()
     if output == places.STREAM:
         if fmt is not Format.TABLE:

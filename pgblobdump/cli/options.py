@@ -93,6 +93,20 @@ def jobs_option(text: str) -> Callable[[F], F]:
     return click.option("-j", "--jobs", type=int, default=1, show_default=True, help=text)
 
 
+def detect_option(what: str) -> Callable[[F], F]:
+    """``--detect auto|wal-summaries|full-pass`` (the choices are pg.changes.DETECT)."""
+    return click.option(
+        "--detect",
+        type=click.Choice(["auto", "wal-summaries", "full-pass"]),
+        default="auto",
+        show_default=True,
+        help=f"{what}: how the LOs whose pages were written since are found: from"
+        " PostgreSQL 17+'s WAL summaries (summarize_wal = on), reading only the pages they"
+        " name, or by a full pass over pg_largeobject. auto: the summaries where they cover"
+        " the stretch, else the full pass; wal-summaries: refuse when they cannot be used.",
+    )
+
+
 ONLY_OIDS = click.option(
     "--oids", type=OIDS, default="", help="Only LOs with OIDs in this range (1000-5000)."
 )

@@ -10,7 +10,14 @@ from typing import Any
 
 import click
 
-from pgblobdump.cli.options import ONLY_OIDS, F, connection_options, jobs_option, output_options
+from pgblobdump.cli.options import (
+    ONLY_OIDS,
+    F,
+    connection_options,
+    detect_option,
+    jobs_option,
+    output_options,
+)
 from pgblobdump.cli.output import Format, emit, write_listing
 from pgblobdump.cli.progress import reporter
 from pgblobdump.cli.types import COLUMN, PART
@@ -153,6 +160,7 @@ def copy_cmd(target: ConnectionTarget, to: ConnectionTarget, oids: tuple[int, in
 )
 @source_changed_option("sync", "it would remove and overwrite what was copied from the other")
 @click.option("--dry-run", is_flag=True, help="List what would be done; change nothing.")
+@detect_option("From transaction ids")
 @click.option(
     "--watch",
     type=click.IntRange(min=1),
@@ -165,8 +173,8 @@ def copy_cmd(target: ConnectionTarget, to: ConnectionTarget, oids: tuple[int, in
 @output_options
 def sync_cmd(target: ConnectionTarget, to: ConnectionTarget, oids: tuple[int, int],
              referenced_by: tuple[tuple[str, str], ...], jobs: int, delete: bool, force: bool,
-             source_changed: bool, dry_run: bool, watch: int | None, forget: bool,
-             fmt: Format) -> None:  # fmt: skip
+             source_changed: bool, dry_run: bool, detect: str, watch: int | None,
+             forget: bool, fmt: Format) -> None:  # fmt: skip
     """Bring the LOs of --target-dbname to equal those of -d as of one source snapshot,
     with work in proportion to what changed: new LOs copied; LOs written, appended,
     truncated, unlinked and made again, or given another owner, ACL or comment since
@@ -205,7 +213,7 @@ def sync_cmd(target: ConnectionTarget, to: ConnectionTarget, oids: tuple[int, in
     if watch is not None and dry_run:
         raise UsageError("--watch and --dry-run do not go together")
     req = SyncRequest(Selection(*oids, referenced_by), jobs, delete, force, dry_run,
-                      source_changed)  # fmt: skip
+                      source_changed, detect)  # fmt: skip
     runs = 0
     while True:
         with reporter("syncing LOs", 0) as rep:

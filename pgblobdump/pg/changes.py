@@ -31,17 +31,22 @@ only look newer (an LO copied again), never older.
 
 from __future__ import annotations
 
+import array
 import json
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import psycopg
 from psycopg import sql
 
-from pgblobdump.pg import catalog
+from pgblobdump.errors import UsageError
+from pgblobdump.pg import catalog, walsummary
 from pgblobdump.pg.lostream import Selection
 from pgblobdump.pg.query import one, scalar
 from pgblobdump.pgconstants import OID_MAX
+
+log = logging.getLogger(__name__)
 
 HORIZON = 2**31
 """Transactions after which a 32-bit xmin can no longer be placed exactly."""
@@ -57,7 +62,10 @@ class Mark:
     ``xmin``, ``xmax`` and ``xip`` are the snapshot's (xid8 values); ``timeline`` and
     ``lsn`` where the cluster's history was (None where the role or a standby could not
     tell): a failover, a point-in-time recovery or a restored copy reuses transaction
-    ids for other writes, so a mark of another history cannot be compared with."""
+    ids for other writes, so a mark of another history cannot be compared with.
+    ``wal_from``: a WAL position before every write of a transaction the snapshot cannot
+    see (``walsummary.start_of``; None where it cannot be known): where the WAL summaries
+    that find what changed since this mark must start."""
 
     cluster: str
     database: int
@@ -66,30 +74,35 @@ class Mark:
     xip: tuple[int, ...]
     timeline: int | None = None
     lsn: int | None = None
+    wal_from: int | None = None
 
     def to_json(self) -> str:
+        tail = [] if self.wal_from is None else [self.wal_from]  # as before when unknown
         return json.dumps([self.cluster, self.database, self.xmin, self.xmax, list(self.xip),
-                           self.timeline, self.lsn])  # fmt: skip
+                           self.timeline, self.lsn, *tail])  # fmt: skip
 
     @classmethod
     def from_json(cls, text: str) -> Mark:
-        """A mark as ``to_json`` wrote it (or without timeline and LSN, as before)."""
+        """A mark as ``to_json`` wrote it (or without timeline, LSN or WAL start, as before)."""
         c, d, lo, hi, xip, *rest = json.loads(text)
-        timeline, lsn = [*rest, None, None][:2]
+        timeline, lsn, wal_from = [
+            None if x is None else int(x) for x in [*rest, None, None, None][:3]
+        ]
         return cls(str(c), int(d), int(lo), int(hi), tuple(int(x) for x in xip),
-                   None if timeline is None else int(timeline),
-                   None if lsn is None else int(lsn))  # fmt: skip
+                   timeline, lsn, wal_from)  # fmt: skip
 
     def union(self, other: Mark) -> Mark:
         """A mark before which nothing is counted that either one counts as after: what
         changed since any of them (copy --part, a resumed copy: several snapshots)."""
         same = self.timeline == other.timeline
         lsns = [x for x in (self.lsn, other.lsn) if x is not None]
+        starts = [x for x in (self.wal_from, other.wal_from) if x is not None]
         return Mark(self.cluster, self.database, min(self.xmin, other.xmin),
                     min(self.xmax, other.xmax),
                     tuple(sorted(set(self.xip) | set(other.xip))),
                     self.timeline if same else None,
-                    min(lsns) if same and lsns else None)  # fmt: skip
+                    min(lsns) if same and lsns else None,
+                    min(starts) if same and len(starts) == 2 else None)  # fmt: skip
 
 
 def cluster_of(conn: psycopg.Connection) -> tuple[str, int]:
@@ -136,7 +149,8 @@ def mark(conn: psycopg.Connection) -> Mark:
     cluster, database = cluster_of(conn)
     return Mark(cluster, database, int(row[0]), int(row[1]), tuple(int(x) for x in row[2]),
                 None if timeline is None else int(timeline),
-                None if lsn is None else int(lsn))  # fmt: skip
+                None if lsn is None else int(lsn),
+                walsummary.start_of(conn, int(row[0])))  # fmt: skip
 
 
 def unusable(conn: psycopg.Connection, since: Mark | None, now: Mark,
@@ -207,11 +221,13 @@ class Scan:
     bytes_kept: bool = False
 
 
+_PAGES = """SELECT DISTINCT p.loid FROM pg_catalog.pg_largeobject p
+    WHERE {page_range} {page_after}"""
+"""The LOs with a page tuple written after the mark: the full pass over pg_largeobject."""
+
 _SCAN = """
 COPY (
-  WITH pages AS (
-    SELECT DISTINCT p.loid FROM pg_catalog.pg_largeobject p
-    WHERE {page_range} {page_after})
+  WITH pages AS ({pages})
   SELECT * FROM (
   SELECT m.oid::int8,
          {meta_after} OR coalesce({comment_after}, false) OR m.oid IN (SELECT loid FROM pages),
@@ -230,7 +246,11 @@ COPY (
 
 
 def scan(
-    conn: psycopg.Connection, sel: Selection, since: Mark, sparse: bool = False
+    conn: psycopg.Connection,
+    sel: Selection,
+    since: Mark,
+    sparse: bool = False,
+    found: Detection | None = None,
 ) -> Iterator[Scan]:
     """Every selected LO in OID order and whether it changed since ``since``: two passes
     over tuple headers (pages filtered by their xmin, metadata with comments), one COPY.
@@ -239,11 +259,21 @@ def scan(
     ``bytes_kept``: an LO whose metadata row or comment is newer than the mark, while
     every page it has now is older (and it has one): its bytes are the mark's, as no
     page was written since (a write, a truncation, an LO created again all write pages;
-    an unlink removes them all), only its owner, ACL or comment changed"""
+    an unlink removes them all), only its owner, ACL or comment changed.
+    ``found``: how the LOs with pages written since are found (``detect``; None: the
+    full pass over pg_largeobject)."""
     d = distance_to(conn, since)
+    if found is not None and found.pages is not None:
+        listed = "{" + ",".join(map(str, found.pages)) + "}"
+        pages: sql.Composable = sql.SQL("SELECT unnest({}::int8[])::oid AS loid").format(
+            sql.Literal(listed)
+        )
+    else:
+        pages = sql.SQL(_PAGES).format(
+            page_range=page_range("p.loid", sel.first, sel.last), page_after=after("p.xmin", d)
+        )
     query = sql.SQL(_SCAN).format(
-        page_range=page_range("p.loid", sel.first, sel.last),
-        page_after=after("p.xmin", d), meta_after=after("m.xmin", d),
+        pages=pages, meta_after=after("m.xmin", d),
         comment_after=after("d.xmin", d),
         comment_join=sql.SQL(catalog.COMMENT_JOIN), cond=sel.where(sql.SQL("m.oid")),
         sparse=sql.SQL("WHERE changed OR comment IS NOT NULL" if sparse else ""),
@@ -252,6 +282,55 @@ def scan(
         cp.set_types(["int8", "bool", "text", "bool"])
         for oid, changed, comment, kept in cp.rows():
             yield Scan(int(oid), bool(changed), comment, None, bool(kept))
+
+
+DETECT = ("auto", "wal-summaries", "full-pass")
+"""``--detect``: how the LOs whose pages were written since a mark are found."""
+
+
+@dataclass(frozen=True)
+class Detection:
+    """How the LOs with a page written since a mark are found: ``pages``, their OIDs
+    (ascending) from the blocks the WAL summaries named, or None for the full pass over
+    pg_largeobject; ``why`` the summaries were not used; ``blocks`` the blocks named."""
+
+    pages: array.array[int] | None = None
+    why: str | None = None
+    blocks: int = 0
+    quiet: bool = False
+    """The server keeps no summaries at all: the full pass as always, said in -v only."""
+
+    @property
+    def how(self) -> str:
+        """As a manifest's ``detection`` and a sync's record say it."""
+        return "transaction ids" if self.pages is None else "wal summaries"
+
+    def note(self) -> str:
+        """One line saying which path ran, and why not the summaries."""
+        if self.pages is not None:
+            return (f"changes found from the WAL summaries ({self.blocks:,} blocks of"
+                    " pg_largeobject named): only those pages read")  # fmt: skip
+        return f"changes found by a full pass over pg_largeobject ({self.why})"
+
+
+def detect(conn: psycopg.Connection, sel: Selection, since: Mark, now: Mark,
+           mode: str = "auto", wait: float = walsummary.WAIT) -> Detection:  # fmt: skip
+    """How to find the LOs whose pages were written since ``since`` (``mode``: one of
+    DETECT) under ``conn``'s snapshot (marked ``now``), when ``unusable`` said None:
+    from the WAL summaries where they can tell (``walsummary``), else the full pass.
+    ``wal-summaries`` that cannot be used raises UsageError naming why."""
+    if mode == "full-pass":
+        return Detection(why="--detect full-pass")
+    blocks = walsummary.changed_blocks(conn, since, now, wait)
+    if blocks.why is not None:
+        if mode == "wal-summaries":
+            raise UsageError(f"--detect wal-summaries: {blocks.why}")
+        return Detection(why=blocks.why, quiet=blocks.off)
+    where = page_range("p.loid", sel.first, sel.last)
+    pages = walsummary.changed_los(conn, blocks, after("p.xmin", distance_to(conn, since)), where)
+    log.info("%d LOs with pages written since the mark in %d blocks named by the WAL"
+             " summaries", len(pages), blocks.named)  # fmt: skip
+    return Detection(pages, None, blocks.named)
 
 
 def page_range(loid: str, first: int, last: int) -> sql.Composable:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import functools
+import logging
 import queue
 import threading
 import time
@@ -52,6 +53,8 @@ if TYPE_CHECKING:
     from pgblobdump.packed.read.items import Item
     from pgblobdump.sync.jobs import Feed
 
+log = logging.getLogger(__name__)
+
 RANGE_READ = 1_000
 """A run of at least this many LOs to copy, with no other source LO between them, is read
 by OID range (the dump's reader, pages in one COPY); shorter runs by OID list."""
@@ -63,7 +66,8 @@ class SyncRequest:
     ``force``: rewrite LOs changed on the target since a copy made them; ``dry_run``:
     plan only; ``source_changed``: the source is not the database the last copy or sync
     read, on purpose (else such a sync is refused: it would remove and overwrite what
-    was copied from that one)."""
+    was copied from that one). ``detect``: how the LOs whose pages were written since
+    the mark are found (``changes.DETECT``)."""
 
     selection: Selection = field(default_factory=Selection)
     jobs: int = 1
@@ -71,6 +75,7 @@ class SyncRequest:
     force: bool = False
     dry_run: bool = False
     source_changed: bool = False
+    detect: str = "auto"
 
     def __post_init__(self) -> None:
         if not 1 <= self.jobs <= 64:
@@ -80,7 +85,9 @@ class SyncRequest:
 @dataclass(frozen=True)
 class SyncResult:
     """What was done (or, with dry_run, would be): ``method`` says how changes were found
-    (``transaction ids since <mark>`` or ``digests: <why>``)."""
+    (``transaction ids since <mark>``, ``wal summaries since <mark>`` or ``digests:
+    <why>``); ``detection`` the way alone (``transaction ids``, ``wal summaries`` or
+    ``digests``)."""
 
     plan: Plan
     copied: int
@@ -89,11 +96,13 @@ class SyncResult:
     seconds: float
     method: str
     snapshot: str
+    detection: str = "digests"
 
     def record(self) -> dict[str, object]:
         return {**self.plan.counts(), "copied": self.copied, "bytes": self.bytes,
                 "deleted": self.deleted, "seconds": round(self.seconds, 3),
-                "method": self.method, "snapshot": self.snapshot}  # fmt: skip
+                "method": self.method, "detection": self.detection,
+                "snapshot": self.snapshot}  # fmt: skip
 
 
 def sync(src: str, dst: str, req: SyncRequest, reporter: Reporter = QUIET) -> SyncResult:
@@ -119,7 +128,10 @@ def sync(src: str, dst: str, req: SyncRequest, reporter: Reporter = QUIET) -> Sy
                 " target since they were copied are not seen as conflicts (owner, ACL and"
                 " comment changes are)"
             )
+        detection = "digests"
         if why is not None:
+            if req.detect == "wal-summaries":
+                raise UsageError(f"--detect wal-summaries: {why}")
             method = f"digests computed on each server: {why}"
             reporter.note(f"comparing per-LO digests on both servers ({why})")
             # the target's pass runs beside the source's: both servers read at once
@@ -130,11 +142,17 @@ def sync(src: str, dst: str, req: SyncRequest, reporter: Reporter = QUIET) -> Sy
                 _only_gone_from_the_source(leader, plan)
         else:
             assert since is not None
-            method = f"transaction ids since {since.xmin}:{since.xmax}"
-            plan = _by_xids(leader, main, sel, since, req.force)
+            found = changes.detect(leader, sel, since, now, req.detect)
+            if not found.quiet:
+                reporter.note(found.note())
+            log.info("%s", found.note())
+            detection = found.how
+            method = f"{detection} since {since.xmin}:{since.xmax}"
+            plan = _by_xids(leader, main, sel, since, req.force, found)
         if req.dry_run:
             leader.execute("COMMIT")
-            return SyncResult(plan, 0, 0, 0, time.perf_counter() - t0, method, snapshot)
+            return SyncResult(plan, 0, 0, 0, time.perf_counter() - t0, method, snapshot,
+                              detection)  # fmt: skip
         if plan.new or plan.rewrite or plan.forced:
             source.check_roles(leader, main, [sel])
         state.ensure(main)
@@ -166,16 +184,17 @@ def sync(src: str, dst: str, req: SyncRequest, reporter: Reporter = QUIET) -> Sy
             state.compact(main)
         with sql_errors("sync: on the source", describe(src)):
             leader.execute("COMMIT")
-    return SyncResult(plan, copied, nbytes, deleted, time.perf_counter() - t0, method, snapshot)
+    return SyncResult(plan, copied, nbytes, deleted, time.perf_counter() - t0, method, snapshot,
+                      detection)  # fmt: skip
 
 
 def _by_xids(leader: psycopg.Connection, main: psycopg.Connection, sel: Selection,
-             since: changes.Mark, force: bool) -> Plan:  # fmt: skip
+             since: changes.Mark, force: bool, found: changes.Detection) -> Plan:  # fmt: skip
     """The plan from transaction ids. Buckets of OIDs whose OID lists differ between the
     two sides (new or gone LOs, the target's own) are merged LO by LO; everywhere else
     only the LOs that changed, are not ours, or have a comment come from either server
-    (``sparse``): nothing changed costs the two passes over tuple headers, not a row
-    per LO."""
+    (``sparse``): nothing changed costs the two passes over tuple headers (or, ``found``
+    from the WAL summaries, the pages they name and the metadata), not a row per LO."""
     src = changes.buckets(leader, sel.where(sql.SQL("m.oid")))
     tgt = changes.buckets(main, sql.SQL("m.oid BETWEEN {}::int8::oid AND {}::int8::oid").format(
         sql.Literal(sel.first), sql.Literal(sel.last)))  # fmt: skip
@@ -186,7 +205,7 @@ def _by_xids(leader: psycopg.Connection, main: psycopg.Connection, sel: Selectio
         first = max(sel.first, lo << changes.BUCKET_BITS)
         last = min(sel.last, ((hi + 1) << changes.BUCKET_BITS) - 1)
         with _ahead(state.held(main, first, last, False)) as held:
-            decide(changes.scan(leader, sel.part(first, last), since), held,
+            decide(changes.scan(leader, sel.part(first, last), since, found=found), held,
                    force, False, plan, made=made)  # fmt: skip
     bad = set(differ)
 
@@ -194,7 +213,7 @@ def _by_xids(leader: psycopg.Connection, main: psycopg.Connection, sel: Selectio
         return (r for r in rows if (r.oid >> changes.BUCKET_BITS) not in bad)  # type: ignore[attr-defined]
 
     with _ahead(state.held(main, sel.first, sel.last, False, sparse=True)) as held:
-        decide(equal_buckets(changes.scan(leader, sel, since, sparse=True)),
+        decide(equal_buckets(changes.scan(leader, sel, since, sparse=True, found=found)),
                equal_buckets(held), force, False, plan, sparse=True)  # fmt: skip
     plan.equal += sum(n for b, (n, _h) in src.items() if b not in bad) - plan.seen
     plan.sort()

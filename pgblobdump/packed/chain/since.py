@@ -140,17 +140,20 @@ class Plan:
 
 
 def plan(conn: psycopg.Connection, sel: Selection, base: Base, metas: MetaTable,
-         carried: IndexBuilder, exact: bool = True) -> Plan:  # fmt: skip
+         carried: IndexBuilder, exact: bool = True,
+         found: changes.Detection | None = None) -> Plan:  # fmt: skip
     """Under the dump's snapshot (``conn``'s transaction): which selected LOs changed
     since the base's mark, merged with the base's index and every LO's metadata, in OID
     order, a window of LOs at a time (three sorted streams: memory is a window and the
     changed OIDs' list). The carried LOs' records are the base's, rewritten as columns
     (no object per LO). Not ``exact``: every LO the base holds is to be read and
-    compared by checksum (``bychecksum``)."""
+    compared by checksum (``bychecksum``). ``found``: how the LOs with pages written
+    since are found (``changes.detect``; None: the full pass)."""
     out = Plan()
     changed = array.array("I")
     if exact:
-        for s in changes.scan(conn, sel, base.mark, sparse=True):
+        out.detection = found.how if found is not None else out.detection
+        for s in changes.scan(conn, sel, base.mark, sparse=True, found=found):
             if s.bytes_kept:  # its owner, ACL or comment only: carried, metadata read now
                 out.metadata += 1
             elif s.changed:

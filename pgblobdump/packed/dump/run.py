@@ -70,12 +70,15 @@ class DumpRequest:
     full: bool = False  # also pg_dump of everything else, under the same snapshot
     pg_dump_major: int | None = None  # default: the server's
     since: str | None = None  # an incremental dump: only what changed since this archive
+    detect: str = "auto"  # with since: how changed pages are found (changes.DETECT)
 
     def __post_init__(self) -> None:
         if self.pg_dump_major is not None and not self.full:
             raise UsageError("--pg-dump-major goes with --full")
         if not 1 <= self.jobs <= 64:
             raise UsageError(f"--jobs must be between 1 and 64 (got {self.jobs})")
+        if self.detect != "auto" and self.since is None:
+            raise UsageError("--detect goes with --since")
         check_settings(self.volume_size, self.level)
 
 
@@ -210,15 +213,23 @@ def dump(
                 assert req.since is not None and now is not None
                 since.check_source(base, now, source, req.since)
                 why = changes.unusable(leader, base.mark, now, f"--since {req.since}")
+                found = None
                 if why is not None:
+                    if req.detect == "wal-summaries":
+                        raise UsageError(f"--detect wal-summaries: {why}")
                     reporter.note(f"transaction ids cannot tell what changed since"
                                   f" {req.since} ({why}): every LO it holds is read and"
                                   " compared by checksum")  # fmt: skip
+                else:
+                    found = changes.detect(leader, sel, base.mark, now, req.detect)
+                    if not found.quiet:
+                        reporter.note(found.note())
+                    log.info("%s", found.note())
                 carried = IndexBuilder()
                 writer.carried.append(carried)
                 with logs.phase(log, f"finding what changed since {req.since}"):
                     work = since.plan(leader, sel, base, writer.metas, carried,
-                                      exact=why is None)  # fmt: skip
+                                      exact=why is None, found=found)  # fmt: skip
                 if why is not None:
                     work.detection = f"checksums ({why})"
                 log.info("%d new, %d changed, %d carried from the chain, %d gone",
