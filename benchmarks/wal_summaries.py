@@ -317,7 +317,7 @@ class WalBench(Bench):
             ratio = f"{(b.named + b.named_vacuum) / b.written:.2f}x" if b.written else "-"
             out.append(f"| {n:,} | {b.round} | {b.written:,} | {b.named:,} | {b.named_vacuum:,}"
                        f" | {ratio} |")  # fmt: skip
-        if scales:
+        if scales and self.detect:
             out += ["", *self.targets_met(scales[-1])]
         return "\n".join(out)
 
@@ -354,8 +354,8 @@ def main() -> None:
     print(head)
     if not detect:
         print(
-            "\nthis pgblobdump's dump has no --detect (issue 42's first item): the --since"
-            " and sync contenders and the block counts were left out"
+            "\nthis pgblobdump's dump has no --detect (issue 42's first item): the dump --since"
+            " and sync contenders were left out"
         )
     print()
     print(b.report())
