@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import psycopg
 
@@ -52,9 +53,9 @@ def summary_file(tli: int, start: int, end: int) -> str:
     return "".join(f"{h:08X}" for h in halves) + ".summary"
 
 
-@dataclass(frozen=True)
-class Summary:
-    """One summary file: the blocks modified by WAL from ``start`` to ``end`` on ``tli``."""
+class Summary(NamedTuple):
+    """One summary file, a row of ``pg_available_wal_summaries()`` with its LSNs as
+    numbers: the blocks modified by WAL from ``start`` to ``end`` on timeline ``tli``."""
 
     tli: int
     start: int
@@ -189,7 +190,10 @@ def readiness(conn: psycopg.Connection, marks: Sequence[tuple[str, Mark]] = ()) 
     fixes: list[str] = []
     notes: list[str] = []
     if wal_level == "minimal":
-        blockers.append("wal_level is minimal: the summarizer needs replica or logical")
+        blockers.append(
+            "wal_level is minimal: WAL summaries need replica or logical (a"
+            " server with summarize_wal on at minimal does not start)"
+        )
         fixes.append("ALTER SYSTEM SET wal_level = replica; -- then restart the server")
     if not on:
         blockers.append("summarize_wal is off")
@@ -212,8 +216,8 @@ def readiness(conn: psycopg.Connection, marks: Sequence[tuple[str, Mark]] = ()) 
         )
         running, done = pid is not None, int(done_lsn)
         summaries = [
-            Summary(int(t), int(s), int(e))
-            for t, s, e in conn.execute(
+            Summary(*map(int, row))
+            for row in conn.execute(
                 "SELECT tli, (start_lsn - '0/0'::pg_lsn)::int8, (end_lsn - '0/0'::pg_lsn)::int8"
                 " FROM pg_catalog.pg_available_wal_summaries()"
             ).fetchall()
