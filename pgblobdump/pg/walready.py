@@ -269,14 +269,15 @@ def rows(r: WalReadiness) -> list[tuple[str, str]]:
                     f"to {lsn_text(r.oldest_summary_lsn)}"
                     f" ({r.current_lsn - r.oldest_summary_lsn:,} bytes of WAL)"))  # fmt: skip
     for c in r.marks:
+        at = f"at {lsn_text(c.lsn)} ({c.wal_since:,} bytes of WAL since): "
         if not c.covered:
-            v = f"not covered: {c.why}; the next run takes the full pass"
+            v = f"{at}not covered: {c.why}; the next run takes the full pass"
         else:
-            v = "covered"
+            v = f"{at}covered"
             if c.summarized_ago is not None:
                 v += f", summarized {_duration(c.summarized_ago)} ago"
             if c.removed_in is not None:
                 v += f", removed in {_duration(max(c.removed_in, 0))}"
-        out.append((f"{c.of} at {lsn_text(c.lsn)} ({c.wal_since:,} bytes of WAL since)", v))
+        out.append((c.of, v))
     out += [("fix", f) for f in r.fixes]
     return out
