@@ -141,12 +141,14 @@ def _seconds_since_written(conn: psycopg.Connection, s: Summary) -> float | None
 
 
 def _cover(conn: psycopg.Connection, of: str, mark: Mark, summaries: Sequence[Summary],
-           done: int, current: int, keep_minutes: int) -> MarkCover:  # fmt: skip
-    """Whether the summaries cover ``mark`` (of this cluster) up to ``done``."""
+           done: int, current: int, keep_minutes: int, on: bool) -> MarkCover:  # fmt: skip
+    """Whether the summaries cover ``mark`` (of this cluster) up to ``done``, what the
+    summarizer has summarized (``on``: whether summarize_wal is)."""
     assert mark.lsn is not None and mark.timeline is not None
     since = max(current - mark.lsn, 0)
     if done < mark.lsn:
-        return MarkCover(of, mark.lsn, since, False, "the summarizer has not reached it yet")
+        why = "the summarizer has not reached it yet" if on else "summarize_wal is off"
+        return MarkCover(of, mark.lsn, since, False, why)
     holding = covers(summaries, mark.timeline, mark.lsn, min(done, current))
     if holding is None:
         oldest = min((s.start for s in summaries if s.tli == mark.timeline), default=None)
@@ -234,7 +236,9 @@ def readiness(conn: psycopg.Connection, marks: Sequence[tuple[str, Mark]] = ()) 
                 notes.append(f"{whose} records no WAL position: the next run takes the full"
                              " pass, and records one")  # fmt: skip
             else:
-                covered.append(_cover(conn, whose, m, summaries, done, int(current), int(keep)))
+                covered.append(
+                    _cover(conn, whose, m, summaries, done, int(current), int(keep), bool(on))
+                )
     elif marks:
         notes.append(f"{len(marks)} mark(s) not checked: the role may not list the summaries")
     for c in covered:

@@ -96,7 +96,7 @@ def test_off_then_on_by_the_printed_fix(cluster: EmbeddedCluster, new_db: NewDb)
     wal = json.loads(r.stdout)["wal_summaries"]
     assert wal["ready"] is False and wal["fixes"] == [walready.TURN_ON]
     (mark,) = wal["marks"]
-    assert mark["covered"] is False  # summarize_wal was off when the copy read
+    assert mark["covered"] is False and mark["why"] == "summarize_wal is off"
 
     with psycopg.connect(src, autocommit=True) as conn:
         for statement in walready.TURN_ON.split(";")[:2]:  # as psql runs the line printed
