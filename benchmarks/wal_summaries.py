@@ -13,9 +13,13 @@ tenth of that (the memory check: peak RSS at both scales):
    again, new LOs, unlinks, owner, ACL, comment; then VACUUM ANALYZE and a checkpoint),
    then ``dump --since`` the last archive of the same detection and ``sync`` each way.
    The blocks of pg_largeobject the changes wrote (tuples whose xmin or xmax is one of the
-   changes' transactions, counted before VACUUM) are set beside the blocks the summaries
-   name between the round's two WAL positions (``pg_wal_summary_contents``), split at a
-   checkpoint before VACUUM: what the changes cost, and what VACUUM adds.
+   changes' transactions, counted before VACUUM) are set beside the blocks named by the
+   summaries that overlap the round's WAL, from before the changes to after the VACUUM
+   (``pg_wal_summary_contents``): what a ``dump --since`` from the round's start reads.
+   The summarizer chooses where a summary ends (checkpoints' redo points, not every
+   checkpoint), so those summaries also hold WAL from before the round (how much is
+   reported): VACUUM's blocks and the earlier stretch are in the count, as they are in
+   the path's.
 
 Cold: before each timed command the OS page cache is dropped (``sync; echo 3 >
 /proc/sys/vm/drop_caches``, root) and the server restarted (empty shared_buffers); where
@@ -74,13 +78,15 @@ def has_detect() -> bool:
 
 @dataclass
 class Blocks:
-    """One round of changes: blocks of pg_largeobject the changes wrote, and those the
-    summaries name for the changes and for the VACUUM after them."""
+    """One round of changes: blocks of pg_largeobject the changes wrote; those named by
+    the ``summaries`` overlapping the round's WAL (the VACUUM after the changes included),
+    which begin ``before`` bytes of WAL ahead of it."""
 
     round: str
     written: int = 0
     named: int = 0
-    named_vacuum: int = 0
+    summaries: int = 0
+    before: int = 0
 
 
 @dataclass
@@ -158,8 +164,8 @@ class WalBench(Bench):
 
     # -- blocks -----------------------------------------------------------------------
     def position(self, db: str) -> tuple[int, int]:
-        """(WAL position, a new transaction id) now, then a checkpoint: a summary ends at
-        its redo point, at or past that position."""
+        """(WAL position, a new transaction id) now, then a checkpoint (the summarizer may
+        end a summary at its redo point; ``named`` waits for it to pass the position)."""
         with psycopg.connect(self.dsn(db), autocommit=True) as conn:
             row = conn.execute(
                 "SELECT (pg_current_wal_lsn() - '0/0')::int8, txid_current()"
@@ -180,13 +186,13 @@ class WalBench(Bench):
 
     def vacuum(self, db: str) -> None:
         """In a round of changes: the blocks they wrote counted before VACUUM removes the
-        dead tuples that tell, a checkpoint between the changes and VACUUM (summaries end
-        there), then the summaries' blocks of each part; else incremental.py's."""
+        dead tuples that tell, then VACUUM, then the summaries' blocks; else
+        incremental.py's."""
         r = self._round
         if r is None:
             super().vacuum(db)
             return
-        lsn, xid = self.position(db)
+        _lsn, xid = self.position(db)
         start, lo = self._start
         with psycopg.connect(self.dsn(db)) as conn:
             # a fresh cluster: no wraparound, so 32-bit xids compare as numbers
@@ -199,13 +205,13 @@ class WalBench(Bench):
         r.written = int(row[0]) if row else 0
         super().vacuum(db)
         end, _ = self.position(db)
-        r.named = self.named(db, start, lsn)
-        r.named_vacuum = self.named(db, lsn, end)
+        r.named, r.summaries, r.before = self.named(db, start, end)
         self.blocks.append((self._scale, r))
 
-    def named(self, db: str, start: int, end: int) -> int:
-        """Blocks of pg_largeobject (main fork) the summaries name from ``start`` to
-        ``end``, once the summarizer has passed ``end``."""
+    def named(self, db: str, start: int, end: int) -> tuple[int, int, int]:
+        """Blocks of pg_largeobject (main fork) named by the summaries that overlap
+        ``start`` to ``end`` (once the summarizer has passed ``end``), how many summaries
+        those are, and the bytes of WAL they begin before ``start``."""
         with psycopg.connect(self.dsn(db), autocommit=True) as conn:
             deadline = time.monotonic() + SUMMARIZER_WAIT
             while True:
@@ -217,17 +223,21 @@ class WalBench(Bench):
                     raise SystemExit(f"the WAL summarizer did not pass {end} in time")
                 time.sleep(0.2)
             row = conn.execute(
-                "SELECT count(DISTINCT c.relblocknumber) FROM pg_available_wal_summaries() s,"
-                " pg_wal_summary_contents(s.tli, s.start_lsn, s.end_lsn) c"
-                " WHERE s.end_lsn > '0/0'::pg_lsn + %(start)s::numeric"
-                " AND s.start_lsn < '0/0'::pg_lsn + %(end)s::numeric"
-                " AND c.relfilenode = pg_relation_filenode('pg_largeobject')"
-                " AND c.reldatabase = (SELECT oid FROM pg_database"
-                "                      WHERE datname = current_database())"
-                " AND c.relforknumber = 0 AND NOT c.is_limit_block",
+                "WITH s AS (SELECT * FROM pg_available_wal_summaries()"
+                "  WHERE end_lsn > '0/0'::pg_lsn + %(start)s::numeric"
+                "  AND start_lsn < '0/0'::pg_lsn + %(end)s::numeric)"
+                " SELECT (SELECT count(DISTINCT c.relblocknumber) FROM s,"
+                "  pg_wal_summary_contents(s.tli, s.start_lsn, s.end_lsn) c"
+                "  WHERE c.relfilenode = pg_relation_filenode('pg_largeobject')"
+                "  AND c.reldatabase = (SELECT oid FROM pg_database"
+                "                       WHERE datname = current_database())"
+                "  AND c.relforknumber = 0 AND NOT c.is_limit_block),"
+                " (SELECT count(*) FROM s),"
+                " (SELECT greatest(%(start)s - min(start_lsn - '0/0'), 0)::int8 FROM s)",
                 {"start": start, "end": end},
             ).fetchone()
-        return int(row[0]) if row else 0
+        assert row is not None
+        return int(row[0]), int(row[1]), int(row[2] or 0)
 
     # -- the run ----------------------------------------------------------------------
     def scenario(self, n: int, shares: Sequence[float]) -> None:
@@ -311,12 +321,12 @@ class WalBench(Bench):
                     out.append(f"| {r.case}: {r.command} | {twin.rss_mb:.0f} | {r.rss_mb:.0f}"
                                f" | {r.rss_mb / twin.rss_mb:.2f}x |")  # fmt: skip
         out += ["", "| LOs | round | blocks the changes wrote | blocks the summaries name"
-                " (changes) | (VACUUM after them) | named / written |",
-                "|---:|---|---:|---:|---:|---:|"]  # fmt: skip
+                " (VACUUM included) | named / written | summaries | their WAL before the"
+                " round |", "|---:|---|---:|---:|---:|---:|---:|"]  # fmt: skip
         for n, b in self.blocks:
-            ratio = f"{(b.named + b.named_vacuum) / b.written:.2f}x" if b.written else "-"
-            out.append(f"| {n:,} | {b.round} | {b.written:,} | {b.named:,} | {b.named_vacuum:,}"
-                       f" | {ratio} |")  # fmt: skip
+            ratio = f"{b.named / b.written:.2f}x" if b.written else "-"
+            out.append(f"| {n:,} | {b.round} | {b.written:,} | {b.named:,} | {ratio}"
+                       f" | {b.summaries} | {b.before:,} B |")  # fmt: skip
         if scales and self.detect:
             out += ["", *self.targets_met(scales[-1])]
         return "\n".join(out)
