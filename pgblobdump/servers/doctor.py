@@ -5,11 +5,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pgblobdump import proc
 from pgblobdump.errors import ServerError
 from pgblobdump.servers import toolchain
 from pgblobdump.servers.runas import server_identity
+
+if TYPE_CHECKING:
+    from pgblobdump.pg.walready import WalReadiness
 
 EXPECTED_MAJORS = (16, 17, 18)
 """The majors compare and the tests use; doctor says how to get any that is missing."""
@@ -46,6 +50,11 @@ class DoctorReport:
     gnu_time: Path | None
     server_user: str
     missing: tuple[Missing, ...]
+    server: str | None = None
+    """The server ``doctor -d`` was pointed at (None: no connection option given)."""
+    wal_summaries: WalReadiness | None = None
+    """Whether that server can find changes through WAL summaries (pg/walready.py);
+    advice only: doctor's exit code does not depend on it."""
 
 
 def build_compression(bin_dir: Path) -> tuple[str, ...]:

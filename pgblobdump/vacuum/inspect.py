@@ -11,8 +11,12 @@ import psycopg
 from psycopg import sql
 
 from pgblobdump.pg import catalog
+from pgblobdump.pg.changes import Mark
 from pgblobdump.pg.locks import LockBudget
+from pgblobdump.pg.lostream import Selection
+from pgblobdump.pg.walready import WalReadiness, readiness
 from pgblobdump.refs import candidates, suspects
+from pgblobdump.sync import state
 from pgblobdump.units import plural
 from pgblobdump.vacuum.checksums import Checksums, checksums
 from pgblobdump.vacuum.predict import Prediction, predict
@@ -99,6 +103,9 @@ class Inspection:
     unreferenced: int | None = None
     """Orphans no column names, suspected references counted (``orphans`` is as vacuumlo
     counts them: oid and lo columns alone)."""
+    wal_summaries: WalReadiness | None = None
+    """Whether this server can find changes through WAL summaries (pg/walready.py), the
+    marks of a sync state in this database checked against them."""
 
 
 def _one(conn: psycopg.Connection, q: sql.Composed | str) -> tuple[object, ...]:
@@ -249,7 +256,19 @@ def inspect(
         suspects=tuple(f.summary() for f in found.hits), candidate_columns=len(cands),
         suspects_seconds=round(found.seconds, 3), kept_only_by_suspects=only,
         kept_only_by_suspects_bytes=only_bytes, unreferenced=orphans - only,
+        wal_summaries=readiness(conn, _sync_marks(conn)),
     )  # fmt: skip
+
+
+def _sync_marks(conn: psycopg.Connection) -> list[tuple[str, Mark]]:
+    """The marks a sync state in this database keeps (``sync/state.py``: the snapshots of
+    its source that copy and sync read), each named for messages; none when there is no
+    state or this role may not read it."""
+    try:
+        rows = state.overlapping(conn, Selection())
+    except psycopg.errors.InsufficientPrivilege:
+        return []
+    return [(f"the sync state's mark of {r.source.name or 'its source'}", r.mark) for r in rows]
 
 
 def _only_suspects(
