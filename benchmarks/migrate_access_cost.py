@@ -25,7 +25,7 @@ from collections.abc import Callable
 import psycopg
 from psycopg import sql
 
-from pgblobdump.migrate import access
+from pgblobdump.migrate.reach import access as access
 from pgblobdump.servers.cluster import BENCHMARK_WAL, EmbeddedCluster
 from pgblobdump.units import parse_count, parse_size
 

@@ -78,31 +78,31 @@ SUBCOMMANDS = {
         "Measure pg_dump/pg_restore and the packed archive on many large objects.",
     ),
     "dump": Subcommand(
-        "pgblobdump.cli.dump:dump",
+        "pgblobdump.cli.packed.dump:dump",
         "Dump large objects into a packed archive: a few files whatever the count.",
     ),
     "restore": Subcommand(
-        "pgblobdump.cli.restore:restore",
+        "pgblobdump.cli.packed.restore:restore",
         "Restore a packed archive's LOs: same OIDs, owners, ACLs and comments.",
     ),
     "verify": Subcommand(
-        "pgblobdump.cli.verify:verify",
+        "pgblobdump.cli.packed.verify:verify",
         "Check a packed archive: every file, frame and LO checksum, the index against the...",
     ),
     "ls": Subcommand(
-        "pgblobdump.cli.archive:ls_cmd",
+        "pgblobdump.cli.packed.browse:ls_cmd",
         "List a packed archive's LOs: OID, size, owner, ACL, comment (from its index); for...",
     ),
     "cat": Subcommand(
-        "pgblobdump.cli.archive:cat_cmd",
+        "pgblobdump.cli.packed.browse:cat_cmd",
         "Write one LO's bytes to stdout or FILE, reading only its index block and frames...",
     ),
     "pack": Subcommand(
-        "pgblobdump.cli.pack:pack_cmd",
+        "pgblobdump.cli.packed.pack:pack_cmd",
         "Pack the LOs of a pg_dump archive into a packed archive: a few files.",
     ),
     "unpack": Subcommand(
-        "pgblobdump.cli.pack:unpack_cmd",
+        "pgblobdump.cli.packed.pack:unpack_cmd",
         "Give back the pg_dump archive a packed archive was packed from, as a directory...",
     ),
     "migrate": Subcommand(
@@ -122,7 +122,7 @@ SUBCOMMANDS = {
         "Copy large objects from the database -d into the one --target-dbname names: same...",
     ),
     "merge": Subcommand(
-        "pgblobdump.cli.archive:merge_cmd",
+        "pgblobdump.cli.packed.browse:merge_cmd",
         "Fold an incremental archive and its bases into one standalone archive, with no...",
     ),
     "sync": Subcommand(

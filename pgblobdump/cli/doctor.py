@@ -67,7 +67,7 @@ def doctor_table(report: DoctorReport) -> Table:
         notes.insert(0, f"{ELIDED} = {prefix}")
     notes += [f"missing: {m.what}; install with: {m.install}" for m in report.missing]
     if report.wal_summaries is not None:
-        from pgblobdump.pg import walready
+        from pgblobdump.pg.wal import ready as walready
 
         notes += [f"{report.server}: {w}: {v}" for w, v in walready.rows(report.wal_summaries)]
         notes += [f"{report.server}: {n}" for n in report.wal_summaries.notes]
@@ -92,7 +92,7 @@ def with_server(report: DoctorReport, target: ConnectionTarget) -> DoctorReport:
     """``report`` with what the server ``target`` names offers ``dump --since`` and
     ``sync`` (WAL summaries, PostgreSQL 17+)."""
     from pgblobdump.pg.connect import connect, describe
-    from pgblobdump.pg.walready import readiness
+    from pgblobdump.pg.wal.ready import readiness
 
     conninfo = target.conninfo()
     with connect(conninfo, autocommit=True, doing="doctor") as conn:

@@ -153,7 +153,7 @@ def inspection_table(r: Any) -> Table:
         rows.append({"what": "checksum of every LO's bytes (sha256 of oid, md5)",
                      "value": f"{c.digest} ({c.los:,} LOs)"})  # fmt: skip
     if r.wal_summaries is not None:
-        from pgblobdump.pg import walready
+        from pgblobdump.pg.wal import ready as walready
 
         rows += [{"what": w, "value": v} for w, v in walready.rows(r.wal_summaries)]
     notes = [*r.notes, *(r.wal_summaries.notes if r.wal_summaries is not None else ())]

@@ -16,10 +16,11 @@ import psycopg
 from psycopg import sql
 
 from pgblobdump.errors import DatabaseError, UsageError
-from pgblobdump.migrate import access, columns, decode, finish, state
+from pgblobdump.migrate import columns, decode, finish, state
 from pgblobdump.migrate.locking import LockClock, exclusively
 from pgblobdump.migrate.move import Move
 from pgblobdump.migrate.options import RunOptions, RunResult
+from pgblobdump.migrate.reach import access as access
 from pgblobdump.migrate.running import under_way
 from pgblobdump.migrate.start import defaults_note, prepare
 from pgblobdump.pg.catalog import LO_EXISTS, lo_exists

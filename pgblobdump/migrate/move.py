@@ -34,9 +34,9 @@ from dataclasses import dataclass
 
 from psycopg import sql
 
-from pgblobdump.migrate.access import Reach
 from pgblobdump.migrate.columns import Key
 from pgblobdump.migrate.forms import OID, Form
+from pgblobdump.migrate.reach.access import Reach
 from pgblobdump.pg.catalog import LO_EXISTS, lo_exists
 from pgblobdump.pgconstants import LOBLKSIZE
 

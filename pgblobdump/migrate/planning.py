@@ -20,10 +20,11 @@ import psycopg
 from psycopg import sql
 
 from pgblobdump.errors import DatabaseError
-from pgblobdump.migrate import access, columns, refs
+from pgblobdump.migrate import columns, refs
 from pgblobdump.migrate.advice import Storage, advise, compress_ratio, sample_percent
 from pgblobdump.migrate.measure import advise_measured
 from pgblobdump.migrate.measure import measure as measure_storages
+from pgblobdump.migrate.reach import access as access
 from pgblobdump.migrate.refs import LoColumn, RefStats
 from pgblobdump.pg import catalog
 from pgblobdump.pg.query import one, scalar
@@ -50,7 +51,7 @@ class ColumnPlan:
     access."""
     paths: list[str] = field(default_factory=list)
     """Views over the column and SECURITY DEFINER routines reading it: their users read
-    what it holds (``migrate/paths.py``)."""
+    what it holds (``migrate/reach/paths.py``)."""
     shared_with_other_columns: int = 0
     compress_ratio: float | None = None
     storage: Storage | None = None

@@ -27,11 +27,12 @@ from psycopg import sql
 
 from pgblobdump import logs
 from pgblobdump.errors import DatabaseError
-from pgblobdump.migrate import access, batches, columns, decode, finish, forms, refs, state
+from pgblobdump.migrate import batches, columns, decode, finish, forms, refs, state
 from pgblobdump.migrate.columns import Column
 from pgblobdump.migrate.locking import LockClock, exclusively
 from pgblobdump.migrate.move import Move, check_name, drop_triggers_ddl
 from pgblobdump.migrate.options import RunOptions
+from pgblobdump.migrate.reach import access as access
 from pgblobdump.migrate.start import refuse_widening
 from pgblobdump.migrate.state import Migration
 from pgblobdump.pg import catalog

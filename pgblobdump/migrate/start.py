@@ -7,12 +7,13 @@ import psycopg
 from psycopg import sql
 
 from pgblobdump.errors import DatabaseError, UsageError
-from pgblobdump.migrate import access, columns, refs, state
+from pgblobdump.migrate import columns, refs, state
 from pgblobdump.migrate.advice import advise, column_sample, compress_ratio
 from pgblobdump.migrate.columns import Column
 from pgblobdump.migrate.locking import LockClock, exclusively
 from pgblobdump.migrate.move import Move, check_name, trigger_ddl
 from pgblobdump.migrate.options import RunOptions
+from pgblobdump.migrate.reach import access as access
 from pgblobdump.migrate.state import Migration
 from pgblobdump.pg.names import clip, with_suffix
 from pgblobdump.pg.query import scalar

@@ -41,9 +41,10 @@ import psycopg
 from psycopg import sql
 
 from pgblobdump.errors import UsageError
-from pgblobdump.pg import catalog, walsummary
+from pgblobdump.pg import catalog
 from pgblobdump.pg.lostream import Selection
 from pgblobdump.pg.query import one, scalar
+from pgblobdump.pg.wal import summary as walsummary
 from pgblobdump.pgconstants import OID_MAX
 
 log = logging.getLogger(__name__)

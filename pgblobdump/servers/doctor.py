@@ -13,7 +13,7 @@ from pgblobdump.servers import toolchain
 from pgblobdump.servers.runas import server_identity
 
 if TYPE_CHECKING:
-    from pgblobdump.pg.walready import WalReadiness
+    from pgblobdump.pg.wal.ready import WalReadiness
 
 EXPECTED_MAJORS = (16, 17, 18)
 """The majors compare and the tests use; doctor says how to get any that is missing."""
@@ -53,7 +53,7 @@ class DoctorReport:
     server: str | None = None
     """The server ``doctor -d`` was pointed at (None: no connection option given)."""
     wal_summaries: WalReadiness | None = None
-    """Whether that server can find changes through WAL summaries (pg/walready.py);
+    """Whether that server can find changes through WAL summaries (pg/wal/ready.py);
     advice only: doctor's exit code does not depend on it."""
 
 

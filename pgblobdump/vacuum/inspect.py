@@ -14,7 +14,7 @@ from pgblobdump.pg import catalog
 from pgblobdump.pg.changes import Mark
 from pgblobdump.pg.locks import LockBudget
 from pgblobdump.pg.lostream import Selection
-from pgblobdump.pg.walready import WalReadiness, readiness
+from pgblobdump.pg.wal.ready import WalReadiness, readiness
 from pgblobdump.refs import candidates, suspects
 from pgblobdump.sync import state
 from pgblobdump.units import plural
@@ -104,7 +104,7 @@ class Inspection:
     """Orphans no column names, suspected references counted (``orphans`` is as vacuumlo
     counts them: oid and lo columns alone)."""
     wal_summaries: WalReadiness | None = None
-    """Whether this server can find changes through WAL summaries (pg/walready.py), the
+    """Whether this server can find changes through WAL summaries (pg/wal/ready.py), the
     marks of a sync state in this database checked against them."""
 
 

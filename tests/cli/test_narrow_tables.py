@@ -15,9 +15,9 @@ from pgblobdump.cli import output
 from pgblobdump.cli.bench import toast_table
 from pgblobdump.cli.migrate import plan_narrow_table, plan_table
 from pgblobdump.cli.output import Format, emit, show_table
-from pgblobdump.migrate.access import Widening
 from pgblobdump.migrate.advice import Storage
 from pgblobdump.migrate.planning import ColumnPlan, Plan
+from pgblobdump.migrate.reach.access import Widening
 from pgblobdump.migrate.refs import RefStats
 from pgblobdump.report import Column, Table
 from pgblobdump.report.narrow import legend, stacked

@@ -85,7 +85,7 @@ def test_completing_a_command_imports_no_command() -> None:
 def test_completing_an_option_imports_only_that_commands_module() -> None:
     out, modules = imported(env=completion_env("pgblobdump dump --prog"))
     assert out.splitlines() == ["plain,--progress"]
-    assert modules & COMMAND_MODULES == {"pgblobdump.cli.dump", "pgblobdump.cli.completion"}
+    assert modules & COMMAND_MODULES == {"pgblobdump.cli.packed.dump", "pgblobdump.cli.completion"}
     assert not heavy(modules)
 
 
@@ -99,7 +99,10 @@ def test_a_dump_loads_what_a_plain_dump_runs(tmp_path: Path) -> None:
     others = {"read.reader", "chain.archives", "restore.restorer", "pgdump.database",
               "chain.bychecksum", "read.source", "verify", "chain.merge"}  # fmt: skip
     assert not modules & {f"pgblobdump.packed.{m}" for m in others}  # restore's, --since's...
-    assert not modules & COMMAND_MODULES - {"pgblobdump.cli.dump", "pgblobdump.cli.completion"}
+    assert not modules & COMMAND_MODULES - {
+        "pgblobdump.cli.packed.dump",
+        "pgblobdump.cli.completion",
+    }
     assert not {m for m in modules if m.startswith("rich")}  # nothing shown yet, nor a bar
 
 

@@ -13,8 +13,8 @@ from pgblobdump.errors import DatabaseError, NotFound, UsageError
 from pgblobdump.migrate import RunOptions, plan, run, run_in_place
 from pgblobdump.migrate import columns as mcolumns
 from pgblobdump.migrate import state as mstate
-from pgblobdump.migrate.access import Widening
 from pgblobdump.migrate.locking import LockClock
+from pgblobdump.migrate.reach.access import Widening
 from pgblobdump.migrate.runner import Runner
 from pgblobdump.migrate.start import start
 from pgblobdump.report.reporter import QUIET

@@ -16,7 +16,7 @@ from psycopg.conninfo import make_conninfo
 from pgblobdump.cli import cli
 from pgblobdump.errors import DatabaseError
 from pgblobdump.migrate import ColumnPlan, RunOptions, plan, run
-from pgblobdump.migrate.paths import Routine, reaching
+from pgblobdump.migrate.reach.paths import Routine, reaching
 from pgblobdump.servers.cluster import EmbeddedCluster
 from tests.conftest import NewDb
 from tests.migrate.test_access import as_role, col_type

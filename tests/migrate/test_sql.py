@@ -1,4 +1,4 @@
-"""The SQL migrate generates (migrate/move.py, migrate/access.py), rendered with no server:
+"""The SQL migrate generates (migrate/move.py, migrate/reach/access.py), rendered with no server:
 the properties its safety rests on, checked on the text it sends.
 
 Names are chosen to need quoting (a space, a double quote, capitals): a name that reaches
@@ -13,8 +13,8 @@ import pytest
 from psycopg import sql
 
 from pgblobdump.migrate import move
-from pgblobdump.migrate.access import NewLoAccess, Reach, lo_maker_ddl
 from pgblobdump.migrate.columns import Key
+from pgblobdump.migrate.reach.access import NewLoAccess, Reach, lo_maker_ddl
 
 SCHEMA = "pgbd State"
 RUN = 7

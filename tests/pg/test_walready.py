@@ -1,4 +1,4 @@
-"""Whether a server can use WAL summaries (pg/walready.py), as inspect and doctor -d say
+"""Whether a server can use WAL summaries (pg/wal/ready.py), as inspect and doctor -d say
 it: 16 cannot; 17 and 18 with summarize_wal off, then on by the fix they print; a role
 without EXECUTE on the functions; a sync state's mark covered or not."""
 
@@ -12,8 +12,8 @@ import psycopg
 import pytest
 
 from pgblobdump.errors import ToolchainError
-from pgblobdump.pg import walready
-from pgblobdump.pg.walready import Summary, covers, readiness, summary_file
+from pgblobdump.pg.wal import ready as walready
+from pgblobdump.pg.wal.ready import Summary, covers, readiness, summary_file
 from pgblobdump.servers.cluster import EmbeddedCluster
 from tests.clirun import run
 from tests.conftest import NewDb

@@ -1,4 +1,4 @@
-"""Finding changes from PostgreSQL 17+'s WAL summaries (pg/walsummary.py), for ``dump
+"""Finding changes from PostgreSQL 17+'s WAL summaries (pg/wal/summary.py), for ``dump
 --since`` and ``sync``, on real servers with ``summarize_wal`` on: every kind of change
 found equal, LO by LO, to the full pass over pg_largeobject; and each case where the
 summaries cannot tell (a gap, summaries removed, a role without EXECUTE, 16) falls back
@@ -16,7 +16,7 @@ import pytest
 
 from pgblobdump.cli.options import detect_option
 from pgblobdump.pg.changes import DETECT, Mark
-from pgblobdump.pg.walsummary import FUNCTIONS, gap, to_block_ranges
+from pgblobdump.pg.wal.summary import FUNCTIONS, gap, to_block_ranges
 from pgblobdump.servers.cluster import EmbeddedCluster
 from pgblobdump.sync.copy import CopyRequest, copy
 from pgblobdump.sync.run import SyncRequest, sync

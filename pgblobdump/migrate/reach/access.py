@@ -36,8 +36,8 @@ from dataclasses import dataclass
 import psycopg
 from psycopg import sql
 
-from pgblobdump.migrate import paths
-from pgblobdump.migrate.paths import Path
+from pgblobdump.migrate.reach import paths as paths
+from pgblobdump.migrate.reach.paths import Path
 
 LIST_MAX = 20
 

@@ -9,7 +9,7 @@ import click
 from pgblobdump import storage as places
 from pgblobdump.cli.options import output_options
 from pgblobdump.cli.output import Format, emit
-from pgblobdump.cli.packed import (
+from pgblobdump.cli.packed.common import (
     ARCHIVE,
     LEVEL,
     VOLUME_SIZE,

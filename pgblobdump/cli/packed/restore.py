@@ -10,7 +10,7 @@ import click
 
 from pgblobdump.cli.options import connection_options, jobs_option, output_options
 from pgblobdump.cli.output import Format, emit
-from pgblobdump.cli.packed import ARCHIVE, BASES
+from pgblobdump.cli.packed.common import ARCHIVE, BASES
 from pgblobdump.cli.types import PART
 from pgblobdump.errors import (
     DamagedData,

@@ -11,7 +11,7 @@ import click
 
 from pgblobdump.cli.options import connection_options, output_options
 from pgblobdump.cli.output import Format, emit, write_listing
-from pgblobdump.cli.packed import ARCHIVE, BASES, result_table
+from pgblobdump.cli.packed.common import ARCHIVE, BASES, result_table
 from pgblobdump.errors import (
     CorruptArchive,
 )

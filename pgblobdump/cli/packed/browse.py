@@ -12,7 +12,7 @@ import click
 from pgblobdump import storage as places
 from pgblobdump.cli.options import ONLY_OIDS, jobs_option, output_options
 from pgblobdump.cli.output import Format, emit, write_listing
-from pgblobdump.cli.packed import (
+from pgblobdump.cli.packed.common import (
     ARCHIVE,
     BASES,
     LEVEL,

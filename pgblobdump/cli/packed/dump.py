@@ -15,7 +15,7 @@ from pgblobdump.cli.options import (
     output_options,
 )
 from pgblobdump.cli.output import Format, emit
-from pgblobdump.cli.packed import (
+from pgblobdump.cli.packed.common import (
     LEVEL,
     VOLUME_SIZE,
     new_directory,
