@@ -143,9 +143,10 @@ def sync(src: str, dst: str, req: SyncRequest, reporter: Reporter = QUIET) -> Sy
         else:
             assert since is not None
             found = changes.detect(leader, sel, since, now, req.detect)
-            if not found.quiet:
+            if found.quiet:  # no summaries kept at all: the full pass, said in -v only
+                log.info("%s", found.note())
+            else:  # once, -v or not
                 reporter.note(found.note())
-            log.info("%s", found.note())
             detection = found.how
             method = f"{detection} since {since.xmin}:{since.xmax}"
             plan = _by_xids(leader, main, sel, since, req.force, found)

@@ -222,9 +222,10 @@ def dump(
                                   " compared by checksum")  # fmt: skip
                 else:
                     found = changes.detect(leader, sel, base.mark, now, req.detect)
-                    if not found.quiet:
+                    if found.quiet:  # no summaries kept at all: the full pass, said in -v only
+                        log.info("%s", found.note())
+                    else:  # once, -v or not
                         reporter.note(found.note())
-                    log.info("%s", found.note())
                 carried = IndexBuilder()
                 writer.carried.append(carried)
                 with logs.phase(log, f"finding what changed since {req.since}"):
