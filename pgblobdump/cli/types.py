@@ -91,4 +91,13 @@ OIDS = Parsed("oids", parse_oids)
 COLUMN = Parsed("table.column", parse_column)
 """``[schema.]table.column``: (table, column)."""
 PART = Parsed("part", parse_part)
+
+
+def _oid_range(text: str, what: str = "--oid-range") -> tuple[int, int]:
+    from pgblobdump.remap.plan import parse_range
+
+    return parse_range(text)
+
+
+OID_RANGE = Parsed("oid range", _oid_range)
 """``K/N``: (K, N)."""

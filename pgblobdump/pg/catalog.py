@@ -81,6 +81,17 @@ def count_selected(conn: psycopg.Connection, sels: Sequence[Selection]) -> int:
     return sum(scalar(conn, query.format(s.where(sql.SQL("m.oid")))) for s in sels)
 
 
+def overlapping(conn: psycopg.Connection, firsts: Sequence[int], lasts: Sequence[int]) -> list[int]:
+    """Of OID ranges ``firsts[i]..lasts[i]``, the firsts of those that hold an LO,
+    ascending: one statement, however many LOs."""
+    rows = conn.execute(
+        "SELECT r.f FROM unnest(%s::int8[], %s::int8[]) AS r(f, l) WHERE EXISTS (SELECT 1"
+        f" FROM {METADATA} WHERE oid BETWEEN r.f::oid AND r.l::oid) ORDER BY 1",
+        (list(firsts), list(lasts)),
+    ).fetchall()
+    return [int(r[0]) for r in rows]
+
+
 def existing(conn: psycopg.Connection, oids: Sequence[int]) -> set[int]:
     """Which of ``oids`` name an LO."""
     rows = conn.execute(

@@ -51,10 +51,14 @@ def _key(tag: int, oid: int) -> int:
     return (tag << 32) | oid
 
 
-def reserve(conn: psycopg.Connection, count: int, start: int | None) -> Reservation:
+def reserve(
+    conn: psycopg.Connection, count: int, start: int | None, above: int = 0,
+    option: str = "--start-oid",
+) -> Reservation:  # fmt: skip
     """Reserve ``count`` consecutive OIDs: from ``start`` if no LO and no other run's
-    reservation is in the way (else DatabaseError naming it), or just above every LO and
-    every reservation. ``conn`` must stay open for as long as the OIDs are being filled."""
+    reservation is in the way (else DatabaseError naming it), or just above every LO,
+    every reservation and ``above``. ``conn`` must stay open for as long as the OIDs are
+    being filled. ``option`` is how messages name the way to choose ``start``."""
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (_key(TAG_CHOOSER, 0),))
         others = [
@@ -67,12 +71,12 @@ def reserve(conn: psycopg.Connection, count: int, start: int | None) -> Reservat
                 "SELECT coalesce(max(oid)::int8, %s) FROM pg_catalog.pg_largeobject_metadata",
                 (FIRST_OID - 1,),
             )
-            top = max([highest, FIRST_OID - 1, *(b for _, b, _ in others)])
+            top = max([highest, FIRST_OID - 1, above, *(b for _, b, _ in others)])
             first = top + 1
             if first + count - 1 > OID_MAX:
                 raise DatabaseError(
                     f"no room for {count:,} consecutive OIDs above OID {top} (the largest LO"
-                    " OID or one reserved by another run); give --start-oid"
+                    f" OID or one reserved by another run); give {option}"
                 )
         else:
             first = start
@@ -81,7 +85,7 @@ def reserve(conn: psycopg.Connection, count: int, start: int | None) -> Reservat
                 if a <= last and first <= b:
                     raise DatabaseError(
                         f"OIDs {a}..{b} are reserved by another pgblobdump run (backend {pid});"
-                        " choose another --start-oid"
+                        f" choose another {option}"
                     )
             row = one(
                 conn,
@@ -92,7 +96,7 @@ def reserve(conn: psycopg.Connection, count: int, start: int | None) -> Reservat
             if row[0]:
                 raise DatabaseError(
                     f"{row[0]:,} large objects already exist in OIDs {first}..{last}"
-                    f" (the first is {row[1]}); choose another --start-oid"
+                    f" (the first is {row[1]}); choose another {option}"
                 )
         last = first + count - 1
         conn.execute(
@@ -100,6 +104,23 @@ def reserve(conn: psycopg.Connection, count: int, start: int | None) -> Reservat
             (_key(TAG_FIRST, first), _key(TAG_LAST, last)),
         )
     return Reservation(first, last)
+
+
+def claim(conn: psycopg.Connection, r: Reservation, option: str = "--start-oid") -> None:
+    """Announce ``r`` again (a resumed run's block, partly filled by it already): refused
+    when another run's reservation is in the way, as ``reserve`` refuses it."""
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_key(TAG_CHOOSER, 0),))
+        for a, b, pid in conn.execute(_RESERVED, {"tf": TAG_FIRST, "tl": TAG_LAST}):
+            if int(a) <= r.last and r.first <= int(b):
+                raise DatabaseError(
+                    f"OIDs {a}..{b} are reserved by another pgblobdump run (backend {pid}),"
+                    f" in the way of this run's {r.first}..{r.last}; let it finish first"
+                )
+        conn.execute(
+            "SELECT pg_advisory_lock(%s), pg_advisory_lock(%s)",
+            (_key(TAG_FIRST, r.first), _key(TAG_LAST, r.last)),
+        )
 
 
 def release(conn: psycopg.Connection, r: Reservation) -> None:

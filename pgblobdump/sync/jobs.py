@@ -14,8 +14,9 @@ import psycopg
 
 from pgblobdump.packed.read.items import Item
 from pgblobdump.packed.restore.crew import Crew
+from pgblobdump.packed.restore.hooks import Replacing
 from pgblobdump.packed.restore.request import RestoreRequest
-from pgblobdump.packed.restore.restorer import Counts, Replacing, Restorer
+from pgblobdump.packed.restore.restorer import Counts, Restorer
 from pgblobdump.pg.connect import connect
 from pgblobdump.pg.ledger import Ledger
 from pgblobdump.pg.snapshot import SideConnection, begin

@@ -5,20 +5,22 @@ from __future__ import annotations
 
 import dataclasses
 import shlex
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from pgblobdump.cli.options import connection_options, jobs_option, output_options
 from pgblobdump.cli.output import Format, emit
 from pgblobdump.cli.packed.common import ARCHIVE, BASES
-from pgblobdump.cli.types import PART
-from pgblobdump.errors import (
-    DamagedData,
-    LosSkipped,
-)
+from pgblobdump.cli.types import COLUMN, OID_RANGE, PART
+from pgblobdump.errors import DamagedData, LosSkipped, UsageError
 from pgblobdump.packed.restore.request import OnConflict, RestoreRequest
 from pgblobdump.pg.target import ConnectionTarget, split_password
 from pgblobdump.report.summary import summary_table
+
+if TYPE_CHECKING:
+    from pgblobdump.remap.run import RemapRequest
 
 
 @click.command()
@@ -60,10 +62,44 @@ from pgblobdump.report.summary import summary_table
     " archive (or of its --part); with --full, also pg_restore's jobs for data and post-data."
 )
 @BASES
+@click.option(
+    "--remap",
+    type=click.Choice(["taken", "all"]),
+    is_flag=False,
+    flag_value="taken",
+    default=None,
+    help="Restore at new OIDs the LOs whose OID the target has (taken, the default), or"
+    " every LO (all), and rewrite the references to them; the mapping is kept in the"
+    " target (schema pgblobdump_remap). A directory archive.",
+)
+@click.option(
+    "--oid-range",
+    type=OID_RANGE,
+    metavar="LO-HI",
+    help="With --remap: take the new OIDs from this range (it must hold no LO); default:"
+    " just above every LO of the target and of the archive.",
+)
+@click.option(
+    "--referenced-by",
+    type=COLUMN,
+    multiple=True,
+    metavar="TABLE.COLUMN",
+    help="With --remap: rewrite this column's references to remapped LOs (repeatable;"
+    " rows you loaded before the restore): oid, lo, integers, numeric, text digits or"
+    " <oid>.<ext>, arrays and domains of them.",
+)
+@click.option(
+    "--map-out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="FILE",
+    help="With --remap: write the mapping as CSV (old_oid,new_oid).",
+)
 @output_options
 def restore(archive: str, target: ConnectionTarget, no_owner: bool, no_acl: bool,
             no_comments: bool, on_conflict: str, resume: bool, skip_damaged: bool,
             full: bool, part: tuple[int, int] | None, jobs: int, bases: tuple[str, ...],
+            remap: str | None, oid_range: tuple[int, int] | None,
+            referenced_by: tuple[tuple[str, str], ...], map_out: Path | None,
             fmt: Format) -> None:  # fmt: skip
     """Restore a packed archive's LOs: same OIDs, owners, ACLs and comments.
 
@@ -79,6 +115,21 @@ def restore(archive: str, target: ConnectionTarget, no_owner: bool, no_acl: bool
 
     req = RestoreRequest(no_owner, no_acl, no_comments, OnConflict(on_conflict), resume,
                          skip_damaged, full, part, jobs, bases)  # fmt: skip
+    if remap is None:
+        given = [o for o, v in (("--oid-range", oid_range), ("--referenced-by", referenced_by),
+                                ("--map-out", map_out)) if v]  # fmt: skip
+        if given:
+            raise UsageError(f"{given[0]} goes with --remap")
+    else:
+        from pgblobdump.remap.run import RemapRequest
+
+        from pgblobdump.remap.plan import Mode
+
+        remapping = RemapRequest(Mode(remap), oid_range, referenced_by, map_out)
+        extra = _remap_args(remapping)
+        req = dataclasses.replace(req, resume_command=resume_command(archive, target, req, extra))
+        _restore_remapped(archive, target, req, remapping, fmt)
+        return
     req = dataclasses.replace(req, resume_command=resume_command(archive, target, req))
     try:
         with reporter("restoring LOs", 0) as rep:
@@ -108,7 +159,39 @@ def _first_ranges(ranges: str, keep: int = 3) -> str:
     return ", ".join(parts[:keep]) + (f" and {more:,} more ranges" if more > 0 else "")
 
 
-def resume_command(archive: str, target: ConnectionTarget, req: RestoreRequest) -> str:
+def _restore_remapped(archive: str, target: ConnectionTarget, req: RestoreRequest,
+                      remapping: RemapRequest, fmt: Format) -> None:  # fmt: skip
+    from pgblobdump.cli.progress import reporter
+    from pgblobdump.remap.run import restore_remapped
+
+    with reporter("restoring LOs", 0) as rep:
+        result = restore_remapped(target.conninfo(), archive, req, remapping, rep)
+    record = result.record()
+    shown = {k: v for k, v in record.items() if k not in ("map", "rewrites")}
+    shown["block"] = "..".join(map(str, result.block)) if result.block else "none"
+    notes = [f"{w['column']}: {w['rows']:,} rows rewritten"
+             + (f", {w['dangling']:,} dangling values left" if w["dangling"] else "")
+             for w in result.rewrites]  # fmt: skip
+    if remapping.map_out is not None:
+        notes.append(f"mapping written to {remapping.map_out}")
+    emit(summary_table("restored (remapped)", shown, notes), fmt, record)
+
+
+def _remap_args(r: RemapRequest) -> list[str]:
+    """The --remap options of a command that resumes this restore."""
+    args = ["--remap", r.mode.value]
+    if r.oid_range is not None:
+        args += ["--oid-range", f"{r.oid_range[0]}-{r.oid_range[1]}"]
+    for table, col in r.referenced_by:
+        args += ["--referenced-by", f"{table}.{col}"]
+    if r.map_out is not None:
+        args += ["--map-out", str(r.map_out)]
+    return args
+
+
+def resume_command(
+    archive: str, target: ConnectionTarget, req: RestoreRequest, extra: list[str] | None = None
+) -> str:
     """The command that finishes this restore once interrupted: the same archive, target
     and options, with --resume (a password in -d left out: give it as before)."""
     args = ["pgblobdump", "restore", archive]
@@ -123,8 +206,11 @@ def resume_command(archive: str, target: ConnectionTarget, req: RestoreRequest) 
     args += [flag for flag, on in flags if on]
     if req.part is not None:
         args += ["--part", "/".join(map(str, req.part))]
-    if req.jobs > 1 and not req.full:
+    if req.jobs > 1 and (not req.full or extra):
         args += ["--jobs", str(req.jobs)]
+    if extra:  # --remap: --full is resumed too
+        args += ["--full"] if req.full else []
+        args += extra
     for base in req.bases:
         args += ["--base", base]
     return shlex.join([*args, "--resume"])

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 from pgblobdump.errors import PgBlobDumpError
 from pgblobdump.packed.format.spec import DATABASE_FILE
@@ -35,11 +35,14 @@ def restore_full(
     jobs: int = 1,
     reporter: Reporter = QUIET,
     restore_los: Callable[[], RestoreResult] | None = None,
+    skip: Collection[str] = (),
+    after: Callable[[str], None] | None = None,
 ) -> RestoreResult:
     """pg_restore's pre-data and data sections, the LOs, then post-data. The target
     should be an empty database: on a failure the LOs this run made are removed (as in
     any restore), and what pg_restore restored is named as left in place. ``restore_los``
-    restores the LOs in place of one connection's ``restore`` (``--jobs N``)."""
+    restores the LOs in place of one connection's ``restore`` (``--jobs N``). ``skip``:
+    sections done already (a resumed ``--remap``); ``after``: told of each section done."""
     dumped = major_of(dumped_by(archive))
     with connect(conninfo, autocommit=True, doing="restore") as conn:
         target = server_major(conn)
@@ -51,17 +54,22 @@ def restore_full(
         with local_file(archive.storage, DATABASE_FILE) as path:
             pg_restore = PgRestore(conninfo, path, target, dumped, options, jobs)
             for section in ("pre-data", "data"):
+                if section in skip:
+                    continue
                 reporter.note(f"pg_restore {pg_restore.tc.version}: {section}")
                 pg_restore.section(section)
                 done.append(section)
+                if after is not None:
+                    after(section)
             if restore_los is not None:  # --jobs N: the LOs over N connections too
                 result = restore_los()
             else:  # its messages name no command to resume it, as they never did
                 los_req = dataclasses.replace(req, resume_command="")
                 result = restore(conninfo, archive.items(req.skip_damaged), los_req, reporter,
                                  archive.index, archive.index.metas.values)  # fmt: skip
-            reporter.note(f"pg_restore {pg_restore.tc.version}: post-data")
-            pg_restore.section("post-data")
+            if "post-data" not in skip:
+                reporter.note(f"pg_restore {pg_restore.tc.version}: post-data")
+                pg_restore.section("post-data")
     except (PgBlobDumpError, KeyboardInterrupt) as e:
         if not done:
             raise

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Iterator
 from pgblobdump.packed.format.index import Index, Meta
 from pgblobdump.packed.read.items import Item
 from pgblobdump.packed.restore.crew import Crew
+from pgblobdump.packed.restore.hooks import RemapHooks
 from pgblobdump.packed.restore.journal import Journal
 from pgblobdump.packed.restore.precheck import precheck
 from pgblobdump.packed.restore.request import RestoreRequest, RestoreResult
@@ -31,34 +32,38 @@ def restore_jobs(
     index: Index,
     metas: Iterable[Meta],
     part: tuple[int, int] | None = None,
+    remapping: RemapHooks | None = None,
 ) -> RestoreResult:
     """``restore`` over one connection per share (``restore --jobs N``: contiguous OID
     ranges of the archive, or of its ``part``), at once. Roles and conflicts are checked
     once for all before anything is written; each connection has its own ledger and its
     share of the lock table (``req.sharing``), one journal holds them all. The first
     failure (or Ctrl-C, SIGTERM) stops every connection, and the clean-up removes exactly
-    what each made, or names what is left and --resume."""
+    what each made, or names what is left and --resume. ``remapping``: as ``restore``'s
+    (no precheck, no journal)."""
     t0 = time.perf_counter()
     metas = list(metas)
     lock = threading.Lock()
     with contextlib.ExitStack() as stack:
         main = stack.enter_context(connect(conninfo, autocommit=True, doing="restore"))
-        journal = Journal.open(main, conninfo, index, part)
+        journal = Journal.open(main, conninfo, index, part) if remapping is None else None
         ledgers: list[Ledger] = []
 
         def save(_: Ledger) -> None:
-            with lock:
-                journal.save(*ledgers)
+            if journal is not None:
+                with lock:
+                    journal.save(*ledgers)
 
-        ledgers += [Ledger(conninfo, "restore", on_change=save) for _ in shares]
-        first = Restorer(main, ledgers[0], req, reporter, metas=metas)
+        forget = remapping.forget if remapping is not None else None
+        ledgers += [Ledger(conninfo, "restore", on_change=save, on_remove=forget) for _ in shares]
+        first = Restorer(main, ledgers[0], req, reporter, metas=metas, remapping=remapping)
         first.check_roles(metas)
-        if not req.skipping:
+        if not req.skipping and journal is not None:
             precheck(main, index, req, part, journal)
         workers = [first] + [
             Restorer(
                 stack.enter_context(connect(conninfo, autocommit=True, doing="restore")),
-                ledger, req, reporter, metas=metas,
+                ledger, req, reporter, metas=metas, remapping=remapping,
             )
             for ledger in ledgers[1:]
         ]  # fmt: skip
@@ -66,7 +71,8 @@ def restore_jobs(
         works = [functools.partial(crew.drive, w, items)
                  for w, items in zip(workers, shares, strict=True)]  # fmt: skip
         # what is left after a failure, if anything, kept for the next run's hint
-        counts = crew.run(works, reporter, failing=lambda: journal.save(*ledgers))
-        redone = journal.redone(*ledgers)
-        journal.remove()
+        counts = crew.run(works, reporter, failing=lambda: save(ledgers[0]))
+        redone = journal.redone(*ledgers) if journal is not None else 0
+        if journal is not None:
+            journal.remove()
     return counts.result(time.perf_counter() - t0, redone)

@@ -34,13 +34,7 @@ def precheck(
     lasts = [min(b.last, hi) for b in blocks]
     if not firsts:
         return
-    hits = conn.execute(
-        "SELECT r.f FROM unnest(%s::int8[], %s::int8[]) AS r(f, l) WHERE EXISTS (SELECT 1"
-        " FROM pg_catalog.pg_largeobject_metadata WHERE oid BETWEEN r.f::oid AND r.l::oid)"
-        " ORDER BY 1",
-        (firsts, lasts),
-    ).fetchall()
-    for (first,) in hits:
+    for first in catalog.overlapping(conn, firsts, lasts):
         last = lasts[firsts.index(first)]
         oids = [r.oid for r in index.range(first, last)]
         rows = [(o,) for o in sorted(catalog.existing(conn, oids))[:5]]

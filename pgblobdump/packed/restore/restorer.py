@@ -27,6 +27,7 @@ from psycopg import sql
 from pgblobdump.errors import PgBlobDumpError
 from pgblobdump.packed.format.index import Index, Meta
 from pgblobdump.packed.read.items import Damaged, Item, LoPiece, WholeLos
+from pgblobdump.packed.restore.hooks import RemapHooks, Remapping, Replacing
 from pgblobdump.packed.restore.journal import Journal
 from pgblobdump.packed.restore.plan import (
     BatchLos,
@@ -64,22 +65,6 @@ class _Abandoned(Exception):
     """Rolls back the transaction of a large LO that damage cut short."""
 
 
-class Replacing(Protocol):
-    """LOs a run writes anew in place of the target's copies (sync's rewrites): the old
-    copy goes in the very transaction that writes the new one, so a failure rolls back
-    to it. Each removal holds a lock until commit: batches count them in their budget."""
-
-    def __contains__(self, oid: int) -> bool:
-        """Whether LO ``oid`` is one to replace."""
-        ...
-
-    def remove(self, conn: psycopg.Connection, oids: list[int], xid: str) -> set[int]:
-        """In transaction ``xid`` on ``conn``: remove the old copies of ``oids`` (each one
-        to replace) that may be replaced now; returns those removed. The others, if they
-        exist, are skipped as any existing LO is."""
-        ...
-
-
 class Restorer:
     def __init__(
         self,
@@ -91,13 +76,15 @@ class Restorer:
         metas: Iterable[Meta] | None = None,
         roles_checked: bool = False,
         replacing: Replacing | None = None,
+        remapping: Remapping | None = None,
     ) -> None:
         """Writes through ``ledger`` on ``conn`` (its hooks given at its own construction).
         ``metas``: every Meta the archive holds (a directory's index), their roles checked
         by the caller (``check_roles``) before any LO is taken: batches are planned from
         what they have in common. ``roles_checked``: the roles of every LO to come were
         checked already (copy's and sync's, for the whole selection). ``replacing``: the
-        LOs to write in place of the target's (needs ``req.skipping``)."""
+        LOs to write in place of the target's (needs ``req.skipping``). ``remapping``:
+        told of each batch's LOs in its transaction (restore --remap; not skipping)."""
         self.conn = conn
         self.req = req
         self.writer = LoWriter(conn, ledger)
@@ -117,6 +104,7 @@ class Restorer:
         self.batch_locks = 0
         self.locks_max = max(1, self.writer.budget.per_transaction // req.sharing)
         self.replacing = replacing
+        self.remapping = remapping
         self.batch_replacing: list[int] = []
         self._checked: set[Meta] = set()
         self.all_checked = roles_checked  # every Meta to come was checked up front
@@ -254,6 +242,8 @@ class Restorer:
             if b is not None:
                 self._decorate(b, plan_batch(BatchLos([p.oid], [p.meta], [b""], empty=True),
                                              self._rules()))  # fmt: skip
+                if self.remapping is not None:
+                    self.remapping.record(self.conn, [p.oid])
                 self.los += 1
                 self.bytes += p.size
             stack.close()
@@ -333,6 +323,8 @@ class Restorer:
         if plan is not None:
             with self.writer.batch_of_ranges(plan.ranges) as b:
                 self._create(b, plan)
+                if self.remapping is not None:
+                    self.remapping.record(self.conn, batch.oids)
         else:  # skipping: what exists is known only in the batch's transaction
             with self.writer.batch_of_ranges([]) as b:
                 there, _ = self._claim(batch.oids, replacing)
@@ -409,21 +401,26 @@ def restore(
     index: Index | None = None,
     metas: Iterable[Meta] | None = None,
     part: tuple[int, int] | None = None,
+    remapping: RemapHooks | None = None,
 ) -> RestoreResult:
     """Restore ``items`` (Source.items) into the database at ``conninfo``. With an
     archive's ``index`` and ``metas``, conflicts and missing roles are found before
     anything is written; from a stream they are found as they come (and what was made is
-    removed)."""
+    removed). ``remapping``: the items come at new OIDs (restore --remap), chosen free
+    and recorded batch by batch: no precheck, no journal (the mapping is the record)."""
     t0 = time.perf_counter()
     with connect(conninfo, autocommit=True, doing="restore") as conn:
-        journal = Journal.open(conn, conninfo, index, part) if index is not None else None
+        journal = None
+        if index is not None and remapping is None:
+            journal = Journal.open(conn, conninfo, index, part)
         metas = list(metas) if metas is not None else None
         save = journal.save if journal is not None else None
-        ledger = Ledger(conninfo, "restore", on_change=save)
-        r = Restorer(conn, ledger, req, reporter, metas=metas)
+        forget = remapping.forget if remapping is not None else None
+        ledger = Ledger(conninfo, "restore", on_change=save, on_remove=forget)
+        r = Restorer(conn, ledger, req, reporter, metas=metas, remapping=remapping)
         if metas is not None:
             r.check_roles(metas)
-        if index is not None and not req.skipping:
+        if index is not None and not req.skipping and remapping is None:
             precheck(conn, index, req, part, journal)
         try:
             last = time.monotonic()

@@ -1,0 +1,37 @@
+"""The references of a remapped restore rewritten: each column in one transaction that
+locks its table against writers, rewrites the rows naming a remapped OID
+(refs/rewrite.py) and enters the column in the run's journal (``rewrites``): so a run
+cut short anywhere rewrites each column once, never twice (after the rewrite, a new OID
+may equal another LO's old one)."""
+
+from __future__ import annotations
+
+import psycopg
+
+from pgblobdump.refs import rewrite
+from pgblobdump.remap import store
+from pgblobdump.report.reporter import Reporter
+from pgblobdump.units import plural
+
+
+def rewrite_all(
+    conn: psycopg.Connection, run: str, cols: list[rewrite.RewriteColumn], reporter: Reporter
+) -> None:
+    """Rewrite ``cols`` (those not rewritten by this run already), saying what each did."""
+    done = store.rewritten(conn, run)
+    mapping = store.mapping(run)
+    for col in cols:
+        if (col.relid, col.column) in done:
+            reporter.note(f"{col.qualified}: rewritten already")
+            continue
+        with conn.transaction():
+            rewrite.lock(conn, col)
+            r = rewrite.rewrite(conn, col, mapping)
+            store.mark_rewritten(conn, run, col.relid, col.column, col.qualified, r.rows,
+                                 r.dangling, r.examples)  # fmt: skip
+        said = f"{col.qualified}: {plural(r.rows, 'row')} rewritten"
+        if r.dangling:
+            shown = ", ".join(map(str, r.examples))
+            said += (f"; {plural(r.dangling, 'value')} name an OID no LO has (e.g. {shown}):"
+                     " left as they are")  # fmt: skip
+        reporter.note(said)

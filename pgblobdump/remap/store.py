@@ -1,0 +1,243 @@
+"""What ``restore --remap`` keeps in the target, in schema ``pgblobdump_remap``: each run
+(``runs``: its archive, mode, the block of new OIDs it took, where it is), the mapping
+of every LO it restored (``map``: old OID, new OID; a kept OID maps to itself), and the
+columns whose references it rewrote (``rewrites``).
+
+A ``map`` row is written in the very transaction that creates its LO, and removed in the
+one that removes it (a failed run's clean-up): a row exists exactly while the LO this run
+made exists, so a resumed run knows what is done without trusting what merely exists at
+an OID. A ``rewrites`` row commits with its column's UPDATE: a resumed run never rewrites
+a column twice.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from pgblobdump.fileio import write_atomically
+from pgblobdump.pg.arrays import oid_array
+from pgblobdump.pg.query import scalar
+
+SCHEMA = "pgblobdump_remap"
+"""The target's schema of remap state."""
+
+_CREATE = f"""
+CREATE SCHEMA IF NOT EXISTS {SCHEMA};
+COMMENT ON SCHEMA {SCHEMA} IS 'pgblobdump restore --remap: each run, the new OID of every LO it restored, the columns it rewrote';
+CREATE TABLE IF NOT EXISTS {SCHEMA}.runs (
+    run text PRIMARY KEY, archive text NOT NULL, source text NOT NULL, mode text NOT NULL,
+    plan jsonb NOT NULL, phase text NOT NULL DEFAULT 'los',
+    started timestamptz NOT NULL DEFAULT now(), finished timestamptz);
+CREATE TABLE IF NOT EXISTS {SCHEMA}.map (
+    run text NOT NULL, old oid NOT NULL, new oid NOT NULL, PRIMARY KEY (run, old));
+CREATE INDEX IF NOT EXISTS map_new ON {SCHEMA}.map (run, new);
+CREATE TABLE IF NOT EXISTS {SCHEMA}.rewrites (
+    run text NOT NULL, relid oid NOT NULL, col name NOT NULL, qualified text NOT NULL,
+    rows int8 NOT NULL, dangling int8 NOT NULL, examples int8[] NOT NULL,
+    done timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (run, relid, col));
+"""  # noqa: E501
+
+LOCK_KEY = 0x7067626D
+"""The advisory lock under which the schema is created (jobs of one run race for it)."""
+
+
+def ensure(conn: psycopg.Connection) -> None:
+    """The schema and its tables, made once (under an advisory lock: two runs at once)."""
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
+        conn.execute(_CREATE)
+
+
+@dataclass(frozen=True)
+class Run:
+    """One ``restore --remap``: ``archive`` as the user named it, ``source`` what tells
+    that archive apart (its manifest's checksum), ``plan`` the choices a resumed run
+    must repeat (the block of new OIDs, the OIDs taken)."""
+
+    run: str
+    archive: str
+    source: str
+    mode: str
+    plan: dict[str, Any] = field(default_factory=dict)
+    phase: str = "los"
+    finished: bool = False
+
+
+def start(conn: psycopg.Connection, r: Run) -> None:
+    conn.execute(
+        f"INSERT INTO {SCHEMA}.runs (run, archive, source, mode, plan) VALUES (%s, %s, %s, %s, %s)",
+        (r.run, r.archive, r.source, r.mode, json.dumps(r.plan)),
+    )
+
+
+def unfinished(conn: psycopg.Connection, source: str) -> list[Run]:
+    """The runs of the archive ``source`` that did not finish, oldest first."""
+    rows = conn.execute(
+        f"SELECT run, archive, source, mode, plan, phase FROM {SCHEMA}.runs"
+        " WHERE source = %s AND finished IS NULL ORDER BY started",
+        (source,),
+    ).fetchall()
+    return [Run(r[0], r[1], r[2], r[3], r[4], r[5]) for r in rows]
+
+
+def find(conn: psycopg.Connection, run: str | None, source: str | None) -> Run | None:
+    """Run ``run``, or the latest finished one of the archive ``source``."""
+    if run is not None:
+        where, args = "run = %s", (run,)
+    else:
+        where, args = "source = %s AND finished IS NOT NULL", (source,)  # type: ignore[assignment]
+    row = conn.execute(
+        f"SELECT run, archive, source, mode, plan, phase, finished IS NOT NULL"
+        f" FROM {SCHEMA}.runs WHERE {where} ORDER BY started DESC LIMIT 1",
+        args,
+    ).fetchone()
+    if row is None:
+        return None
+    return Run(row[0], row[1], row[2], row[3], row[4], row[5], row[6])
+
+
+def exists(conn: psycopg.Connection) -> bool:
+    return bool(scalar(conn, "SELECT to_regclass(%s) IS NOT NULL", (f"{SCHEMA}.runs",)))
+
+
+def set_phase(conn: psycopg.Connection, run: str, phase: str) -> None:
+    conn.execute(f"UPDATE {SCHEMA}.runs SET phase = %s WHERE run = %s", (phase, run))
+
+
+def finish(conn: psycopg.Connection, run: str) -> None:
+    conn.execute(
+        f"UPDATE {SCHEMA}.runs SET phase = 'done', finished = now() WHERE run = %s", (run,)
+    )
+
+
+def drop_if_empty(conn: psycopg.Connection, run: str) -> bool:
+    """Remove run ``run`` when it restored nothing that is left (a failed run whose
+    clean-up removed all it made): its next attempt starts afresh."""
+    cur = conn.execute(
+        f"DELETE FROM {SCHEMA}.runs r WHERE run = %s AND finished IS NULL"
+        f" AND NOT EXISTS (SELECT 1 FROM {SCHEMA}.map m WHERE m.run = r.run)"
+        f" AND NOT EXISTS (SELECT 1 FROM {SCHEMA}.rewrites w WHERE w.run = r.run)",
+        (run,),
+    )
+    return cur.rowcount > 0
+
+
+def record(conn: psycopg.Connection, run: str, olds: Sequence[int], news: Sequence[int]) -> None:
+    """Map rows for LOs made in the current transaction."""
+    conn.execute(
+        f"INSERT INTO {SCHEMA}.map (run, old, new)"
+        " SELECT %s, o, n FROM unnest(%s::oid[], %s::oid[]) AS u(o, n)",
+        (run, oid_array(olds), oid_array(news)),
+    )
+
+
+def forget(conn: psycopg.Connection, run: str, ranges: Sequence[tuple[int, int]]) -> None:
+    """Remove the map rows of new OIDs in ``ranges`` (their LOs removed in this transaction)."""
+    for lo, hi in ranges:
+        conn.execute(
+            f"DELETE FROM {SCHEMA}.map WHERE run = %s"
+            " AND new BETWEEN %s::int8::oid AND %s::int8::oid",
+            (run, lo, hi),
+        )
+
+
+def done_olds(conn: psycopg.Connection, run: str) -> list[tuple[int, int]]:
+    """The old OIDs run ``run`` restored already, as ranges (a resumed run skips them)."""
+    rows = conn.execute(
+        "SELECT min(o), max(o) FROM (SELECT old::int8 o, old::int8 - row_number() OVER"
+        f" (ORDER BY old) g FROM {SCHEMA}.map WHERE run = %s) s GROUP BY g ORDER BY 1",
+        (run,),
+    ).fetchall()
+    return [(int(a), int(b)) for a, b in rows]
+
+
+def mapping(run: str) -> sql.Composed:
+    """Run ``run``'s LOs at new OIDs as a relation of (old, new), for rewrites and
+    checks (an LO that kept its OID needs no rewrite)."""
+    return sql.SQL("(SELECT old, new FROM {}.map WHERE run = {} AND old <> new)").format(
+        sql.Identifier(SCHEMA), sql.Literal(run)
+    )
+
+
+def segments(conn: psycopg.Connection, run: str) -> list[list[int]]:
+    """The mapping as ``[old_first, old_last, new_first]`` runs where both go up by one
+    together: every pair, in a few numbers when the OIDs are consecutive."""
+    rows = conn.execute(
+        "SELECT min(o), max(o), min(n) FROM (SELECT old::int8 o, new::int8 n,"
+        " old::int8 - row_number() OVER (ORDER BY old) go, new::int8 - old::int8 d"
+        f" FROM {SCHEMA}.map WHERE run = %s) s GROUP BY go, d ORDER BY 1",
+        (run,),
+    ).fetchall()
+    return [[int(a), int(b), int(c)] for a, b, c in rows]
+
+
+def counts(conn: psycopg.Connection, run: str) -> tuple[int, int]:
+    """(LOs restored, LOs of them at a new OID)."""
+    row = conn.execute(
+        f"SELECT count(*), count(*) FILTER (WHERE old <> new) FROM {SCHEMA}.map WHERE run = %s",
+        (run,),
+    ).fetchone()
+    assert row is not None
+    return int(row[0]), int(row[1])
+
+
+def pairs(conn: psycopg.Connection, run: str) -> Iterator[tuple[int, int]]:
+    """Every (old, new) of run ``run``, by old OID, streamed."""
+    with conn.cursor(name="pgbd_remap_pairs") as cur:
+        cur.itersize = 50_000
+        cur.execute(
+            f"SELECT old::int8, new::int8 FROM {SCHEMA}.map WHERE run = %s ORDER BY old", (run,)
+        )
+        for old, new in cur:
+            yield int(old), int(new)
+
+
+def write_csv(conn: psycopg.Connection, run: str, path: Path) -> None:
+    """``--map-out``: the mapping as CSV (``old_oid,new_oid``, a header, by old OID),
+    written whole or not at all (fileio.write_atomically; ``-`` is standard output)."""
+    query = sql.SQL(
+        "COPY (SELECT old, new FROM {}.map WHERE run = {} ORDER BY old) TO STDOUT (FORMAT csv)"
+    ).format(sql.Identifier(SCHEMA), sql.Literal(run))
+
+    def pieces() -> Iterator[bytes]:
+        yield b"old_oid,new_oid\n"
+        with conn.cursor().copy(query) as copy:
+            for block in copy:
+                yield bytes(block)
+
+    write_atomically(path, pieces())
+
+
+def rewritten(conn: psycopg.Connection, run: str) -> dict[tuple[int, str], dict[str, Any]]:
+    """The columns run ``run`` rewrote: by (table OID, column), what each rewrite did."""
+    rows = conn.execute(
+        f"SELECT relid::int8, col, qualified, rows, dangling, examples FROM {SCHEMA}.rewrites"
+        " WHERE run = %s ORDER BY qualified",
+        (run,),
+    ).fetchall()
+    return {
+        (int(r[0]), str(r[1])): {
+            "column": r[2], "rows": int(r[3]), "dangling": int(r[4]),
+            "examples": [int(x) for x in r[5]],
+        }
+        for r in rows
+    }  # fmt: skip
+
+
+def mark_rewritten(
+    conn: psycopg.Connection, run: str, relid: int, col: str, qualified: str,
+    rows: int, dangling: int, examples: Sequence[int],
+) -> None:  # fmt: skip
+    """In the transaction of the column's UPDATE: the column is done."""
+    conn.execute(
+        f"INSERT INTO {SCHEMA}.rewrites (run, relid, col, qualified, rows, dangling, examples)"
+        " VALUES (%s, %s, %s, %s, %s, %s, %s)",
+        (run, relid, col, qualified, rows, dangling, list(examples)),
+    )
