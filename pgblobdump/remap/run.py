@@ -128,13 +128,14 @@ def restore_remapped(
     top.check_index()
     ranks = Ranks(top.index)
     with connect(conninfo, autocommit=True, doing="restore") as conn:
-        store.ensure(conn)
-        run, a = _begin(conn, archive, top, req, remap, ranks)
+        # every refusal before anything is written, the state's schema included
         cols = [rewrite.resolve(conn, t, c, f"--referenced-by {t}.{c}")
                 for t, c in remap.referenced_by]  # fmt: skip
+        run, a = _begin(conn, archive, top, req, remap, ranks)
         if a.count:
             for col in cols:
                 rewrite.check_fits(conn, col, a.last)
+        store.ensure(conn)
         if req.resume:
             claim(conn, a)
         else:
@@ -163,7 +164,7 @@ def _begin(
     """The run and its new OIDs: an interrupted one's (``--resume``), or a new one's,
     chosen and reserved (not yet entered)."""
     key = top.manifest_sum or archive
-    earlier = store.unfinished(conn, key)
+    earlier = store.unfinished(conn, key) if store.exists(conn) else []
     if req.resume:
         if not earlier:
             raise UsageError(

@@ -21,9 +21,10 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from pgblobdump.errors import DatabaseError
 from pgblobdump.fileio import write_atomically
 from pgblobdump.pg.arrays import oid_array
-from pgblobdump.pg.query import scalar
+from pgblobdump.pg.query import one, scalar
 
 SCHEMA = "pgblobdump_remap"
 """The target's schema of remap state."""
@@ -49,10 +50,28 @@ LOCK_KEY = 0x7067626D
 
 
 def ensure(conn: psycopg.Connection) -> None:
-    """The schema and its tables, made once (under an advisory lock: two runs at once)."""
+    """The schema and its tables, made once (under an advisory lock: two runs at once);
+    refused, naming its owner, when another role made it and this one may not write it."""
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
-        conn.execute(_CREATE)
+        if not exists(conn):
+            conn.execute(_CREATE)
+            return
+        owner, ok = one(
+            conn,
+            "SELECT pg_catalog.pg_get_userbyid(n.nspowner),"
+            " pg_catalog.has_schema_privilege(n.oid, 'USAGE') AND"
+            " pg_catalog.has_table_privilege(%s, 'INSERT, UPDATE, DELETE')"
+            " AND pg_catalog.has_table_privilege(%s, 'INSERT, DELETE')"
+            " FROM pg_catalog.pg_namespace n WHERE n.nspname = %s",
+            (f"{SCHEMA}.runs", f"{SCHEMA}.map", SCHEMA),
+        )
+        if not ok:
+            raise DatabaseError(
+                f"schema {SCHEMA} (remap runs and mappings) belongs to role {owner}, and this"
+                f" role may not write it: restore --remap as {owner}, or have it grant this"
+                " role USAGE on the schema and INSERT, UPDATE, DELETE on its tables"
+            )
 
 
 @dataclass(frozen=True)
@@ -104,6 +123,7 @@ def find(conn: psycopg.Connection, run: str | None, source: str | None) -> Run |
 
 
 def exists(conn: psycopg.Connection) -> bool:
+    """Whether a remapped restore ran in this database (the schema has its tables)."""
     return bool(scalar(conn, "SELECT to_regclass(%s) IS NOT NULL", (f"{SCHEMA}.runs",)))
 
 

@@ -19,7 +19,7 @@ from pgblobdump.packed import DumpRequest
 from pgblobdump.packed.dump.run import dump
 from pgblobdump.servers.cluster import EmbeddedCluster
 from pgblobdump.storage import LocalDirectory
-from tests.clirun import run
+from tests.clirun import assert_one_line_error, run
 from tests.conftest import NewDb
 from tests.losets import State, state
 from tests.losets import roles as _roles
@@ -126,3 +126,73 @@ def test_two_tenants_into_one_database(tenants: tuple[Tenant, Tenant], pg17: Emb
         row = conn.execute("SELECT lo::int8, name, ref FROM b_docs WHERE id = 1").fetchone()
     assert row is not None
     assert row[1] == f"{row[0]}.pdf" and row[2] == str(row[0])
+
+
+def test_all_from_an_oid_range_with_two_jobs(tenants: tuple[Tenant, Tenant], pg17: EmbeddedCluster,
+                                             new_db: NewDb) -> None:  # fmt: skip
+    """--remap all --oid-range --jobs 2 into an empty database: every LO at range's
+    OIDs in archive order, its bytes and metadata kept; a second run of the same archive
+    makes a second copy at the next free OIDs (a run is not a restore's identity)."""
+    a, _b = tenants
+    target = new_db(pg17)
+    _load(target, "docs", a.rows)
+    result = run("restore", str(a.archive), "-d", target, "--remap", "all", "--oid-range",
+                 "500000-600000", "--jobs", "2", "--referenced-by", "docs.lo", "--json")  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    record = json.loads(result.stdout)
+    assert record["block"] == [500_000, 500_000 + COUNT - 1]
+    assert record["map"] == [[FIRST, FIRST + COUNT - 1, 500_000]]
+    now = state(target)
+    assert now == {500_000 + i: a.los[old] for i, old in enumerate(sorted(a.los))}
+    with psycopg.connect(target) as conn:
+        got = conn.execute("SELECT min(lo)::int8, max(lo)::int8 FROM docs").fetchone()
+    assert got == (500_000, 500_000 + COUNT - 1)
+    again = run("restore", str(a.archive), "-d", target, "--remap", "all", "--json")
+    assert again.exit_code == 0, again.stderr
+    second = json.loads(again.stdout)
+    assert second["block"][0] > 500_000 + COUNT - 1 and second["run"] != record["run"]
+
+
+def test_refused_before_anything_is_written(tenants: tuple[Tenant, Tenant], pg17: EmbeddedCluster,
+                                            new_db: NewDb) -> None:  # fmt: skip
+    a, _b = tenants
+    target = new_db(pg17)
+    assert run("restore", str(a.archive), "-d", target).exit_code == 0
+    _load(target, "docs", a.rows)
+    arch = str(a.archive)
+    cases = [
+        (["--remap", "all", "--oid-range", "500000-500009"], 2, "holds 10 OIDs"),
+        (["--remap", "all", "--oid-range", f"{FIRST + 10}-{FIRST + 10000}"], 4,
+         "holds 290 LOs of the target"),
+        (["--remap", "--on-conflict", "skip"], 2, "--on-conflict skip"),
+        (["--remap", "--part", "1/2"], 2, "--part"),
+        (["--oid-range", "500000-600000"], 2, "--oid-range goes with --remap"),
+        (["--remap", "--referenced-by", "nosuch.lo"], 8, "no table nosuch"),
+        (["--remap", "--referenced-by", "docs.nosuch"], 8, "no column"),
+        (["--remap", "--resume"], 2, "nothing to resume"),
+    ]  # fmt: skip
+    for args, code, fragment in cases:
+        assert_one_line_error(run("restore", arch, "-d", target, *args), code, fragment)
+    # a column the role may not update
+    with psycopg.connect(target, autocommit=True) as conn:
+        conn.execute("DROP ROLE IF EXISTS remap_limited; CREATE ROLE remap_limited LOGIN")
+        conn.execute("GRANT CREATE ON DATABASE " + conn.info.dbname + " TO remap_limited")
+        conn.execute("GRANT SELECT ON docs TO remap_limited")
+        conn.execute("GRANT pgbd_t_owner, pgbd_t_reader, pgbd_t_granter TO remap_limited")
+    limited = psycopg.conninfo.make_conninfo(target, user="remap_limited")
+    assert_one_line_error(
+        run("restore", arch, "-d", limited, "--remap", "--referenced-by", "docs.lo"), 4, "docs.lo"
+    )
+    # nothing was written: the target holds tenant A's LOs only, no run, the rows as loaded
+    assert state(target) == a.los
+    with psycopg.connect(target) as conn:
+        n = conn.execute("SELECT to_regnamespace('pgblobdump_remap') IS NOT NULL").fetchone()
+        rows = conn.execute("SELECT id, lo::int8, name, ref FROM docs ORDER BY id").fetchall()
+    assert n == (False,)  # not even the state's schema
+    assert [tuple(r) for r in rows] == a.rows
+
+
+def test_a_stream_is_refused(pg17: EmbeddedCluster, new_db: NewDb) -> None:
+    """A stream has no index to choose every new OID from before anything is written."""
+    target = new_db(pg17)
+    assert_one_line_error(run("restore", "-", "-d", target, "--remap"), 2, "stream")
