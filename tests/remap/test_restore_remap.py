@@ -137,7 +137,8 @@ def test_all_from_an_oid_range_with_two_jobs(tenants: tuple[Tenant, Tenant], pg1
     target = new_db(pg17)
     _load(target, "docs", a.rows)
     result = run("restore", str(a.archive), "-d", target, "--remap", "all", "--oid-range",
-                 "500000-600000", "--jobs", "2", "--referenced-by", "docs.lo", "--json")  # fmt: skip
+                 "500000-600000", "--jobs", "2", "--referenced-by", "docs.lo",
+                 "--json")  # fmt: skip
     assert result.exit_code == 0, result.stderr
     record = json.loads(result.stdout)
     assert record["block"] == [500_000, 500_000 + COUNT - 1]
