@@ -120,9 +120,11 @@ def resolve(conn: psycopg.Connection, table: str, column: str, named: str) -> Re
     it; row-level security (an UPDATE skips the rows it cannot see); a generated column;
     a column of anything but a table or a partitioned table."""
     try:
-        relid, attnum = coltype.find(conn, table, column, named)
+        # to_regclass itself refuses a schema the role may not use: in a savepoint, so
+        # that the caller's transaction outlives the refusal
+        with conn.transaction():
+            relid, attnum = coltype.find(conn, table, column, named)
     except psycopg.errors.InsufficientPrivilege as e:
-        # to_regclass itself refuses a schema the role may not use
         raise DatabaseError(f"{named}: cannot rewrite {table}.{column}: {_first(e)}") from None
     row = conn.execute(_COLUMN, (relid, attnum)).fetchone()
     assert row is not None
