@@ -44,7 +44,7 @@ from pgblobdump.packed.restore.request import OnConflict, RestoreRequest, Restor
 from pgblobdump.packed.restore.restorer import restore
 from pgblobdump.pg.connect import connect
 from pgblobdump.refs import rewrite
-from pgblobdump.remap import columns, store
+from pgblobdump.remap import columns, discover, store
 from pgblobdump.remap.plan import Assignment, Mode, Ranks, choose, claim, taken_of
 from pgblobdump.remap.translate import Remapper
 from pgblobdump.report.reporter import QUIET, Reporter
@@ -210,6 +210,15 @@ def _restore(
     remapper = Remapper(run.run, a, done)
     rreq = dataclasses.replace(req, resume=False)  # the mapping says what is done
 
+    tables: set[int] = {int(t) for t in run.plan.get("tables", ())}
+    before = discover.user_tables(conn) if req.full and not req.resume else set()
+
+    def restored(section: str) -> None:
+        if section == "data":
+            tables.update(discover.user_tables(conn) - before)
+            store.set_tables(conn, run.run, tables)
+            store.set_phase(conn, run.run, "los")
+
     def los() -> RestoreResult:
         if run.phase in ("los", "begun"):
             result = _los(conninfo, archive, chain, rreq, reporter, remapper)
@@ -218,7 +227,10 @@ def _restore(
             result = RestoreResult(0, 0, 0, 0.0)
         if remapper.left_out:
             reporter.note(f"resumed: {plural(remapper.left_out, 'LO')} restored already, kept")
-        columns.rewrite_all(conn, run.run, cols, reporter)
+        named = {(c.relid, c.column) for c in cols}
+        found = [c for c in discover.columns(conn, tables, run.run, reporter)
+                 if (c.relid, c.column) not in named]  # fmt: skip
+        columns.rewrite_all(conn, run.run, cols + found, reporter)
         store.set_phase(conn, run.run, "post-data" if req.full else "done")
         return result
 
@@ -234,7 +246,7 @@ def _restore(
         skip += ("post-data",) if run.phase == "done" else ()
         result = restore_full(
             conninfo, top, req, req.jobs, reporter, los, skip=skip,
-            after=lambda s: store.set_phase(conn, run.run, "los") if s == "data" else None,
+            after=restored,
         )  # fmt: skip
     else:
         result = los()

@@ -131,6 +131,16 @@ def set_phase(conn: psycopg.Connection, run: str, phase: str) -> None:
     conn.execute(f"UPDATE {SCHEMA}.runs SET phase = %s WHERE run = %s", (phase, run))
 
 
+def set_tables(conn: psycopg.Connection, run: str, relids: set[int]) -> None:
+    """``--full``: the tables pg_restore restored (searched for references), kept for a
+    resumed run."""
+    conn.execute(
+        f"UPDATE {SCHEMA}.runs SET plan = plan || jsonb_build_object('tables', %s::int8[])"
+        " WHERE run = %s",
+        (sorted(relids), run),
+    )
+
+
 def finish(conn: psycopg.Connection, run: str) -> None:
     conn.execute(
         f"UPDATE {SCHEMA}.runs SET phase = 'done', finished = now() WHERE run = %s", (run,)
