@@ -121,9 +121,8 @@ def restore(archive: str, target: ConnectionTarget, no_owner: bool, no_acl: bool
         if given:
             raise UsageError(f"{given[0]} goes with --remap")
     else:
-        from pgblobdump.remap.run import RemapRequest
-
         from pgblobdump.remap.plan import Mode
+        from pgblobdump.remap.run import RemapRequest
 
         remapping = RemapRequest(Mode(remap), oid_range, referenced_by, map_out)
         extra = _remap_args(remapping)
