@@ -222,9 +222,11 @@ class Difference:
     detail: str
 
 
-def _db_los(
+def db_los(
     conn: psycopg.Connection, sel: Selection, side: SideConnection
 ) -> Iterator[tuple[int, int, int, Meta]]:
+    """(oid, size, checksum, metadata) of the selected LOs of the database, in OID order,
+    their bytes hashed as they stream (never held whole)."""
     empty = xxhash.xxh3_64_intdigest(b"")
     for row in iter_los(conn, sel, side):
         if isinstance(row, LoRun):
@@ -256,7 +258,7 @@ def compare_database(
         snapshot.begin(conn)
         side = SideConnection(conninfo, snapshot.export(conn), "verify (its second connection)", [])
         stack.enter_context(side)
-        db = _db_los(conn, Selection(), side)
+        db = db_los(conn, Selection(), side)
         a: IndexRecord | None = next(iter_index := iter(index), None)
         d = next(db, None)
         while a is not None or d is not None:
@@ -270,12 +272,9 @@ def compare_database(
                 d = next(db, None)
             else:
                 oid, size, checksum, meta = d
-                want = index.meta(a.meta)
-                if (size, checksum) != (a.size, a.checksum):
-                    yield Difference(oid, "differs", f"{size:,} bytes vs {a.size:,} in the archive"
-                                     if size != a.size else "same size, other bytes")  # fmt: skip
-                elif meta != want:
-                    yield Difference(oid, "differs", _meta_diff(meta, want))
+                differs = lo_diff(size, checksum, meta, a, index.meta(a.meta))
+                if differs is not None:
+                    yield Difference(oid, "differs", differs)
                 done, nbytes = done + 1, nbytes + a.size
                 if done % STEP == 0:
                     reporter.progress(done, nbytes)
@@ -283,6 +282,18 @@ def compare_database(
                 d = next(db, None)
         conn.execute("COMMIT")
     reporter.progress(done, nbytes)
+
+
+def lo_diff(size: int, checksum: int, meta: Meta, want: IndexRecord, want_meta: Meta) -> str | None:
+    """How a database's LO differs from the archive's record of it (its bytes first,
+    then owner, ACL and comment), or None when it is equal."""
+    if (size, checksum) != (want.size, want.checksum):
+        if size != want.size:
+            return f"{size:,} bytes vs {want.size:,} in the archive"
+        return "same size, other bytes"
+    if meta != want_meta:
+        return _meta_diff(meta, want_meta)
+    return None
 
 
 def _meta_diff(have: Meta, want: Meta) -> str:

@@ -13,7 +13,7 @@ a column twice.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -218,8 +218,9 @@ def counts(conn: psycopg.Connection, run: str) -> tuple[int, int]:
     return int(row[0]), int(row[1])
 
 
-def pairs(conn: psycopg.Connection, run: str) -> Iterator[tuple[int, int]]:
-    """Every (old, new) of run ``run``, by old OID, streamed."""
+def pairs(conn: psycopg.Connection, run: str) -> Generator[tuple[int, int], None, None]:
+    """Every (old, new) of run ``run``, by old OID, streamed (a generator: closing it
+    closes its cursor)."""
     with conn.cursor(name="pgbd_remap_pairs") as cur:
         cur.itersize = 50_000
         cur.execute(

@@ -12,9 +12,7 @@ import click
 from pgblobdump.cli.options import connection_options, output_options
 from pgblobdump.cli.output import Format, emit, write_listing
 from pgblobdump.cli.packed.common import ARCHIVE, BASES, result_table
-from pgblobdump.errors import (
-    CorruptArchive,
-)
+from pgblobdump.errors import CorruptArchive, UsageError
 from pgblobdump.pg.target import ConnectionTarget
 from pgblobdump.report import stream
 from pgblobdump.report.table import record_table
@@ -28,8 +26,21 @@ if TYPE_CHECKING:  # the core is imported by a run, not by --help
 @ARCHIVE
 @connection_options
 @BASES
+@click.option(
+    "--map",
+    "use_map",
+    is_flag=True,
+    help="With -d: check a restore --remap through its mapping (schema pgblobdump_remap):"
+    " each LO at the OID the run gave it; the latest finished run of this archive.",
+)
+@click.option(
+    "--map-run",
+    metavar="RUN",
+    help="With --map: check this run (its id in pgblobdump_remap.runs) instead.",
+)
 @output_options
-def verify(archive: str, target: ConnectionTarget, bases: tuple[str, ...], fmt: Format) -> None:
+def verify(archive: str, target: ConnectionTarget, bases: tuple[str, ...], use_map: bool,
+           map_run: str | None, fmt: Format) -> None:  # fmt: skip
     """Check a packed archive: every file, frame and LO checksum, the index against the
     volumes; with -d (or any connection option), also against that database: LOs
     missing, extra or different, by OID. Exits 1 when the database differs.
@@ -42,14 +53,33 @@ def verify(archive: str, target: ConnectionTarget, bases: tuple[str, ...], fmt: 
     ("damaged_files", "damaged": each frame and the OIDs it loses, "damaged_los",
     "problems"), with --csv or --markdown the same as one row.
 
+    With --map, the database holds a restore --remap of the archive: each archive LO is
+    checked at the new OID the run's mapping gives it; the rows have its "new_oid" too
+    (empty when no map row names it: "missing"), and a map row whose old OID the archive
+    does not hold is "extra". Refused (exit 8) when the database holds no remap run of
+    the archive, (exit 4) when the run did not finish.
+
     Example: pgblobdump verify lobs.pbd -d mydb --json
     """
     from pgblobdump.cli.progress import note, reporter
     from pgblobdump.packed.chain.archives import Chain
     from pgblobdump.packed.verify import check_chain, compare_database
 
+    if map_run is not None and not use_map:
+        raise UsageError("--map-run goes with --map")
+    if use_map and not target.given:
+        raise UsageError("--map checks a restore --remap in a database: give it with -d DB")
     chain = Chain.open(archive, bases)
     a = chain.top
+    run = None
+    if use_map:
+        from pgblobdump.remap.verify import mapped_run
+
+        source = a.manifest_sum or archive  # what restore --remap keys its runs by
+        run = mapped_run(target.conninfo(), archive, source, map_run)
+        if run.source != source:
+            note(f"run {run.run} restored {run.archive}, not this archive (another manifest):"
+                 " its map rows name other LOs")  # fmt: skip
     with reporter("checking files", 0) as rep:
         check = check_chain(chain, rep)
     if not check.ok:
@@ -64,7 +94,9 @@ def verify(archive: str, target: ConnectionTarget, bases: tuple[str, ...], fmt: 
     if not target.given:
         emit(result_table("archive is sound", record), fmt, record)
         return
-    columns = ["oid", "what", "detail"]
+    columns = ["oid", "what", "detail"] if run is None else ["oid", "new_oid", "what", "detail"]
+    if run is not None:
+        record["map_run"] = run.run
     counts = {"missing": 0, "extra": 0, "differs": 0}
 
     def counted(rows: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
@@ -73,27 +105,35 @@ def verify(archive: str, target: ConnectionTarget, bases: tuple[str, ...], fmt: 
             yield row
 
     with reporter("comparing with the database", 0) as rep:
-        rows = counted(dataclasses.asdict(d) for d in compare_database(a, target.conninfo(), rep))
+        if run is None:
+            found: Iterator[Any] = compare_database(a, target.conninfo(), rep)
+        else:
+            from pgblobdump.remap.verify import compare_mapped
+
+            found = compare_mapped(a, target.conninfo(), run.run, rep)
+        rows = counted(dataclasses.asdict(d) for d in found)
         if fmt is Format.JSON:
             stream.write_json_object(sys.stdout, record, "differences", rows, lambda: counts)
         else:
             listed = stream.started(rows)
             if listed is not None or fmt is not Format.TABLE:  # CSV/Markdown: the header too
-                write_listing(fmt, columns, listed or iter(()), numeric=["oid"])
-    found = sum(counts.values())
+                write_listing(fmt, columns, listed or iter(()), numeric=["oid", "new_oid"])
+    differences = sum(counts.values())
+    through = "" if run is None else f" (through remap run {run.run})"
     if fmt is Format.TABLE:
-        verdict = "differs from" if found else "equals"
+        verdict = "differs from" if differences else "equals"
         seen = {
             "LOs missing from the database": counts["missing"],
             "LOs extra in the database": counts["extra"],
             "LOs differing": counts["differs"],
         }
-        emit(result_table(f"archive is sound; the database {verdict} it", record | seen), fmt)
-    if not found:
-        note(f"the database holds the archive's {plural(check.los, 'LO')}, equal")
+        title = f"archive is sound; the database {verdict} it{through}"
+        emit(result_table(title, record | seen), fmt)
+    if not differences:
+        note(f"the database holds the archive's {plural(check.los, 'LO')}, equal{through}")
         return
-    click.echo(f"Error: the database differs from the archive: {plural(found, 'difference')}"
-               " (listed on stdout)", err=True)  # fmt: skip
+    click.echo(f"Error: the database differs from the archive{through}:"
+               f" {plural(differences, 'difference')} (listed on stdout)", err=True)  # fmt: skip
     raise SystemExit(1)
 
 
