@@ -242,6 +242,23 @@ def db_los(
         yield row.oid, row.size, h.intdigest(), Meta(row.owner, row.acl, row.comment)
 
 
+def comparing(
+    stack: contextlib.ExitStack, archive: PackedDirectory, conninfo: str, reporter: Reporter,
+    task: str,
+) -> tuple[psycopg.Connection, SideConnection]:  # fmt: skip
+    """A comparison with a database begun: the reporter told ``task`` and the archive's
+    totals, a connection in a snapshot and its second one sharing it, both on ``stack``."""
+    index = archive.index
+    reporter.task(task, index.count)
+    if archive.manifest is not None:
+        reporter.totals(index.count, archive.manifest.bytes)
+    conn = stack.enter_context(connect(conninfo, autocommit=True, doing="verify"))
+    snapshot.begin(conn)
+    side = SideConnection(conninfo, snapshot.export(conn), "verify (its second connection)", [])
+    stack.enter_context(side)
+    return conn, side
+
+
 def compare_database(
     archive: PackedDirectory, conninfo: str, reporter: Reporter = QUIET
 ) -> Iterator[Difference]:
@@ -249,15 +266,9 @@ def compare_database(
     (a merge of two sorted streams: memory stays flat). Progress: the archive's LOs
     compared."""
     index = archive.index
-    reporter.task("comparing with the database", index.count)
-    if archive.manifest is not None:
-        reporter.totals(index.count, archive.manifest.bytes)
     done = nbytes = 0
     with contextlib.ExitStack() as stack:
-        conn = stack.enter_context(connect(conninfo, autocommit=True, doing="verify"))
-        snapshot.begin(conn)
-        side = SideConnection(conninfo, snapshot.export(conn), "verify (its second connection)", [])
-        stack.enter_context(side)
+        conn, side = comparing(stack, archive, conninfo, reporter, "comparing with the database")
         db = db_los(conn, Selection(), side)
         a: IndexRecord | None = next(iter_index := iter(index), None)
         d = next(db, None)

@@ -21,8 +21,7 @@ import psycopg
 from pgblobdump.errors import DatabaseError, NotFound
 from pgblobdump.packed.format.index import IndexRecord
 from pgblobdump.packed.read.reader import PackedDirectory
-from pgblobdump.packed.verify import STEP, db_los, lo_diff
-from pgblobdump.pg import snapshot
+from pgblobdump.packed.verify import STEP, comparing, db_los, lo_diff
 from pgblobdump.pg.connect import connect
 from pgblobdump.pg.lostream import Selection
 from pgblobdump.pg.snapshot import SideConnection
@@ -80,15 +79,10 @@ def compare_mapped(
     """Differences between the archive's LOs and run ``run``'s restore of them, in
     old-OID order (see the module's docstring). Progress: the archive's LOs compared."""
     index = archive.index
-    reporter.task("comparing with the database through the mapping", index.count)
-    if archive.manifest is not None:
-        reporter.totals(index.count, archive.manifest.bytes)
     done = nbytes = 0
     with contextlib.ExitStack() as stack:
-        conn = stack.enter_context(connect(conninfo, autocommit=True, doing="verify"))
-        snapshot.begin(conn)
-        side = SideConnection(conninfo, snapshot.export(conn), "verify (its second connection)", [])
-        stack.enter_context(side)
+        task = "comparing with the database through the mapping"
+        conn, side = comparing(stack, archive, conninfo, reporter, task)
         pairs = stack.enter_context(contextlib.closing(store.pairs(conn, run)))  # closed first
         batch: list[tuple[int, IndexRecord | None, int | None]] = []
         for row in _merged(iter(index), pairs):
