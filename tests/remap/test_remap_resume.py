@@ -49,8 +49,10 @@ def _kill(proc: subprocess.Popen[str], db: str) -> None:
     """kill -9 the run, and end its backends (no clean-up ran; nothing waits on them)."""
     proc.send_signal(signal.SIGKILL)
     proc.communicate(timeout=30)
-    others = ("FROM pg_stat_activity WHERE datname = current_database()"
-              " AND backend_type = 'client backend' AND application_name <> 'remaptest'")  # fmt: skip
+    others = (
+        "FROM pg_stat_activity WHERE datname = current_database()"
+        " AND backend_type = 'client backend' AND application_name <> 'remaptest'"
+    )
     with psycopg.connect(db, autocommit=True, application_name="remaptest") as conn:
         conn.execute(f"SELECT pg_terminate_backend(pid) {others}")
     _wait_for(db, f"SELECT count(*) = 0 {others}")
@@ -86,8 +88,10 @@ def _check(target: str, src_los: dict, app_rows: int = 0) -> None:
         notes = conn.execute(
             "SELECT ref, lo_get(ref::int8::oid) FROM notes ORDER BY ref"
         ).fetchall()
-        theirs = conn.execute(f"SELECT count(*) FROM pg_largeobject_metadata WHERE oid BETWEEN"
-                              f" {FIRST} AND {FIRST + 99} AND lo_get(oid) = 'theirs'").fetchone()  # fmt: skip
+        theirs = conn.execute(
+            f"SELECT count(*) FROM pg_largeobject_metadata WHERE oid BETWEEN"
+            f" {FIRST} AND {FIRST + 99} AND lo_get(oid) = 'theirs'"
+        ).fetchone()
     assert sorted(pairs) == sorted(src_los)  # each LO once
     now = state(target)
     assert all(now[new] == src_los[old] for old, new in pairs.items())
