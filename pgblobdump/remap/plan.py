@@ -239,7 +239,7 @@ def choose(
         lo, hi = oid_range
         if count > hi - lo + 1:
             raise UsageError(
-                f"--oid-range {lo}-{hi} holds {hi - lo + 1:,} OIDs; this restore gives"
+                f"--oid-range {lo}-{hi} holds {hi - lo + 1:,} OIDs; this run gives"
                 f" {count:,} LOs new OIDs: choose a larger range"
             )
         n, first = one(
@@ -258,9 +258,9 @@ def choose(
             mine = bisect.bisect_right(taken or (), hi) - bisect.bisect_left(taken or (), lo)
             if inside > mine:
                 raise UsageError(
-                    f"--oid-range {lo}-{hi} holds {inside - mine:,} OIDs the archive's LOs"
+                    f"--oid-range {lo}-{hi} holds {inside - mine:,} OIDs that LOs to come"
                     " keep (their OIDs are free on the target): choose a range outside the"
-                    " archive's OIDs, or --remap all"
+                    " OIDs of the LOs to come, or --remap all"
                 )
         r = oidspace.reserve(conn, count, lo, option=option)
     else:
