@@ -6,7 +6,8 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -20,12 +21,15 @@ from pgblobdump.cli.options import (
 )
 from pgblobdump.cli.output import Format, emit, write_listing
 from pgblobdump.cli.progress import reporter
-from pgblobdump.cli.types import COLUMN, PART
+from pgblobdump.cli.types import COLUMN, OID_RANGE, PART
 from pgblobdump.errors import SyncConflict, UsageError
 from pgblobdump.pg.target import ConnectionTarget
 from pgblobdump.report import Table
 from pgblobdump.report.summary import summary_table
 from pgblobdump.units import plural
+
+if TYPE_CHECKING:
+    from pgblobdump.sync.copy import CopyRequest
 
 
 def target_of(src: ConnectionTarget, to: ConnectionTarget) -> ConnectionTarget:
@@ -105,10 +109,44 @@ def source_changed_option(verb: str, why: str) -> Callable[[F], F]:
 @source_changed_option(
     "copy", "a sync from either would remove and overwrite what was copied from the other"
 )
+@click.option(
+    "--remap",
+    type=click.Choice(["taken", "all"]),
+    is_flag=False,
+    flag_value="taken",
+    default=None,
+    help="Copy at new OIDs the LOs whose OID the target has (taken, the default), or every"
+    " LO (all), and rewrite the --rewrite columns' references to them; the mapping is kept"
+    " in the target (schema pgblobdump_remap). A remapped copy cannot be synced later.",
+)
+@click.option(
+    "--oid-range",
+    type=OID_RANGE,
+    metavar="LO-HI",
+    help="With --remap: take the new OIDs from this range (it must hold no LO); default:"
+    " just above every LO of the target and of the selection.",
+)
+@click.option(
+    "--rewrite",
+    type=COLUMN,
+    multiple=True,
+    metavar="TABLE.COLUMN",
+    help="With --remap: rewrite this column of the target's references to remapped LOs"
+    " (repeatable; rows you loaded before the copy; --referenced-by selects LOs on the"
+    " source): oid, lo, integers, numeric, text digits or <oid>.<ext>, arrays and domains.",
+)
+@click.option(
+    "--map-out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="FILE",
+    help="With --remap: write the mapping as CSV (old_oid,new_oid).",
+)
 @output_options
 def copy_cmd(target: ConnectionTarget, to: ConnectionTarget, oids: tuple[int, int],
              referenced_by: tuple[tuple[str, str], ...], jobs: int, on_conflict: str,
              resume: bool, part: tuple[int, int] | None, source_changed: bool,
+             remap: str | None, oid_range: tuple[int, int] | None,
+             rewrite: tuple[tuple[str, str], ...], map_out: Path | None,
              fmt: Format) -> None:  # fmt: skip
     """Copy large objects from the database -d into the one --target-dbname names:
     same OIDs, owners, ACLs and comments, from one snapshot of the source, streamed
@@ -123,6 +161,14 @@ def copy_cmd(target: ConnectionTarget, to: ConnectionTarget, oids: tuple[int, in
     the wrong port) is refused before anything is written, unless --source-changed says
     it is on purpose.
 
+    --remap copies the LOs whose OID the target has (or all of them) at new OIDs, one
+    block reserved just above every LO (or --oid-range), and rewrites the references in
+    the target's columns named by --rewrite TABLE.COLUMN (--referenced-by selects LOs on
+    the source, as without --remap). Each LO's mapping commits with it, in schema
+    pgblobdump_remap; after a kill -9, --resume finishes the run, provided the
+    selection is unchanged. A remapped copy enters nothing in the sync state: a later
+    sync cannot follow LOs at other OIDs than the source's.
+
     Example: pgblobdump copy -d olddb --target-dbname newdb --target-port 5433 --jobs 2
     """
     from pgblobdump.packed.restore.request import OnConflict
@@ -133,11 +179,34 @@ def copy_cmd(target: ConnectionTarget, to: ConnectionTarget, oids: tuple[int, in
     req = CopyRequest(Selection(*oids, referenced_by), jobs, OnConflict(on_conflict), resume,
                       part, source_changed)  # fmt: skip
     dst = target_of(target, to)
+    if remap is None:
+        given = [o for o, v in (("--oid-range", oid_range), ("--rewrite", rewrite),
+                                ("--map-out", map_out)) if v]  # fmt: skip
+        if given:
+            raise UsageError(f"{given[0]} goes with --remap")
+    else:
+        _copy_remapped(target.conninfo(), dst.conninfo(), req, remap, oid_range, rewrite,
+                       map_out, fmt)  # fmt: skip
+        return
     with reporter("copying LOs", 0) as rep:
         result = run_copy(target.conninfo(), dst.conninfo(), req, rep)
     record: dict[str, Any] = dataclasses.asdict(result)
     record["seconds"] = round(result.seconds, 3)
     emit(result_table("copied", record), fmt, record)
+
+
+def _copy_remapped(src: str, dst: str, req: CopyRequest, remap: str,
+                   oid_range: tuple[int, int] | None, rewrite: tuple[tuple[str, str], ...],
+                   map_out: Path | None, fmt: Format) -> None:  # fmt: skip
+    from pgblobdump.cli.packed.restore import show_remapped
+    from pgblobdump.remap.common import RemapRequest
+    from pgblobdump.remap.copy import copy_remapped
+    from pgblobdump.remap.plan import Mode
+
+    remapping = RemapRequest(Mode(remap), oid_range, rewrite, map_out)
+    with reporter("copying LOs", 0) as rep:
+        result = copy_remapped(src, dst, req, remapping, rep)
+    show_remapped("copied (remapped)", result, map_out, fmt)
 
 
 @click.command("sync")

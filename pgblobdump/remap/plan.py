@@ -17,7 +17,7 @@ import enum
 from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import psycopg
 
@@ -46,6 +46,22 @@ def parse_range(text: str) -> tuple[int, int]:
             " (OIDs below 16384 are the system's)"
         )
     return first, last
+
+
+class Ranking(Protocol):
+    """How many of the LOs to remap have an OID below a given one: over an archive's
+    index (``Ranks``) or over the OIDs themselves (``OidRanks``, copy --remap)."""
+
+    count: int
+
+    def rank(self, oid: int) -> int: ...
+
+    def ranks(self, oids: Sequence[int]) -> list[int]: ...
+
+    def in_range(self, first: int, last: int) -> int: ...
+
+    @property
+    def highest(self) -> int: ...
 
 
 class Ranks:
@@ -99,6 +115,53 @@ class Ranks:
         return self.index.blocks[-1].last if self.index.blocks else 0
 
 
+class OidRanks:
+    """``Ranks`` over a sorted array of the OIDs themselves (copy --remap: the source's
+    selected OIDs under its snapshot, fetched once): an array of 4-byte unsigned
+    integers, 4 bytes an LO (40 MB for ten million). Read only once built, so the
+    jobs of one run share it."""
+
+    def __init__(self, oids: array[int]) -> None:
+        self.oids = oids
+        self.count = len(oids)
+
+    def rank(self, oid: int) -> int:
+        """The OIDs below ``oid``."""
+        return bisect.bisect_left(self.oids, oid)
+
+    def ranks(self, oids: Sequence[int]) -> list[int]:
+        """``rank`` of each of ``oids`` (ascending, each one of the array's): one bisect
+        when they are consecutive in the array, as a job's LOs are."""
+        r = self.rank(oids[0])
+        n = len(oids)
+        if r + n <= self.count and self.oids[r + n - 1] == oids[-1]:
+            return list(range(r, r + n))
+        return [self.rank(o) for o in oids]
+
+    def in_range(self, first: int, last: int) -> int:
+        """The OIDs in ``first..last``."""
+        return bisect.bisect_right(self.oids, last) - bisect.bisect_left(self.oids, first)
+
+    @property
+    def highest(self) -> int:
+        return self.oids[-1] if self.count else 0
+
+
+TAKEN_WINDOW = 50_000
+"""OIDs asked about at once (``taken_in``)."""
+
+
+def taken_in(conn: psycopg.Connection, oids: array[int]) -> array[int]:
+    """Which of ``oids`` (ascending) an LO of the target has, ascending: a window whose
+    OID range holds no LO of the target costs one cheap statement."""
+    out: array[int] = array("I")
+    for i in range(0, len(oids), TAKEN_WINDOW):
+        window = oids[i : i + TAKEN_WINDOW]
+        if catalog.overlapping(conn, [window[0]], [window[-1]]):
+            out.extend(sorted(catalog.existing(conn, window)))
+    return out
+
+
 def taken_of(conn: psycopg.Connection, index: Index) -> array[int]:
     """The archive's OIDs that an LO of the target has, ascending: only the index blocks
     whose OID range holds an LO of the target are read (catalog.overlapping)."""
@@ -141,8 +204,9 @@ class Assignment:
                 taken.extend(range(int(lo), int(hi) + 1))
         return cls(Mode(mode), int(plan["first"]), int(plan["count"]), taken)
 
-    def news(self, oids: Sequence[int], ranks: Ranks) -> list[int]:
-        """The OIDs ``oids`` (ascending, of the archive) are restored at."""
+    def news(self, oids: Sequence[int], ranks: Ranking) -> list[int]:
+        """The OIDs ``oids`` (ascending, of the archive or the copy's source) are written
+        at."""
         if self.taken is None:
             return [self.first + r for r in ranks.ranks(oids)]
         t = self.taken
@@ -160,7 +224,7 @@ class Assignment:
 def choose(
     conn: psycopg.Connection,
     mode: Mode,
-    ranks: Ranks,
+    ranks: Ranking,
     taken: array[int] | None,
     oid_range: tuple[int, int] | None,
 ) -> Assignment:
@@ -175,7 +239,7 @@ def choose(
         lo, hi = oid_range
         if count > hi - lo + 1:
             raise UsageError(
-                f"--oid-range {lo}-{hi} holds {hi - lo + 1:,} OIDs; this restore gives"
+                f"--oid-range {lo}-{hi} holds {hi - lo + 1:,} OIDs; this run gives"
                 f" {count:,} LOs new OIDs: choose a larger range"
             )
         n, first = one(
@@ -194,9 +258,9 @@ def choose(
             mine = bisect.bisect_right(taken or (), hi) - bisect.bisect_left(taken or (), lo)
             if inside > mine:
                 raise UsageError(
-                    f"--oid-range {lo}-{hi} holds {inside - mine:,} OIDs the archive's LOs"
+                    f"--oid-range {lo}-{hi} holds {inside - mine:,} OIDs that LOs to come"
                     " keep (their OIDs are free on the target): choose a range outside the"
-                    " archive's OIDs, or --remap all"
+                    " OIDs of the LOs to come, or --remap all"
                 )
         r = oidspace.reserve(conn, count, lo, option=option)
     else:

@@ -21,12 +21,8 @@ the same block again, skips the LOs the mapping holds, and the columns rewritten
 from __future__ import annotations
 
 import dataclasses
-import secrets
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
 
 import psycopg
 
@@ -36,7 +32,6 @@ from pgblobdump.packed.chain.archives import Chain
 from pgblobdump.packed.read import source
 from pgblobdump.packed.read.items import Item
 from pgblobdump.packed.read.parts import job_shares, share_items
-from pgblobdump.packed.read.reader import PackedDirectory
 from pgblobdump.packed.restore.archive import announce
 from pgblobdump.packed.restore.full import restore_full
 from pgblobdump.packed.restore.jobs import restore_jobs
@@ -44,27 +39,13 @@ from pgblobdump.packed.restore.request import OnConflict, RestoreRequest, Restor
 from pgblobdump.packed.restore.restorer import restore
 from pgblobdump.pg.connect import connect
 from pgblobdump.refs import rewrite
-from pgblobdump.remap import columns, discover, store
-from pgblobdump.remap.plan import Assignment, Mode, Ranks, choose, claim, taken_of
+from pgblobdump.remap import common, discover, store
+from pgblobdump.remap.common import RemapRequest, RemapResult
+from pgblobdump.remap.plan import Assignment, Ranks, taken_of
 from pgblobdump.remap.translate import Remapper
 from pgblobdump.report.reporter import QUIET, Reporter
-from pgblobdump.units import plural
 
-
-@dataclass(frozen=True)
-class RemapRequest:
-    """``mode``: which LOs get new OIDs; ``oid_range``: where the new OIDs come from
-    (None: just above every LO); ``referenced_by``: (table, column) whose rows the user
-    loaded and whose references are rewritten; ``map_out``: where to write the mapping
-    as CSV."""
-
-    mode: Mode = Mode.TAKEN
-    oid_range: tuple[int, int] | None = None
-    referenced_by: tuple[tuple[str, str], ...] = ()
-    map_out: Path | None = None
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "mode", Mode(self.mode))
+__all__ = ["RemapRequest", "RemapResult", "check", "restore_remapped"]
 
 
 def check(req: RestoreRequest) -> None:
@@ -81,33 +62,6 @@ def check(req: RestoreRequest) -> None:
         )
     if req.skip_damaged:
         raise UsageError("--remap restores an intact archive; --skip-damaged does not go with it")
-
-
-@dataclass(frozen=True)
-class RemapResult:
-    """What a remapped restore did: the LOs (``restored``), the run kept in the target,
-    its mapping as ``[old_first, old_last, new_first]`` runs, and each column rewritten."""
-
-    restored: RestoreResult
-    run: str
-    mode: str
-    los: int
-    remapped: int
-    block: tuple[int, int] | None
-    segments: list[list[int]]
-    rewrites: list[dict[str, Any]] = field(default_factory=list)
-    resumed: bool = False
-
-    def record(self) -> dict[str, Any]:
-        r = self.restored
-        return {
-            "los": r.los, "bytes": r.bytes, "seconds": round(r.seconds, 3), "run": self.run,
-            "mode": self.mode, "mapped": self.los, "remapped": self.remapped,
-            "kept_oid": self.los - self.remapped,
-            "block": list(self.block) if self.block else None,
-            "map_table": f"{store.SCHEMA}.map", "map": self.segments,
-            "rewrites": self.rewrites,
-        }  # fmt: skip
 
 
 def restore_remapped(
@@ -127,77 +81,19 @@ def restore_remapped(
     top = chain.top
     top.check_index()
     ranks = Ranks(top.index)
+    subject = common.Subject(archive, top.manifest_sum or archive, "restore", "the archive",
+                             "--referenced-by")  # fmt: skip
     with connect(conninfo, autocommit=True, doing="restore") as conn:
         # every refusal before anything is written, the state's schema included
-        cols = [rewrite.resolve(conn, t, c, f"--referenced-by {t}.{c}")
-                for t, c in remap.referenced_by]  # fmt: skip
-        run, a = _begin(conn, archive, top, req, remap, ranks)
-        if a.count:
-            for col in cols:
-                rewrite.check_fits(conn, col, a.last)
-        store.ensure(conn)
-        if req.resume:
-            claim(conn, a)
-        else:
-            store.start(conn, run)
-            _note_plan(reporter, a, ranks.count)
+        run, a, cols = common.prepare(conn, subject, remap, req.resume, ranks,
+                                      lambda: taken_of(conn, top.index), reporter)  # fmt: skip
         try:
             result = _restore(conninfo, conn, archive, chain, req, run, a, cols, reporter)
         except (PgBlobDumpError, psycopg.Error, KeyboardInterrupt):
-            _drop_if_empty(conninfo, run.run)
+            common.drop_if_empty(conninfo, run.run, "restore")
             raise
-        if remap.map_out is not None:
-            store.write_csv(conn, run.run, remap.map_out)
-        los, remapped = store.counts(conn, run.run)
-        segments = store.segments(conn, run.run)
-        rewrites = list(store.rewritten(conn, run.run).values())
-    result = dataclasses.replace(result, seconds=time.perf_counter() - t0)
-    block = (a.first, a.last) if a.count else None
-    return RemapResult(result, run.run, a.mode.value, los, remapped, block, segments, rewrites,
-                       req.resume)  # fmt: skip
-
-
-def _begin(
-    conn: psycopg.Connection, archive: str, top: PackedDirectory, req: RestoreRequest,
-    remap: RemapRequest, ranks: Ranks,
-) -> tuple[store.Run, Assignment]:  # fmt: skip
-    """The run and its new OIDs: an interrupted one's (``--resume``), or a new one's,
-    chosen and reserved (not yet entered)."""
-    key = top.manifest_sum or archive
-    earlier = store.unfinished(conn, key) if store.exists(conn) else []
-    if req.resume:
-        if not earlier:
-            raise UsageError(
-                f"nothing to resume: no interrupted --remap restore of {archive} into this"
-                " database (run it without --resume)"
-            )
-        run = earlier[-1]
-        if run.mode != remap.mode.value:
-            raise UsageError(
-                f"the interrupted run {run.run} was --remap {run.mode}; resume it with that"
-            )
-        return run, Assignment.from_plan(run.mode, run.plan)
-    if earlier:
-        left, _ = store.counts(conn, earlier[-1].run)
-        raise DatabaseError(
-            f"an interrupted --remap restore of {archive} into this database (run"
-            f" {earlier[-1].run}) left {plural(left, 'LO')}; add --resume to finish it"
-        )
-    taken = taken_of(conn, top.index) if remap.mode is Mode.TAKEN else None
-    a = choose(conn, remap.mode, ranks, taken, remap.oid_range)
-    name = time.strftime("%Y%m%dT%H%M%S") + "-" + secrets.token_hex(3)
-    run = store.Run(name, archive, key, remap.mode.value, a.to_plan())
-    return run, a
-
-
-def _note_plan(reporter: Reporter, a: Assignment, total: int) -> None:
-    if not a.count:
-        reporter.note(f"no OID of the archive's {plural(total, 'LO')} is taken: all keep theirs")
-    else:
-        reporter.note(
-            f"{plural(a.count, 'LO')} of {total:,} get new OIDs {a.first}..{a.last}"
-            + (" (their OIDs are taken)" if a.mode is Mode.TAKEN else "")
-        )
+        result = dataclasses.replace(result, seconds=time.perf_counter() - t0)
+        return common.conclude(conn, run, a, remap, result, req.resume)
 
 
 def _restore(
@@ -220,19 +116,16 @@ def _restore(
             store.set_phase(conn, run.run, "los")
 
     def los() -> RestoreResult:
-        if run.phase in ("los", "begun"):
-            result = _los(conninfo, archive, chain, rreq, reporter, remapper)
-            store.set_phase(conn, run.run, "rewrite")
-        else:
-            result = RestoreResult(0, 0, 0, 0.0)
-        if remapper.left_out:
-            reporter.note(f"resumed: {plural(remapper.left_out, 'LO')} restored already, kept")
-        named = {(c.relid, c.column) for c in cols}
-        found = [c for c in discover.columns(conn, tables, run.run, reporter)
-                 if (c.relid, c.column) not in named]  # fmt: skip
-        columns.rewrite_all(conn, run.run, cols + found, reporter)
-        store.set_phase(conn, run.run, "post-data" if req.full else "done")
-        return result
+        def found() -> list[rewrite.RewriteColumn]:
+            named = {(c.relid, c.column) for c in cols}
+            return [c for c in discover.columns(conn, tables, run.run, reporter)
+                    if (c.relid, c.column) not in named]  # fmt: skip
+
+        return common.los_then_rewrite(
+            conn, run, remapper, cols, reporter,
+            lambda: _los(conninfo, archive, chain, rreq, reporter, remapper),
+            "post-data" if req.full else "done", found,
+        )  # fmt: skip
 
     if req.full:
         if req.resume and run.phase == "begun":
@@ -275,13 +168,3 @@ def _los(
             d = source.directory(archive)
             shares.append(remapper.items(share_items(d, lo, hi), Ranks(d.index)))
     return restore_jobs(conninfo, shares, req, reporter, top.index, metas, None, remapper)
-
-
-def _drop_if_empty(conninfo: str, run: str) -> None:
-    """After a failure whose clean-up removed what the run made: forget the run, so the
-    next attempt starts afresh (its LOs and map rows went in the same transactions)."""
-    try:
-        with connect(conninfo, autocommit=True, doing="restore") as conn:
-            store.drop_if_empty(conn, run)
-    except (PgBlobDumpError, psycopg.Error):
-        pass  # the run stays: --resume finishes it

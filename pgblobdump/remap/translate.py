@@ -13,7 +13,7 @@ import psycopg
 
 from pgblobdump.packed.read.items import Damaged, Item, LoPiece, WholeLos
 from pgblobdump.remap import store
-from pgblobdump.remap.plan import Assignment, Ranks, skipping
+from pgblobdump.remap.plan import Assignment, Ranking, skipping
 
 
 class Remapper:
@@ -29,7 +29,7 @@ class Remapper:
         self._old: dict[int, int] = {}  # new -> old of the LOs on their way, not recorded yet
         self._lock = threading.Lock()
 
-    def items(self, items: Iterator[Item], ranks: Ranks) -> Iterator[Item]:
+    def items(self, items: Iterator[Item], ranks: Ranking) -> Iterator[Item]:
         """``items`` at their new OIDs, those done already left out."""
         a = self.assignment
         for item in items:

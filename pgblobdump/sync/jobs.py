@@ -1,8 +1,8 @@
 """The jobs of a copy or sync: N threads, each reading from its own source connection
 (under one exported snapshot) into restore's writer (a Restorer) on its own target
 connection, every batch entered in the target's state (sync/state.py) in its own
-transaction; the first failure stops them all and the ledgers' clean-up removes exactly
-what each made."""
+transaction (or, for copy --remap, each batch's mapping: remap/translate.py); the first
+failure stops them all and the ledgers' clean-up removes exactly what each made."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import psycopg
 
 from pgblobdump.packed.read.items import Item
 from pgblobdump.packed.restore.crew import Crew
-from pgblobdump.packed.restore.hooks import Replacing
+from pgblobdump.packed.restore.hooks import RemapHooks, Replacing
 from pgblobdump.packed.restore.request import RestoreRequest
 from pgblobdump.packed.restore.restorer import Counts, Restorer
 from pgblobdump.pg.connect import connect
@@ -58,21 +58,27 @@ def run_jobs(
     stack: contextlib.ExitStack,
     what: str = "copy",
     replacing: Replacing | None = None,
+    remapping: RemapHooks | None = None,
 ) -> Counts:
     """One thread per feed: its source connection (the snapshot imported) read into its
     own Restorer on its own target connection; returns what they made, summed. The
     first failure (or Ctrl-C, SIGTERM) stops them all and the clean-up removes exactly
     what each made. ``what`` names the run in messages (``copy``, ``sync``);
     ``replacing``: the LOs written in place of the target's copies (sync's rewrites,
-    ``req`` skipping)."""
+    ``req`` skipping); ``remapping``: the items come at new OIDs (copy --remap), each
+    batch's mapping recorded in its transaction and removed with its LOs by a clean-up,
+    and nothing entered in the target's sync state (a remapped copy cannot be synced)."""
     workers: list[Restorer] = []
     for _ in feeds:
         conn = stack.enter_context(connect(dst, doing=f"{what}: on the target"))
         # a clean-up's removals are ours: no longer expected in the target's state
-        ledger = Ledger(dst, what, on_change=_recorder(conn), on_remove=state.uncover)
+        if remapping is None:
+            ledger = Ledger(dst, what, on_change=_recorder(conn), on_remove=state.uncover)
+        else:
+            ledger = Ledger(dst, what, on_remove=remapping.forget)
         # roles were checked for the whole selection
         workers.append(Restorer(conn, ledger, req, reporter, roles_checked=True,
-                                replacing=replacing))  # fmt: skip
+                                replacing=replacing, remapping=remapping))  # fmt: skip
     crew = Crew(workers, f"pgblobdump-{what}", what, taken, f"; run the {what} again to finish it")
 
     def work(w: Restorer, feed: Feed) -> None:

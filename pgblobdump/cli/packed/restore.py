@@ -20,7 +20,7 @@ from pgblobdump.pg.target import ConnectionTarget, split_password
 from pgblobdump.report.summary import summary_table
 
 if TYPE_CHECKING:
-    from pgblobdump.remap.run import RemapRequest
+    from pgblobdump.remap.run import RemapRequest, RemapResult
 
 
 @click.command()
@@ -165,15 +165,20 @@ def _restore_remapped(archive: str, target: ConnectionTarget, req: RestoreReques
 
     with reporter("restoring LOs", 0) as rep:
         result = restore_remapped(target.conninfo(), archive, req, remapping, rep)
+    show_remapped("restored (remapped)", result, remapping.map_out, fmt)
+
+
+def show_remapped(title: str, result: RemapResult, map_out: Path | None, fmt: Format) -> None:
+    """A remapped restore's or copy's summary: its counts and block, a note a column."""
     record = result.record()
     shown = {k: v for k, v in record.items() if k not in ("map", "rewrites")}
     shown["block"] = "..".join(map(str, result.block)) if result.block else "none"
     notes = [f"{w['column']}: {w['rows']:,} rows rewritten"
              + (f", {w['dangling']:,} dangling values left" if w["dangling"] else "")
              for w in result.rewrites]  # fmt: skip
-    if remapping.map_out is not None:
-        notes.append(f"mapping written to {remapping.map_out}")
-    emit(summary_table("restored (remapped)", shown, notes), fmt, record)
+    if map_out is not None:
+        notes.append(f"mapping written to {map_out}")
+    emit(summary_table(title, shown, notes), fmt, record)
 
 
 def _remap_args(r: RemapRequest) -> list[str]:
