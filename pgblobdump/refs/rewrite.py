@@ -305,20 +305,26 @@ def statement(col: RewriteColumn, mapping: sql.Composable) -> sql.Composed:
     c = sql.Identifier(col.column)
     base = sql.Identifier("pg_catalog", col.base)
     if col.array:
-        elems = sql.SQL("pg_catalog.unnest(pgbd_t.{c}::{b}[])").format(c=c, b=base)
+        # One pass: every element joined to the mapping at once (a hash of it, not a
+        # lookup per row), each row's array rebuilt by position, only rows with a hit
+        # kept; then those rows updated by ctid (no writer moves a row: the caller locks
+        # the table against them).
         hit = sql.SQL("{k} = {o}").format(
             k=form.key(sql.SQL("pgbd_u.e")), o=form.old(sql.SQL("pgbd_m.old"))
         )
         return sql.SQL(
-            "UPDATE {t} pgbd_t SET {c} = (SELECT pg_catalog.array_agg(CASE WHEN pgbd_m.old"
-            " IS NULL THEN pgbd_u.e ELSE {new} END ORDER BY pgbd_u.i)"
-            " FROM {elems} WITH ORDINALITY pgbd_u(e, i) LEFT JOIN {m} pgbd_m ON {hit})"
-            " WHERE EXISTS (SELECT FROM {elems} pgbd_u(e) JOIN {m} pgbd_m ON {hit})"
+            "UPDATE {t} pgbd_t SET {c} = pgbd_x.a FROM (SELECT pgbd_s.ctid AS tid,"
+            " pg_catalog.array_agg(CASE WHEN pgbd_m.old IS NULL THEN pgbd_u.e ELSE {new} END"
+            " ORDER BY pgbd_u.i) AS a FROM {t} pgbd_s CROSS JOIN LATERAL"
+            " pg_catalog.unnest(pgbd_s.{c}::{b}[]) WITH ORDINALITY pgbd_u(e, i)"
+            " LEFT JOIN {m} pgbd_m ON {hit} GROUP BY pgbd_s.ctid"
+            " HAVING pg_catalog.bool_or(pgbd_m.old IS NOT NULL)) pgbd_x"
+            " WHERE pgbd_t.ctid = pgbd_x.tid"
         ).format(
             t=col.ident,
             c=c,
+            b=base,
             m=mapping,
-            elems=elems,
             hit=hit,
             new=form.new(sql.SQL("pgbd_u.e"), sql.SQL("pgbd_m.new")),
         )
@@ -345,10 +351,11 @@ def _refuse_shapes(
     c = sql.Identifier(col.column)
     row = conn.execute(
         sql.SQL(
-            "SELECT pg_catalog.array_dims(pgbd_t.{c}) FROM {t} pgbd_t"
-            " WHERE (pg_catalog.array_ndims(pgbd_t.{c}) > 1"
-            " OR pg_catalog.array_lower(pgbd_t.{c}, 1) <> 1)"
-            " AND EXISTS (SELECT FROM pg_catalog.unnest(pgbd_t.{c}::{b}[]) pgbd_u(e)"
+            # the shapes first (OFFSET 0 keeps them first): only those rows are joined
+            "SELECT pg_catalog.array_dims(pgbd_t.{c}) FROM (SELECT pgbd_s.{c} FROM {t} pgbd_s"
+            " WHERE pg_catalog.array_ndims(pgbd_s.{c}) > 1"
+            " OR pg_catalog.array_lower(pgbd_s.{c}, 1) <> 1 OFFSET 0) pgbd_t"
+            " WHERE EXISTS (SELECT FROM pg_catalog.unnest(pgbd_t.{c}::{b}[]) pgbd_u(e)"
             " JOIN {m} pgbd_m ON {k} = {o}) LIMIT 1"
         ).format(
             c=c,
