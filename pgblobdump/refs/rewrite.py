@@ -342,6 +342,42 @@ def statement(col: RewriteColumn, mapping: sql.Composable) -> sql.Composed:
     )
 
 
+def stale(
+    conn: psycopg.Connection, col: RewriteColumn, mapping: sql.Composable
+) -> tuple[int, tuple[int, ...]]:
+    """Rows of ``col`` that name an old OID of ``mapping`` (after its rewrite: rows written
+    since), and up to EXAMPLES of those old OIDs, ascending: what the caller reports."""
+    form = FORMS[col.base]
+    c = sql.Identifier(col.column)
+    base = sql.Identifier("pg_catalog", col.base)
+    if col.array:
+        value: sql.Composable = sql.SQL("pgbd_u.e")
+        source = sql.SQL(
+            "{t} pgbd_t CROSS JOIN LATERAL pg_catalog.unnest(pgbd_t.{c}::{b}[]) pgbd_u(e)"
+        ).format(t=col.ident, c=c, b=base)
+    else:
+        value = sql.SQL("pgbd_t.{}").format(c)
+        if col.base != "oid":
+            value = sql.SQL("{}::{}").format(value, base)
+        source = sql.SQL("{t} pgbd_t").format(t=col.ident)
+    row = conn.execute(
+        sql.SQL(
+            "WITH pgbd_h AS MATERIALIZED (SELECT pgbd_t.ctid AS tid, pgbd_m.old FROM {s}"
+            " JOIN {m} pgbd_m ON {k} = {o})"
+            " SELECT (SELECT count(DISTINCT tid) FROM pgbd_h),"
+            " ARRAY(SELECT DISTINCT old::int8 FROM pgbd_h ORDER BY 1 LIMIT {n})"
+        ).format(
+            s=source,
+            m=mapping,
+            k=form.key(value),
+            o=form.old(sql.SQL("pgbd_m.old")),
+            n=sql.Literal(EXAMPLES),
+        )
+    ).fetchone()
+    assert row is not None
+    return int(row[0]), tuple(int(o) for o in row[1])
+
+
 def _refuse_shapes(
     conn: psycopg.Connection, col: RewriteColumn, form: _Form, mapping: sql.Composable
 ) -> None:

@@ -7,6 +7,7 @@ may equal another LO's old one)."""
 from __future__ import annotations
 
 import psycopg
+from psycopg import sql
 
 from pgblobdump.refs import rewrite
 from pgblobdump.remap import store
@@ -35,3 +36,23 @@ def rewrite_all(
             said += (f"; {plural(r.dangling, 'value')} name an OID no LO has (e.g. {shown}):"
                      " left as they are")  # fmt: skip
         reporter.note(said)
+    _late(conn, run, cols, mapping, reporter)
+
+
+def _late(
+    conn: psycopg.Connection, run: str, cols: list[rewrite.RewriteColumn],
+    mapping: sql.Composable, reporter: Reporter,
+) -> None:  # fmt: skip
+    """Once every column is rewritten: the rows that name an old OID still, written after
+    their column's turn (an application that went on writing), reported and kept in the
+    run's journal, never left to dangle unsaid; rewriting them is the user's decision
+    (their old OID may be the target's own LO)."""
+    for col in cols:
+        rows, examples = rewrite.stale(conn, col, mapping)
+        store.mark_late(conn, run, col.relid, col.column, rows, examples)
+        if rows:
+            reporter.note(
+                f"{col.qualified}: {plural(rows, 'row')} written after its rewrite name old"
+                f" OIDs of remapped LOs (e.g. {', '.join(map(str, examples))}): left as they"
+                f" are; the mapping is in {store.SCHEMA}.map"
+            )

@@ -42,6 +42,7 @@ CREATE INDEX IF NOT EXISTS map_new ON {SCHEMA}.map (run, new);
 CREATE TABLE IF NOT EXISTS {SCHEMA}.rewrites (
     run text NOT NULL, relid oid NOT NULL, col name NOT NULL, qualified text NOT NULL,
     rows int8 NOT NULL, dangling int8 NOT NULL, examples int8[] NOT NULL,
+    late int8 NOT NULL DEFAULT 0, late_examples int8[] NOT NULL DEFAULT '{{}}',
     done timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (run, relid, col));
 """  # noqa: E501
 
@@ -249,17 +250,30 @@ def write_csv(conn: psycopg.Connection, run: str, path: Path) -> None:
 def rewritten(conn: psycopg.Connection, run: str) -> dict[tuple[int, str], dict[str, Any]]:
     """The columns run ``run`` rewrote: by (table OID, column), what each rewrite did."""
     rows = conn.execute(
-        f"SELECT relid::int8, col, qualified, rows, dangling, examples FROM {SCHEMA}.rewrites"
+        "SELECT relid::int8, col, qualified, rows, dangling, examples, late, late_examples"
+        f" FROM {SCHEMA}.rewrites"
         " WHERE run = %s ORDER BY qualified",
         (run,),
     ).fetchall()
     return {
         (int(r[0]), str(r[1])): {
             "column": r[2], "rows": int(r[3]), "dangling": int(r[4]),
-            "examples": [int(x) for x in r[5]],
+            "examples": [int(x) for x in r[5]], "late": int(r[6]),
+            "late_examples": [int(x) for x in r[7]],
         }
         for r in rows
     }  # fmt: skip
+
+
+def mark_late(
+    conn: psycopg.Connection, run: str, relid: int, col: str, rows: int, examples: Sequence[int]
+) -> None:
+    """Rows of a rewritten column that name an old OID at the run's end (written since)."""
+    conn.execute(
+        f"UPDATE {SCHEMA}.rewrites SET late = %s, late_examples = %s"
+        " WHERE run = %s AND relid = %s AND col = %s",
+        (rows, list(examples), run, relid, col),
+    )
 
 
 def mark_rewritten(

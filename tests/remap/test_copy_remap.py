@@ -235,7 +235,14 @@ def test_killed_copy_resumed(pg17: EmbeddedCluster, new_db: NewDb) -> None:
     record = json.loads(result.stdout)
     assert record["los"] == count - made[0] and record["mapped"] == count
     assert record["rewrites"] == [
-        {"column": "public.docs.lo", "rows": 10, "dangling": 0, "examples": []}
+        {
+            "column": "public.docs.lo",
+            "rows": 10,
+            "dangling": 0,
+            "examples": [],
+            "late": 0,
+            "late_examples": [],
+        }
     ]
     with psycopg.connect(target) as conn:
         pairs = dict(

@@ -151,3 +151,31 @@ def test_killed_between_two_columns(setup: tuple[str, str, Path, dict]) -> None:
     rewrites = {w["column"]: w["rows"] for w in json.loads(result.stdout)["rewrites"]}
     assert rewrites == {"public.docs.lo": COUNT, "public.notes.ref": 11}
     _check(target, los, app_rows=1)
+
+
+def test_a_row_written_after_its_column_was_rewritten_is_reported(
+    setup: tuple[str, str, Path, dict],
+) -> None:
+    """The application writes a row naming an old OID into a column the run rewrote
+    already (while the run waits to lock the next one): the run says so, in a note and
+    in --json, and leaves the row as it is (the old OID is the target's own LO here)."""
+    _src, target, path, los = setup
+    app = psycopg.connect(target, application_name="remaptest")
+    app.execute(f"INSERT INTO notes VALUES ('{FIRST + 20}')")  # holds notes' ROW EXCLUSIVE
+    args = ["restore", str(path), "-d", target, "--remap", "all", "--referenced-by", "docs.lo",
+            "--referenced-by", "notes.ref", "--json"]  # fmt: skip
+    proc = _start(*args)
+    _wait_for(target, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'")
+    app.execute(f"INSERT INTO docs VALUES ({FIRST + 5})")
+    app.commit()  # the run goes on: notes, then the check
+    out, err = proc.communicate(timeout=120)
+    app.close()
+    assert proc.returncode == 0, err
+    late = {w["column"]: (w["late"], w["late_examples"]) for w in json.loads(out)["rewrites"]}
+    assert late == {"public.docs.lo": (1, [FIRST + 5]), "public.notes.ref": (0, [])}
+    assert "public.docs.lo: 1 row written after its rewrite name old OIDs" in err
+    with psycopg.connect(target, autocommit=True) as conn:
+        n = conn.execute(f"SELECT count(*) FROM docs WHERE lo = {FIRST + 5}").fetchone()
+        conn.execute(f"DELETE FROM docs WHERE lo = {FIRST + 5}")  # the rest as restored
+    assert n == (1,)
+    _check(target, los, app_rows=1)
