@@ -104,23 +104,14 @@ def _check(target: str, src_los: dict, app_rows: int = 0) -> None:
 
 def test_killed_while_restoring_los(setup: tuple[str, str, Path, dict]) -> None:
     _src, target, path, los = setup
-    with psycopg.connect(target, autocommit=True) as conn:
-        store.ensure(conn)
-        # the second batch's mapping waits: the run is killed with one batch committed
-        conn.execute(
-            "CREATE FUNCTION pg_temp_slow() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
-            " IF (SELECT count(*) FROM pgblobdump_remap.map) > 1500 THEN PERFORM pg_sleep(60);"
-            " END IF; RETURN NULL; END $$;"
-            " CREATE TRIGGER slow AFTER INSERT ON pgblobdump_remap.map"
-            " FOR EACH STATEMENT EXECUTE FUNCTION pg_temp_slow()"
-        )
+    _slow_second_batch(target)
     args = ["restore", str(path), "-d", target, "--remap", "all", "--referenced-by", "docs.lo",
             "--referenced-by", "notes.ref"]  # fmt: skip
     proc = _start(*args)
     _wait_for(target, "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep'")
     _kill(proc, target)
+    _fast(target)
     with psycopg.connect(target, autocommit=True) as conn:
-        conn.execute("DROP TRIGGER slow ON pgblobdump_remap.map; DROP FUNCTION pg_temp_slow()")
         made = conn.execute("SELECT count(*) FROM pgblobdump_remap.map").fetchone()
         rows = conn.execute(f"SELECT count(*) FROM docs WHERE lo >= {FIRST + COUNT}").fetchone()
     assert made is not None and 0 < made[0] < COUNT
@@ -179,3 +170,80 @@ def test_a_row_written_after_its_column_was_rewritten_is_reported(
         conn.execute(f"DELETE FROM docs WHERE lo = {FIRST + 5}")  # the rest as restored
     assert n == (1,)
     _check(target, los, app_rows=1)
+
+
+def _slow_second_batch(db: str) -> None:
+    """The second batch's mapping waits (a trigger on our own map table): a run stopped
+    then has one batch committed."""
+    with psycopg.connect(db, autocommit=True) as conn:
+        store.ensure(conn)
+        conn.execute(
+            "CREATE FUNCTION pg_temp_slow() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+            " IF (SELECT count(*) FROM pgblobdump_remap.map) > 1500 THEN PERFORM pg_sleep(60);"
+            " END IF; RETURN NULL; END $$;"
+            " CREATE TRIGGER slow AFTER INSERT ON pgblobdump_remap.map"
+            " FOR EACH STATEMENT EXECUTE FUNCTION pg_temp_slow()"
+        )
+
+
+def _fast(db: str) -> None:
+    with psycopg.connect(db, autocommit=True) as conn:
+        conn.execute("DROP TRIGGER slow ON pgblobdump_remap.map; DROP FUNCTION pg_temp_slow()")
+
+
+def test_interrupted_removes_what_it_made(setup: tuple[str, str, Path, dict]) -> None:
+    """SIGINT in the middle: the LOs this run made go, with their map rows, in the same
+    transactions; the run is forgotten, so the same command starts afresh."""
+    _src, target, path, los = setup
+    _slow_second_batch(target)
+    args = ["restore", str(path), "-d", target, "--remap", "all", "--referenced-by", "docs.lo",
+            "--referenced-by", "notes.ref"]  # fmt: skip
+    proc = _start(*args)
+    _wait_for(target, "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep'")
+    proc.send_signal(signal.SIGINT)
+    _out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "removed" in err and "Traceback" not in err
+    with psycopg.connect(target) as conn:
+        n = conn.execute("SELECT count(*) FROM pg_largeobject_metadata").fetchone()
+        runs = conn.execute("SELECT count(*) FROM pgblobdump_remap.runs").fetchone()
+        rows = conn.execute("SELECT count(*) FROM pgblobdump_remap.map").fetchone()
+    assert (n, runs, rows) == ((100,), (0,), (0,))  # the target's own, nothing of ours
+    _fast(target)
+    result = run(*args)
+    assert result.exit_code == 0, result.stderr
+    _check(target, los)
+
+
+def test_full_killed_after_its_data_resumed(pg17: EmbeddedCluster, new_db: NewDb,
+                                            setup: tuple[str, str, Path, dict],
+                                            tmp_path: Path) -> None:  # fmt: skip
+    """restore --full --remap killed while restoring LOs, after pg_restore's data: the
+    resumed run does not restore the tables again, finishes the LOs, rewrites the
+    restored table's references, and runs post-data (its index exists)."""
+    src, _target, _path, los = setup
+    with psycopg.connect(src, autocommit=True) as conn:
+        conn.execute("CREATE TABLE kept (id serial PRIMARY KEY, lo oid);"
+                     " INSERT INTO kept (lo) SELECT oid FROM pg_largeobject_metadata ORDER BY oid;"
+                     " CREATE INDEX kept_lo ON kept (lo)")  # fmt: skip
+    path = tmp_path / "full"
+    assert run("dump", "--full", "-d", src, "-o", str(path)).exit_code == 0
+    target = new_db(pg17)
+    with psycopg.connect(target, autocommit=True) as conn:
+        conn.execute(f"SELECT lo_from_bytea({FIRST} + g, 'theirs') FROM generate_series(0, 99) g")
+    _slow_second_batch(target)
+    args = ["restore", "--full", str(path), "-d", target, "--remap"]
+    proc = _start(*args)
+    _wait_for(target, "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep'")
+    _kill(proc, target)
+    _fast(target)
+    result = run(*args, "--resume", "--json")
+    assert result.exit_code == 0, result.stderr
+    record = json.loads(result.stdout)
+    assert record["remapped"] == 100
+    assert [(w["column"], w["rows"]) for w in record["rewrites"]] == [("public.kept.lo", 100)]
+    with psycopg.connect(target) as conn:
+        got = conn.execute("SELECT lo_get(lo) FROM kept ORDER BY id").fetchall()
+        index = conn.execute("SELECT to_regclass('kept_lo') IS NOT NULL").fetchone()
+    assert [bytes(g) for (g,) in got] == [los[o][0] for o in sorted(los)]
+    assert index == (True,)
