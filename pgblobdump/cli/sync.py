@@ -21,7 +21,8 @@ from pgblobdump.cli.options import (
 )
 from pgblobdump.cli.output import Format, emit, write_listing
 from pgblobdump.cli.progress import reporter
-from pgblobdump.cli.types import COLUMN, OID_RANGE, PART
+from pgblobdump.cli.remapping import refuse_without, remap_options
+from pgblobdump.cli.types import COLUMN, PART
 from pgblobdump.errors import SyncConflict, UsageError
 from pgblobdump.pg.target import ConnectionTarget
 from pgblobdump.report import Table
@@ -109,23 +110,7 @@ def source_changed_option(verb: str, why: str) -> Callable[[F], F]:
 @source_changed_option(
     "copy", "a sync from either would remove and overwrite what was copied from the other"
 )
-@click.option(
-    "--remap",
-    type=click.Choice(["taken", "all"]),
-    is_flag=False,
-    flag_value="taken",
-    default=None,
-    help="Copy at new OIDs the LOs whose OID the target has (taken, the default), or every"
-    " LO (all), and rewrite the --rewrite columns' references to them; the mapping is kept"
-    " in the target (schema pgblobdump_remap). A remapped copy cannot be synced later.",
-)
-@click.option(
-    "--oid-range",
-    type=OID_RANGE,
-    metavar="LO-HI",
-    help="With --remap: take the new OIDs from this range (it must hold no LO); default:"
-    " just above every LO of the target and of the selection.",
-)
+@remap_options("Copy", "the selection", "--rewrite")
 @click.option(
     "--rewrite",
     type=COLUMN,
@@ -134,12 +119,6 @@ def source_changed_option(verb: str, why: str) -> Callable[[F], F]:
     help="With --remap: rewrite this column of the target's references to remapped LOs"
     " (repeatable; rows you loaded before the copy; --referenced-by selects LOs on the"
     " source): oid, lo, integers, numeric, text digits or <oid>.<ext>, arrays and domains.",
-)
-@click.option(
-    "--map-out",
-    type=click.Path(dir_okay=False, path_type=Path),
-    metavar="FILE",
-    help="With --remap: write the mapping as CSV (old_oid,new_oid).",
 )
 @output_options
 def copy_cmd(target: ConnectionTarget, to: ConnectionTarget, oids: tuple[int, int],
@@ -179,12 +158,9 @@ def copy_cmd(target: ConnectionTarget, to: ConnectionTarget, oids: tuple[int, in
     req = CopyRequest(Selection(*oids, referenced_by), jobs, OnConflict(on_conflict), resume,
                       part, source_changed)  # fmt: skip
     dst = target_of(target, to)
-    if remap is None:
-        given = [o for o, v in (("--oid-range", oid_range), ("--rewrite", rewrite),
-                                ("--map-out", map_out)) if v]  # fmt: skip
-        if given:
-            raise UsageError(f"{given[0]} goes with --remap")
-    else:
+    refuse_without(remap, (("--oid-range", oid_range), ("--rewrite", rewrite),
+                           ("--map-out", map_out)))  # fmt: skip
+    if remap is not None:
         _copy_remapped(target.conninfo(), dst.conninfo(), req, remap, oid_range, rewrite,
                        map_out, fmt)  # fmt: skip
         return
@@ -198,7 +174,7 @@ def copy_cmd(target: ConnectionTarget, to: ConnectionTarget, oids: tuple[int, in
 def _copy_remapped(src: str, dst: str, req: CopyRequest, remap: str,
                    oid_range: tuple[int, int] | None, rewrite: tuple[tuple[str, str], ...],
                    map_out: Path | None, fmt: Format) -> None:  # fmt: skip
-    from pgblobdump.cli.packed.restore import show_remapped
+    from pgblobdump.cli.remapping import show_remapped
     from pgblobdump.remap.common import RemapRequest
     from pgblobdump.remap.copy import copy_remapped
     from pgblobdump.remap.plan import Mode

@@ -18,7 +18,7 @@ from typing import Any
 import psycopg
 
 from pgblobdump.errors import DatabaseError, PgBlobDumpError, UsageError
-from pgblobdump.packed.restore.request import RestoreResult
+from pgblobdump.packed.restore.request import OnConflict, RestoreResult
 from pgblobdump.pg.connect import connect
 from pgblobdump.refs import rewrite
 from pgblobdump.remap import columns, store
@@ -42,6 +42,22 @@ class RemapRequest:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "mode", Mode(self.mode))
+
+
+def refuse_companions(part: object, on_conflict: OnConflict, whole: str, verb: str) -> None:
+    """What --remap does not go with, for restore and copy alike: ``--part`` (one run
+    chooses the new OIDs of the ``whole`` archive or selection; ``verb``: restores,
+    copies) and ``--on-conflict skip``."""
+    if part is not None:
+        raise UsageError(
+            f"--remap chooses the new OIDs of the whole {whole} in one run; --part {verb} a"
+            " share of it (use --jobs N for N connections)"
+        )
+    if on_conflict is OnConflict.SKIP:
+        raise UsageError(
+            "--remap gives the LOs whose OID is taken new OIDs; --on-conflict skip would keep"
+            " the target's instead: give one of them"
+        )
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ import psycopg
 
 from pgblobdump.errors import PgBlobDumpError, UsageError
 from pgblobdump.packed.read.items import Item
-from pgblobdump.packed.restore.request import OnConflict, RestoreRequest, RestoreResult
+from pgblobdump.packed.restore.request import RestoreRequest, RestoreResult
 from pgblobdump.pg import snapshot as snap
 from pgblobdump.pg.connect import describe, sql_errors
 from pgblobdump.pg.lostream import Selection, Side
@@ -53,16 +53,7 @@ from pgblobdump.sync.jobs import Feed, run_jobs
 
 def check(req: CopyRequest) -> None:
     """What copy --remap does not go with."""
-    if req.part is not None:
-        raise UsageError(
-            "--remap chooses the new OIDs of the whole selection in one run; --part copies a"
-            " share of it (use --jobs N for N connections)"
-        )
-    if req.on_conflict is OnConflict.SKIP:
-        raise UsageError(
-            "--remap gives the LOs whose OID is taken new OIDs; --on-conflict skip would keep"
-            " the target's instead: give one of them"
-        )
+    common.refuse_companions(req.part, req.on_conflict, "selection", "copies")
     if req.source_changed:
         raise UsageError(
             "--source-changed is about the source later syncs follow; a remapped copy enters"

@@ -35,7 +35,7 @@ from pgblobdump.packed.read.parts import job_shares, share_items
 from pgblobdump.packed.restore.archive import announce
 from pgblobdump.packed.restore.full import restore_full
 from pgblobdump.packed.restore.jobs import restore_jobs
-from pgblobdump.packed.restore.request import OnConflict, RestoreRequest, RestoreResult
+from pgblobdump.packed.restore.request import RestoreRequest, RestoreResult
 from pgblobdump.packed.restore.restorer import restore
 from pgblobdump.pg.connect import connect
 from pgblobdump.refs import rewrite
@@ -50,16 +50,7 @@ __all__ = ["RemapRequest", "RemapResult", "check", "restore_remapped"]
 
 def check(req: RestoreRequest) -> None:
     """What --remap does not go with."""
-    if req.part is not None:
-        raise UsageError(
-            "--remap chooses the new OIDs of the whole archive in one run; --part restores a"
-            " share of it (use --jobs N for N connections)"
-        )
-    if req.on_conflict is OnConflict.SKIP:
-        raise UsageError(
-            "--remap gives the LOs whose OID is taken new OIDs; --on-conflict skip would keep"
-            " the target's instead: give one of them"
-        )
+    common.refuse_companions(req.part, req.on_conflict, "archive", "restores")
     if req.skip_damaged:
         raise UsageError("--remap restores an intact archive; --skip-damaged does not go with it")
 

@@ -13,14 +13,15 @@ import click
 from pgblobdump.cli.options import connection_options, jobs_option, output_options
 from pgblobdump.cli.output import Format, emit
 from pgblobdump.cli.packed.common import ARCHIVE, BASES
-from pgblobdump.cli.types import COLUMN, OID_RANGE, PART
-from pgblobdump.errors import DamagedData, LosSkipped, UsageError
+from pgblobdump.cli.remapping import refuse_without, remap_options
+from pgblobdump.cli.types import COLUMN, PART
+from pgblobdump.errors import DamagedData, LosSkipped
 from pgblobdump.packed.restore.request import OnConflict, RestoreRequest
 from pgblobdump.pg.target import ConnectionTarget, split_password
 from pgblobdump.report.summary import summary_table
 
 if TYPE_CHECKING:
-    from pgblobdump.remap.run import RemapRequest, RemapResult
+    from pgblobdump.remap.run import RemapRequest
 
 
 @click.command()
@@ -62,23 +63,7 @@ if TYPE_CHECKING:
     " archive (or of its --part); with --full, also pg_restore's jobs for data and post-data."
 )
 @BASES
-@click.option(
-    "--remap",
-    type=click.Choice(["taken", "all"]),
-    is_flag=False,
-    flag_value="taken",
-    default=None,
-    help="Restore at new OIDs the LOs whose OID the target has (taken, the default), or"
-    " every LO (all), and rewrite the references to them; the mapping is kept in the"
-    " target (schema pgblobdump_remap). A directory archive.",
-)
-@click.option(
-    "--oid-range",
-    type=OID_RANGE,
-    metavar="LO-HI",
-    help="With --remap: take the new OIDs from this range (it must hold no LO); default:"
-    " just above every LO of the target and of the archive.",
-)
+@remap_options("Restore", "the archive", "--referenced-by")
 @click.option(
     "--referenced-by",
     type=COLUMN,
@@ -87,12 +72,6 @@ if TYPE_CHECKING:
     help="With --remap: rewrite this column's references to remapped LOs (repeatable;"
     " rows you loaded before the restore): oid, lo, integers, numeric, text digits or"
     " <oid>.<ext>, arrays and domains of them.",
-)
-@click.option(
-    "--map-out",
-    type=click.Path(dir_okay=False, path_type=Path),
-    metavar="FILE",
-    help="With --remap: write the mapping as CSV (old_oid,new_oid).",
 )
 @output_options
 def restore(archive: str, target: ConnectionTarget, no_owner: bool, no_acl: bool,
@@ -115,12 +94,9 @@ def restore(archive: str, target: ConnectionTarget, no_owner: bool, no_acl: bool
 
     req = RestoreRequest(no_owner, no_acl, no_comments, OnConflict(on_conflict), resume,
                          skip_damaged, full, part, jobs, bases)  # fmt: skip
-    if remap is None:
-        given = [o for o, v in (("--oid-range", oid_range), ("--referenced-by", referenced_by),
-                                ("--map-out", map_out)) if v]  # fmt: skip
-        if given:
-            raise UsageError(f"{given[0]} goes with --remap")
-    else:
+    refuse_without(remap, (("--oid-range", oid_range), ("--referenced-by", referenced_by),
+                           ("--map-out", map_out)))  # fmt: skip
+    if remap is not None:
         from pgblobdump.remap.plan import Mode
         from pgblobdump.remap.run import RemapRequest
 
@@ -165,20 +141,9 @@ def _restore_remapped(archive: str, target: ConnectionTarget, req: RestoreReques
 
     with reporter("restoring LOs", 0) as rep:
         result = restore_remapped(target.conninfo(), archive, req, remapping, rep)
+    from pgblobdump.cli.remapping import show_remapped
+
     show_remapped("restored (remapped)", result, remapping.map_out, fmt)
-
-
-def show_remapped(title: str, result: RemapResult, map_out: Path | None, fmt: Format) -> None:
-    """A remapped restore's or copy's summary: its counts and block, a note a column."""
-    record = result.record()
-    shown = {k: v for k, v in record.items() if k not in ("map", "rewrites")}
-    shown["block"] = "..".join(map(str, result.block)) if result.block else "none"
-    notes = [f"{w['column']}: {w['rows']:,} rows rewritten"
-             + (f", {w['dangling']:,} dangling values left" if w["dangling"] else "")
-             for w in result.rewrites]  # fmt: skip
-    if map_out is not None:
-        notes.append(f"mapping written to {map_out}")
-    emit(summary_table(title, shown, notes), fmt, record)
 
 
 def _remap_args(r: RemapRequest) -> list[str]:
