@@ -21,6 +21,7 @@ from tests.conftest import NewDb
 from tests.losets import State, state
 from tests.losets import roles as _roles
 from tests.remap.test_remap_resume import _kill, _wait_for
+from tests.remap.test_restore_remap import _load, _reads
 
 FIRST = 100_000
 COUNT = 300
@@ -43,24 +44,6 @@ def _tenant(cluster: EmbeddedCluster, new_db: NewDb, salt: str, count: int = COU
             " m.oid::text FROM pg_largeobject_metadata m ORDER BY m.oid"
         ).fetchall()
     return db, state(db), [(int(a), int(b), c, d) for a, b, c, d in rows]
-
-
-def _load(db: str, table: str, rows: Rows) -> None:
-    with psycopg.connect(db, autocommit=True) as conn:
-        conn.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, lo oid, name text, ref text)")
-        with conn.cursor().copy(f"COPY {table} FROM STDIN") as cp:
-            for r in rows:
-                cp.write_row(r)
-
-
-def _reads(db: str, table: str) -> dict[int, tuple[bytes, bytes, bytes]]:
-    """id -> the bytes its lo, name and ref columns name."""
-    with psycopg.connect(db) as conn:
-        rows = conn.execute(
-            f"SELECT id, lo_get(lo), lo_get(split_part(name, '.', 1)::int8::oid),"
-            f" lo_get(ref::int8::oid) FROM {table} ORDER BY id"
-        ).fetchall()
-    return {int(i): (bytes(a), bytes(b), bytes(c)) for i, a, b, c in rows}
 
 
 def _sync_state(db: str) -> tuple[int, int] | None:
