@@ -96,6 +96,32 @@ and update the column, LOCK the table IN SHARE ROW EXCLUSIVE MODE (as the server
 its owner, or UPDATE, DELETE or TRUNCATE on the table); whether row-level security
 filters what it sees of the table."""
 
+_FIRES = """
+WITH RECURSIVE tree(relid) AS (
+    SELECT %s::pg_catalog.oid
+  UNION
+    SELECT i.inhrelid FROM pg_catalog.pg_inherits i JOIN tree ON i.inhparent = tree.relid
+)
+SELECT * FROM (
+  SELECT 'TRIGGER', pg_catalog.quote_ident(t.tgname), t.tgrelid::pg_catalog.regclass::text
+  FROM pg_catalog.pg_trigger t JOIN tree ON t.tgrelid = tree.relid
+  WHERE NOT t.tgisinternal AND t.tgenabled <> 'D' AND (t.tgtype & 16) <> 0
+    AND (pg_catalog.cardinality(t.tgattr::pg_catalog.int2[]) = 0
+         OR EXISTS (SELECT FROM pg_catalog.pg_attribute a
+                    WHERE a.attrelid = t.tgrelid AND a.attname = %s
+                      AND a.attnum = ANY (t.tgattr::pg_catalog.int2[])))
+  UNION ALL
+  SELECT 'RULE', pg_catalog.quote_ident(w.rulename), w.ev_class::pg_catalog.regclass::text
+  FROM pg_catalog.pg_rewrite w JOIN tree ON w.ev_class = tree.relid
+  WHERE w.ev_type = '2' AND w.ev_enabled <> 'D'
+) f ORDER BY 3, 2 LIMIT 1
+"""
+"""A trigger or rule (``TRIGGER``/``RULE``, its name, its table), enabled and not the
+server's own (a foreign key's), that an UPDATE of a column (the second parameter) of a
+table (the first), or of a partition or inheritance child of it, sets off: code of the
+table's owner, run as the rewriting role and shown each row's old OID (contrib's
+``lo_manage`` unlinks the LO it names: here, another tenant's)."""
+
 _KINDS = {
     "r": "table",
     "p": "partitioned table",
@@ -118,7 +144,8 @@ def resolve(conn: psycopg.Connection, table: str, column: str, named: str) -> Re
     for what would make the rewrite fail or silently miss rows, so that the caller refuses
     before anything is written: a role that may not use the schema, read, update or lock
     it; row-level security (an UPDATE skips the rows it cannot see); a generated column;
-    a column of anything but a table or a partitioned table."""
+    a column of anything but a table or a partitioned table; a trigger or rule its UPDATE
+    would set off (``_FIRES``)."""
     try:
         # to_regclass itself refuses a schema the role may not use: in a savepoint, so
         # that the caller's transaction outlives the refusal
@@ -150,6 +177,14 @@ def resolve(conn: psycopg.Connection, table: str, column: str, named: str) -> Re
             f"{where}: row-level security applies to the role on {schema}.{name}"
             " (its UPDATE would skip the rows it cannot see); rewrite as the table's"
             " owner or a role with BYPASSRLS"
+        )
+    fires = conn.execute(_FIRES, (relid, column)).fetchone()
+    if fires is not None:
+        kind, what, on = fires
+        raise DatabaseError(
+            f"{where}: {kind.lower()} {what} on {on} fires on its UPDATE (it would run as this"
+            " role, on rows whose old OIDs are another tenant's LOs: lo_manage unlinks them);"
+            f" ALTER TABLE {on} DISABLE {kind} {what} for the restore, and enable it after"
         )
     typ = coltype.column_type(conn, relid, attnum, named, hint="")
     return RewriteColumn(relid, schema, name, column, typ.shown, typ.base, typ.array, typ.length)

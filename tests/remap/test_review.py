@@ -1,0 +1,98 @@
+"""A hostile review of ``restore --remap`` (issue 39), on a real server: what the target's
+other roles and tables can make a remapped restore do. Each test failed before its fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from pgblobdump.remap.store import SCHEMA
+from pgblobdump.servers.cluster import EmbeddedCluster
+from tests.clirun import assert_one_line_error, run
+from tests.conftest import NewDb
+from tests.losets import state
+
+FIRST = 410_000
+COUNT = 10
+
+
+def _archive(pg17: EmbeddedCluster, new_db: NewDb, path: Path) -> Path:
+    """An archive of COUNT LOs at FIRST.. (bytes ``B<g>``)."""
+    src = new_db(pg17)
+    with psycopg.connect(src, autocommit=True) as conn:
+        conn.execute(f"SELECT lo_from_bytea({FIRST} + g, convert_to('B' || g, 'UTF8'))"
+                     f" FROM generate_series(0, {COUNT - 1}) g")  # fmt: skip
+    assert run("dump", "-d", src, "-o", str(path)).exit_code == 0
+    return path
+
+
+def _target(pg17: EmbeddedCluster, new_db: NewDb) -> str:
+    """A database whose LOs (another tenant's, bytes ``A<g>``) have the archive's OIDs,
+    and a table of the archive's rows, loaded before the restore (naming the old OIDs)."""
+    db = new_db(pg17)
+    with psycopg.connect(db, autocommit=True) as conn:
+        conn.execute(f"SELECT lo_from_bytea({FIRST} + g, convert_to('A' || g, 'UTF8'))"
+                     f" FROM generate_series(0, {COUNT - 1}) g")  # fmt: skip
+        conn.execute(
+            "CREATE TABLE b_docs (id int PRIMARY KEY, lo oid);"
+            f" INSERT INTO b_docs SELECT g, {FIRST} + g FROM generate_series(0, {COUNT - 1}) g"
+        )
+    return db
+
+
+def _nothing_written(
+    db: str, before: dict[int, tuple[bytes, str, list[str] | None, str | None]]
+) -> None:
+    assert state(db) == before
+    with psycopg.connect(db) as conn:
+        schema = conn.execute("SELECT to_regnamespace(%s) IS NOT NULL", (SCHEMA,)).fetchone()
+        rows = conn.execute("SELECT lo::int8 FROM b_docs ORDER BY id").fetchall()
+    assert schema == (False,)
+    assert [r[0] for r in rows] == list(range(FIRST, FIRST + COUNT))
+
+
+@pytest.mark.parametrize("where", ["table", "partition"])
+def test_a_trigger_on_the_rewritten_table_is_refused(
+    pg17: EmbeddedCluster, new_db: NewDb, tmp_path: Path, where: str
+) -> None:
+    """A trigger that fires on the rewrite's UPDATE runs as the restoring role and sees
+    each row's old OID, which in the target is another tenant's LO: lo_manage-style, it
+    unlinks it. Was: the rewrite ran, and tenant A's LOs were gone. Now refused before
+    anything is written, naming the trigger (also one on a partition of the table)."""
+    archive = _archive(pg17, new_db, tmp_path / "b")
+    target = _target(pg17, new_db)
+    with psycopg.connect(target, autocommit=True) as conn:
+        conn.execute(
+            "CREATE FUNCTION unlink_old() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+            " IF OLD.lo IS DISTINCT FROM NEW.lo THEN PERFORM lo_unlink(OLD.lo); END IF;"
+            " RETURN NEW; END $$"
+        )
+        if where == "table":
+            conn.execute("CREATE TRIGGER manage BEFORE UPDATE ON b_docs FOR EACH ROW"
+                         " EXECUTE FUNCTION unlink_old()")  # fmt: skip
+        else:
+            conn.execute(
+                "ALTER TABLE b_docs RENAME TO b_old;"
+                " CREATE TABLE b_docs (id int, lo oid) PARTITION BY RANGE (id);"
+                " CREATE TABLE b_docs_1 PARTITION OF b_docs FOR VALUES FROM (0) TO (1000);"
+                " INSERT INTO b_docs SELECT * FROM b_old; DROP TABLE b_old;"
+                " CREATE TRIGGER manage BEFORE UPDATE ON b_docs_1 FOR EACH ROW"
+                " EXECUTE FUNCTION unlink_old()"
+            )
+    before = state(target)
+    result = run("restore", str(archive), "-d", target, "--remap", "--referenced-by", "b_docs.lo")
+    assert_one_line_error(result, 4, "trigger manage")
+    _nothing_written(target, before)
+    # as the message says: the trigger disabled for the restore, the rows rewritten
+    on = "b_docs" if where == "table" else "b_docs_1"
+    with psycopg.connect(target, autocommit=True) as conn:
+        conn.execute(f"ALTER TABLE {on} DISABLE TRIGGER manage")
+    again = run("restore", str(archive), "-d", target, "--remap", "--referenced-by", "b_docs.lo")
+    assert again.exit_code == 0, again.stderr
+    now = state(target)
+    assert {o: now[o][0] for o in before} == {o: before[o][0] for o in before}
+    with psycopg.connect(target) as conn:
+        got = conn.execute("SELECT id, lo_get(lo) FROM b_docs ORDER BY id").fetchall()
+    assert got == [(g, f"B{g}".encode()) for g in range(COUNT)]
