@@ -25,6 +25,7 @@ from pgblobdump.errors import DatabaseError
 from pgblobdump.fileio import write_atomically
 from pgblobdump.pg.arrays import oid_array
 from pgblobdump.pg.query import one, scalar
+from pgblobdump.pg.trust import check_state_schema
 
 SCHEMA = "pgblobdump_remap"
 """The target's schema of remap state."""
@@ -51,11 +52,14 @@ LOCK_KEY = 0x7067626D
 
 def ensure(conn: psycopg.Connection) -> None:
     """The schema and its tables, made once (under an advisory lock: two runs at once);
-    refused, naming its owner, when another role made it and this one may not write it."""
+    refused when a role this one does not trust could have changed it (pg/trust.py: our
+    INSERTs would run its triggers as this role), or, naming its owner, when this role
+    may not write it."""
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
         if not exists(conn):
             conn.execute(_CREATE)
+            check_state_schema(conn, SCHEMA, "--remap")  # made by another meanwhile
             return
         owner, ok = one(
             conn,
@@ -123,7 +127,10 @@ def find(conn: psycopg.Connection, run: str | None, source: str | None) -> Run |
 
 
 def exists(conn: psycopg.Connection) -> bool:
-    """Whether a remapped restore ran in this database (the schema has its tables)."""
+    """Whether a remapped restore ran in this database (the schema has its tables);
+    refused (DatabaseError) when a role this one does not trust could have changed the
+    schema (pg/trust.py), before anything in it is read."""
+    check_state_schema(conn, SCHEMA, "--remap")
     return bool(scalar(conn, "SELECT to_regclass(%s) IS NOT NULL", (f"{SCHEMA}.runs",)))
 
 

@@ -18,7 +18,6 @@ import pytest
 
 from pgblobdump.packed import DumpRequest
 from pgblobdump.packed.dump.run import dump
-from pgblobdump.remap import store
 from pgblobdump.servers.cluster import EmbeddedCluster
 from pgblobdump.storage import LocalDirectory
 from tests.clirun import assert_one_line_error, run
@@ -56,6 +55,22 @@ def _kill(proc: subprocess.Popen[str], db: str) -> None:
     with psycopg.connect(db, autocommit=True, application_name="remaptest") as conn:
         conn.execute(f"SELECT pg_terminate_backend(pid) {others}")
     _wait_for(db, f"SELECT count(*) = 0 {others}")
+
+
+def _hold(db: str, oid: int) -> psycopg.Connection:
+    """A transaction, left open, that created LO ``oid``: a run's batch that creates an
+    LO at that OID waits for it (the unique index), so the run is killed with the batches
+    before committed. Roll it back (close it) after the kill."""
+    conn = psycopg.connect(db, application_name="remaptest")
+    conn.execute("SELECT lo_create(%s::int8::oid)", (oid,))
+    return conn
+
+
+WAITING = (
+    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+    " AND datname = current_database() AND application_name <> 'remaptest'"
+)
+"""A run's batch waiting on ``_hold``'s transaction."""
 
 
 @pytest.fixture
@@ -104,23 +119,16 @@ def _check(target: str, src_los: dict, app_rows: int = 0) -> None:
 
 def test_killed_while_restoring_los(setup: tuple[str, str, Path, dict]) -> None:
     _src, target, path, los = setup
-    with psycopg.connect(target, autocommit=True) as conn:
-        store.ensure(conn)
-        # the second batch's mapping waits: the run is killed with one batch committed
-        conn.execute(
-            "CREATE FUNCTION pg_temp_slow() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
-            " IF (SELECT count(*) FROM pgblobdump_remap.map) > 1500 THEN PERFORM pg_sleep(60);"
-            " END IF; RETURN NULL; END $$;"
-            " CREATE TRIGGER slow AFTER INSERT ON pgblobdump_remap.map"
-            " FOR EACH STATEMENT EXECUTE FUNCTION pg_temp_slow()"
-        )
+    # the second batch waits (its new OIDs start at FIRST + COUNT, --remap all): the run is
+    # killed with one batch committed
+    held = _hold(target, FIRST + COUNT + 1500)
     args = ["restore", str(path), "-d", target, "--remap", "all", "--referenced-by", "docs.lo",
             "--referenced-by", "notes.ref"]  # fmt: skip
     proc = _start(*args)
-    _wait_for(target, "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep'")
+    _wait_for(target, WAITING)
     _kill(proc, target)
+    held.close()
     with psycopg.connect(target, autocommit=True) as conn:
-        conn.execute("DROP TRIGGER slow ON pgblobdump_remap.map; DROP FUNCTION pg_temp_slow()")
         made = conn.execute("SELECT count(*) FROM pgblobdump_remap.map").fetchone()
         rows = conn.execute(f"SELECT count(*) FROM docs WHERE lo >= {FIRST + COUNT}").fetchone()
     assert made is not None and 0 < made[0] < COUNT

@@ -3,6 +3,7 @@ other roles and tables can make a remapped restore do. Each test failed before i
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
@@ -96,3 +97,55 @@ def test_a_trigger_on_the_rewritten_table_is_refused(
     with psycopg.connect(target) as conn:
         got = conn.execute("SELECT id, lo_get(lo) FROM b_docs ORDER BY id").fetchall()
     assert got == [(g, f"B{g}".encode()) for g in range(COUNT)]
+
+
+@pytest.fixture
+def mallory(pg17: EmbeddedCluster) -> Iterator[str]:
+    """A role that may create schemas in the databases of the test, nothing more."""
+    with psycopg.connect(pg17.conninfo(), autocommit=True) as conn:
+        conn.execute("DROP ROLE IF EXISTS remap_mallory; CREATE ROLE remap_mallory LOGIN")
+    yield "remap_mallory"
+    with psycopg.connect(pg17.conninfo(), autocommit=True) as conn:
+        conn.execute("DROP ROLE IF EXISTS remap_mallory")
+
+
+def test_a_state_schema_another_role_made_is_refused(
+    pg17: EmbeddedCluster, mallory: str, new_db: NewDb, tmp_path: Path
+) -> None:
+    """Another role makes schema pgblobdump_remap first, its tables with a trigger calling
+    its own function: a superuser's restore --remap inserts into them and runs that
+    function as the superuser. Was: it did (the role made itself a superuser). Now
+    refused before anything is written, as sync's and migrate's state schemas are."""
+    archive = _archive(pg17, new_db, tmp_path / "b")
+    target = _target(pg17, new_db)
+    with psycopg.connect(target, autocommit=True) as conn:
+        conn.execute(f"GRANT CREATE ON DATABASE {conn.info.dbname} TO {mallory}")
+    sneaky = psycopg.conninfo.make_conninfo(target, user=mallory)
+    with psycopg.connect(sneaky, autocommit=True) as conn:
+        conn.execute(
+            f"CREATE SCHEMA {SCHEMA};"
+            f" CREATE TABLE {SCHEMA}.runs (run text PRIMARY KEY, archive text NOT NULL,"
+            "  source text NOT NULL, mode text NOT NULL, plan jsonb NOT NULL,"
+            "  phase text NOT NULL DEFAULT 'los', started timestamptz NOT NULL DEFAULT now(),"
+            "  finished timestamptz);"
+            f" CREATE TABLE {SCHEMA}.map (run text NOT NULL, old oid NOT NULL, new oid NOT NULL,"
+            "  PRIMARY KEY (run, old));"
+            f" CREATE TABLE {SCHEMA}.rewrites (run text NOT NULL, relid oid NOT NULL,"
+            "  col name NOT NULL, qualified text NOT NULL, rows int8 NOT NULL,"
+            "  dangling int8 NOT NULL, examples int8[] NOT NULL,"
+            "  done timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (run, relid, col));"
+            f" CREATE FUNCTION {SCHEMA}.promote() RETURNS trigger LANGUAGE plpgsql AS $$"
+            f" BEGIN EXECUTE 'ALTER ROLE {mallory} SUPERUSER'; RETURN NULL;"
+            " EXCEPTION WHEN OTHERS THEN RETURN NULL; END $$;"
+            f" CREATE TRIGGER promote AFTER INSERT ON {SCHEMA}.runs"
+            f" FOR EACH STATEMENT EXECUTE FUNCTION {SCHEMA}.promote()"
+        )
+    before = state(target)
+    result = run("restore", str(archive), "-d", target, "--remap", "all")
+    with psycopg.connect(target) as conn:
+        superuser = conn.execute(
+            "SELECT rolsuper FROM pg_roles WHERE rolname = %s", (mallory,)
+        ).fetchone()
+    assert superuser == (False,)
+    assert_one_line_error(result, 4, SCHEMA)
+    assert state(target) == before
