@@ -20,6 +20,7 @@ import psycopg
 from pgblobdump.errors import DatabaseError, PgBlobDumpError, UsageError
 from pgblobdump.packed.restore.request import RestoreResult
 from pgblobdump.pg.connect import connect
+from pgblobdump.pg.failure import as_error, with_more
 from pgblobdump.refs import rewrite
 from pgblobdump.remap import columns, store
 from pgblobdump.remap.plan import Assignment, Mode, Ranking, choose, claim
@@ -201,11 +202,29 @@ def conclude(
                        rewrites, resumed)  # fmt: skip
 
 
-def drop_if_empty(conninfo: str, run: str, what: str) -> None:
+def drop_if_empty(conninfo: str, run: str, what: str) -> str:
     """After a failure whose clean-up removed what the run made: forget the run, so the
-    next attempt starts afresh (its LOs and map rows went in the same transactions)."""
+    next attempt starts afresh (its LOs and map rows went in the same transactions).
+    Returns what is left when the run stays (its LOs committed, or columns rewritten:
+    a failure after the LOs), for the error to name; empty when nothing is."""
+    resume = "run the same command with --resume to finish it"
     try:
         with connect(conninfo, autocommit=True, doing=what) as conn:
-            store.drop_if_empty(conn, run)
+            if store.drop_if_empty(conn, run):
+                return ""
+            los, _ = store.counts(conn, run)
+            cols = len(store.rewritten(conn, run))
     except (PgBlobDumpError, psycopg.Error):
-        pass  # the run stays: --resume finishes it
+        return f"run {run} may be left in the target (schema {store.SCHEMA}): {resume}"
+    return (
+        f"run {run} is left in the target with {plural(los, 'LO')} at their new OIDs and"
+        f" {plural(cols, 'column')} rewritten (schema {store.SCHEMA}): {resume}"
+    )
+
+
+def failed(e: BaseException, conninfo: str, run: str, what: str) -> BaseException:
+    """What a failed run raises: ``e``, with the run it left named (``drop_if_empty``)."""
+    left = drop_if_empty(conninfo, run, what)
+    if not left:
+        return e
+    return with_more(as_error(e, what, lambda oid: f"LO {oid} exists in the target"), left)

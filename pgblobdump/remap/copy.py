@@ -131,9 +131,8 @@ def copy_remapped(
         try:
             result = common.los_then_rewrite(main, run, remapper, cols, reporter, los)
             store.finish(main, run.run)
-        except (PgBlobDumpError, psycopg.Error, KeyboardInterrupt):
-            common.drop_if_empty(dst, run.run, "copy")
-            raise
+        except (PgBlobDumpError, psycopg.Error, KeyboardInterrupt) as e:
+            raise common.failed(e, dst, run.run, "copy") from None
         with sql_errors("copy: on the source", describe(src)):
             leader.execute("COMMIT")
         result = dataclasses.replace(result, seconds=time.perf_counter() - t0)

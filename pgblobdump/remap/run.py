@@ -89,9 +89,8 @@ def restore_remapped(
                                       lambda: taken_of(conn, top.index), reporter)  # fmt: skip
         try:
             result = _restore(conninfo, conn, archive, chain, req, run, a, cols, reporter)
-        except (PgBlobDumpError, psycopg.Error, KeyboardInterrupt):
-            common.drop_if_empty(conninfo, run.run, "restore")
-            raise
+        except (PgBlobDumpError, psycopg.Error, KeyboardInterrupt) as e:
+            raise common.failed(e, conninfo, run.run, "restore") from None
         result = dataclasses.replace(result, seconds=time.perf_counter() - t0)
         return common.conclude(conn, run, a, remap, result, req.resume)
 

@@ -149,3 +149,34 @@ def test_a_state_schema_another_role_made_is_refused(
     assert superuser == (False,)
     assert_one_line_error(result, 4, SCHEMA)
     assert state(target) == before
+
+
+def test_a_failure_after_the_los_names_the_run_left(
+    pg17: EmbeddedCluster, new_db: NewDb, tmp_path: Path
+) -> None:
+    """A rewrite that fails (the new OIDs break a CHECK) leaves the run's LOs, with
+    their mapping, and the run: a remainder that --resume finishes. Was: the error named
+    only the CHECK, and nothing left behind. Now it names the run, what it left and
+    --resume; resumed (the CHECK dropped), the rows are rewritten, each LO once."""
+    archive = _archive(pg17, new_db, tmp_path / "b")
+    target = _target(pg17, new_db)
+    with psycopg.connect(target, autocommit=True) as conn:
+        conn.execute(f"ALTER TABLE b_docs ADD CONSTRAINT small CHECK (lo < {FIRST + COUNT})")
+    args = ["restore", str(archive), "-d", target, "--remap", "--referenced-by", "b_docs.lo"]
+    result = run(*args)
+    error = result.stderr.strip().splitlines()[-1]
+    assert result.exit_code == 4 and error.startswith("Error: ") and "small" in error
+    with psycopg.connect(target, autocommit=True) as conn:
+        left = conn.execute(f"SELECT run FROM {SCHEMA}.runs WHERE finished IS NULL").fetchall()
+        mapped = conn.execute(f"SELECT count(*) FROM {SCHEMA}.map").fetchone()
+        conn.execute("ALTER TABLE b_docs DROP CONSTRAINT small")
+    assert len(left) == 1 and mapped == (COUNT,)
+    assert f"run {left[0][0]} is left in the target with {COUNT} LOs" in error
+    assert "--resume" in error
+    again = run(*args, "--resume")
+    assert again.exit_code == 0, again.stderr
+    with psycopg.connect(target) as conn:
+        got = conn.execute("SELECT id, lo_get(lo) FROM b_docs ORDER BY id").fetchall()
+        n = conn.execute(f"SELECT count(*) FROM {SCHEMA}.map").fetchone()
+    assert got == [(g, f"B{g}".encode()) for g in range(COUNT)]
+    assert n == (COUNT,) and len(state(target)) == 2 * COUNT
