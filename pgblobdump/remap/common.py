@@ -18,6 +18,7 @@ from typing import Any
 import psycopg
 
 from pgblobdump.errors import DatabaseError, PgBlobDumpError, UsageError
+from pgblobdump.fileio import check_writable, refuse_input
 from pgblobdump.packed.restore.request import RestoreResult
 from pgblobdump.pg.connect import connect
 from pgblobdump.pg.failure import as_error, with_more
@@ -43,6 +44,14 @@ class RemapRequest:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "mode", Mode(self.mode))
+
+
+def check_map_out(remap: RemapRequest, *inputs: Path) -> None:
+    """``--map-out`` refused before anything is written when it lies in one of ``inputs``
+    (the archive) or cannot be written: it is written once the run is finished."""
+    if remap.map_out is not None:
+        refuse_input(remap.map_out, *inputs, option="--map-out")
+        check_writable(remap.map_out)
 
 
 @dataclass(frozen=True)

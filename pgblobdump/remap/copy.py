@@ -103,6 +103,7 @@ def copy_remapped(
     """Copy the LOs ``req`` selects from the database at ``src`` into the one at ``dst``
     at new OIDs, as ``remap`` says; see the module's docstring."""
     check(req)
+    common.check_map_out(remap)
     t0 = time.perf_counter()
     with contextlib.ExitStack() as stack:
         leader, main, sel = source.open_pair(stack, src, dst, "copy", req.selection)

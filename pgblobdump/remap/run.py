@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import psycopg
 
@@ -76,6 +77,7 @@ def restore_remapped(
             f"--remap restores a directory archive ({archive} is a stream): it reads every"
             " OID from the index before anything is written"
         )
+    common.check_map_out(remap, Path(archive), *map(Path, req.bases))
     t0 = time.perf_counter()
     chain = Chain.open(archive, req.bases)
     top = chain.top

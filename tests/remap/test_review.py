@@ -180,3 +180,21 @@ def test_a_failure_after_the_los_names_the_run_left(
         n = conn.execute(f"SELECT count(*) FROM {SCHEMA}.map").fetchone()
     assert got == [(g, f"B{g}".encode()) for g in range(COUNT)]
     assert n == (COUNT,) and len(state(target)) == 2 * COUNT
+
+
+def test_a_bad_map_out_is_refused_before_anything_is_written(
+    pg17: EmbeddedCluster, new_db: NewDb, tmp_path: Path
+) -> None:
+    """--map-out is written once the run is finished. Was: a file that cannot be written
+    (no such folder) failed the command after every LO was restored and every row
+    rewritten (run again, it restores a second copy), and one inside the archive was
+    written into it. Now both are refused before anything is written."""
+    archive = _archive(pg17, new_db, tmp_path / "b")
+    target = _target(pg17, new_db)
+    before = state(target)
+    args = ["restore", str(archive), "-d", target, "--remap", "--referenced-by", "b_docs.lo"]
+    assert_one_line_error(run(*args, "--map-out", str(tmp_path / "no" / "map.csv")), 11, "no")
+    _nothing_written(target, before)
+    assert_one_line_error(run(*args, "--map-out", str(archive / "map.csv")), 2, "the input")
+    _nothing_written(target, before)
+    assert not (archive / "map.csv").exists()
