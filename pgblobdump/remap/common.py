@@ -113,7 +113,8 @@ def prepare(
     resumed run must find the same (else refused)."""
     cols = [rewrite.resolve(conn, t, c, f"{subject.option} {t}.{c}")
             for t, c in remap.referenced_by]  # fmt: skip
-    run, a = _begin(conn, subject, remap, resume, ranks, taken, extra or {})
+    named = sorted(c.qualified for c in cols)
+    run, a = _begin(conn, subject, remap, resume, ranks, taken, extra or {}, named)
     if a.count:
         for col in cols:
             rewrite.check_fits(conn, col, a.last)
@@ -128,10 +129,11 @@ def prepare(
 
 def _begin(
     conn: psycopg.Connection, subject: Subject, remap: RemapRequest, resume: bool,
-    ranks: Ranking, taken: Callable[[], Any], extra: dict[str, Any],
+    ranks: Ranking, taken: Callable[[], Any], extra: dict[str, Any], named: list[str],
 ) -> tuple[store.Run, Assignment]:  # fmt: skip
     """The run and its new OIDs: an interrupted one's (``--resume``), or a new one's,
-    chosen and reserved (not yet entered)."""
+    chosen and reserved (not yet entered). ``named``: the columns the run rewrites, kept
+    in its plan: a resumed run rewrites the first one's, no other (else refused)."""
     earlier = store.unfinished(conn, subject.key) if store.exists(conn) else []
     if resume:
         if not earlier:
@@ -143,6 +145,12 @@ def _begin(
         if run.mode != remap.mode.value:
             raise UsageError(
                 f"the interrupted run {run.run} was --remap {run.mode}; resume it with that"
+            )
+        then = run.plan.get("columns", named)
+        if then != named:
+            raise UsageError(
+                f"the interrupted run {run.run} rewrites {', '.join(then) or 'no column'};"
+                f" resume it with the same {subject.option} (given: {', '.join(named) or 'none'})"
             )
         for k, now in extra.items():
             if run.plan.get(k) != now:
@@ -161,7 +169,8 @@ def _begin(
     a = choose(conn, remap.mode, ranks, taken() if remap.mode is Mode.TAKEN else None,
                remap.oid_range)  # fmt: skip
     name = time.strftime("%Y%m%dT%H%M%S") + "-" + secrets.token_hex(3)
-    run = store.Run(name, subject.label, subject.key, remap.mode.value, a.to_plan() | extra)
+    plan = a.to_plan() | extra | {"columns": named}
+    run = store.Run(name, subject.label, subject.key, remap.mode.value, plan)
     return run, a
 
 

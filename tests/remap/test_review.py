@@ -198,3 +198,36 @@ def test_a_bad_map_out_is_refused_before_anything_is_written(
     assert_one_line_error(run(*args, "--map-out", str(archive / "map.csv")), 2, "the input")
     _nothing_written(target, before)
     assert not (archive / "map.csv").exists()
+
+
+def test_a_resume_naming_other_columns_is_refused(
+    pg17: EmbeddedCluster, new_db: NewDb, tmp_path: Path
+) -> None:
+    """The columns a run rewrites are chosen when it starts. Was: --resume rewrote the
+    columns it was given, not the first run's: another column's rows rewritten that the
+    first run never meant to touch, or one of the first run's left out and the run
+    finished. Now a resume naming other columns is refused, nothing written."""
+    archive = _archive(pg17, new_db, tmp_path / "b")
+    target = _target(pg17, new_db)
+    with psycopg.connect(target, autocommit=True) as conn:
+        conn.execute(f"ALTER TABLE b_docs ADD CONSTRAINT small CHECK (lo < {FIRST + COUNT})")
+        conn.execute("CREATE TABLE c_docs AS SELECT * FROM b_docs")
+    args = ["restore", str(archive), "-d", target, "--remap"]
+    assert run(*args, "--referenced-by", "b_docs.lo").exit_code == 4  # the run is left
+    with psycopg.connect(target, autocommit=True) as conn:
+        conn.execute("ALTER TABLE b_docs DROP CONSTRAINT small")
+    before = state(target)
+    for cols in (["b_docs.lo", "c_docs.lo"], [], ["c_docs.lo"]):
+        named = [a for c in cols for a in ("--referenced-by", c)]
+        assert_one_line_error(run(*args, *named, "--resume"), 2, "public.b_docs.lo")
+    assert state(target) == before
+    with psycopg.connect(target) as conn:
+        rows = conn.execute("SELECT lo::int8 FROM b_docs UNION ALL SELECT lo::int8 FROM c_docs")
+        assert sorted(r[0] for r in rows) == sorted(list(range(FIRST, FIRST + COUNT)) * 2)
+    again = run(*args, "--referenced-by", "b_docs.lo", "--resume")
+    assert again.exit_code == 0, again.stderr
+    with psycopg.connect(target) as conn:
+        got = conn.execute("SELECT id, lo_get(lo) FROM b_docs ORDER BY id").fetchall()
+        theirs = conn.execute("SELECT id, lo_get(lo) FROM c_docs ORDER BY id").fetchall()
+    assert got == [(g, f"B{g}".encode()) for g in range(COUNT)]
+    assert theirs == [(g, f"A{g}".encode()) for g in range(COUNT)]
