@@ -38,7 +38,8 @@ class RewriteColumn:
     """A column whose references are to be rewritten: ``shown`` its type as ``\\d`` shows
     it, ``base`` the built-in type its values are (``oid``, ``int2``, ``int4``, ``int8``,
     ``numeric``, ``text``, ``varchar``, ``bpchar``), ``array`` an array of it (or of a
-    domain over it); ``length`` the ``n`` of a ``varchar(n)``/``char(n)`` base."""
+    domain over it); ``length`` the ``n`` of a ``varchar(n)``/``char(n)`` base;
+    ``digits`` the ``p - s`` of a ``numeric(p, s)`` one."""
 
     relid: int
     schema: str
@@ -48,6 +49,7 @@ class RewriteColumn:
     base: str
     array: bool
     length: int | None = None
+    digits: int | None = None
 
     @property
     def qualified(self) -> str:
@@ -187,7 +189,8 @@ def resolve(conn: psycopg.Connection, table: str, column: str, named: str) -> Re
             f" ALTER TABLE {on} DISABLE {kind} {what} for the restore, and enable it after"
         )
     typ = coltype.column_type(conn, relid, attnum, named, hint="")
-    return RewriteColumn(relid, schema, name, column, typ.shown, typ.base, typ.array, typ.length)
+    return RewriteColumn(relid, schema, name, column, typ.shown, typ.base, typ.array, typ.length,
+                         typ.digits)  # fmt: skip
 
 
 def _first(e: psycopg.Error) -> str:
@@ -207,13 +210,19 @@ def lock(conn: psycopg.Connection, col: RewriteColumn) -> None:
 def check_fits(conn: psycopg.Connection, col: RewriteColumn, highest_new: int) -> None:
     """Refuse (UsageError, before anything is written) a column the new OIDs, up to
     ``highest_new``, cannot be written into: an ``int2`` one when ``highest_new`` is over
-    32767; a ``varchar(n)``/``char(n)`` one when a rewritten value could be longer than
+    32767; a ``numeric(p, s)`` one when it has more digits than ``p - s``; a
+    ``varchar(n)``/``char(n)`` one when a rewritten value could be longer than
     ``n`` (the new OID's digits, eleven for a negative int4-style value, and the longest
     suffix a file-name value keeps: one scan of the column)."""
     if col.base == "int2" and highest_new > 32767:
         raise UsageError(
             f"cannot rewrite {col.qualified} ({col.shown}): new OIDs up to {highest_new}"
             " do not fit in a smallint"
+        )
+    if col.digits is not None and len(str(highest_new)) > col.digits:
+        raise UsageError(
+            f"cannot rewrite {col.qualified} ({col.shown}): new OIDs up to {highest_new}"
+            f" do not fit in its {col.digits} digits before the point"
         )
     if col.length is None:
         return

@@ -231,3 +231,26 @@ def test_a_resume_naming_other_columns_is_refused(
         theirs = conn.execute("SELECT id, lo_get(lo) FROM c_docs ORDER BY id").fetchall()
     assert got == [(g, f"B{g}".encode()) for g in range(COUNT)]
     assert theirs == [(g, f"A{g}".encode()) for g in range(COUNT)]
+
+
+def test_a_numeric_column_too_narrow_is_refused_first(
+    pg17: EmbeddedCluster, new_db: NewDb, tmp_path: Path
+) -> None:
+    """A numeric(p, s) column holds numbers of at most p - s digits. Was: the new OIDs'
+    overflow met only in the UPDATE, after every LO was written. Now refused before
+    anything is written, as a smallint or a short varchar is."""
+    archive = _archive(pg17, new_db, tmp_path / "b")
+    target = _target(pg17, new_db)
+    with psycopg.connect(target, autocommit=True) as conn:
+        conn.execute("ALTER TABLE b_docs ALTER lo TYPE numeric(8, 2) USING lo::text::numeric")
+    before = state(target)
+    result = run("restore", str(archive), "-d", target, "--remap", "--oid-range",
+                 "1000000-1000099", "--referenced-by", "b_docs.lo")  # fmt: skip
+    assert_one_line_error(result, 2, "numeric(8,2)")
+    assert state(target) == before
+    with psycopg.connect(target) as conn:
+        schema = conn.execute("SELECT to_regnamespace(%s) IS NOT NULL", (SCHEMA,)).fetchone()
+    assert schema == (False,)
+    # six digits fit: the default block, just above the target's LOs
+    result = run("restore", str(archive), "-d", target, "--remap", "--referenced-by", "b_docs.lo")
+    assert result.exit_code == 0, result.stderr
