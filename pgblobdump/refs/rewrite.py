@@ -100,27 +100,35 @@ filters what it sees of the table."""
 
 _FIRES = """
 WITH RECURSIVE tree(relid) AS (
-    SELECT %s::pg_catalog.oid
+    SELECT %(relid)s::pg_catalog.oid
   UNION
     SELECT i.inhrelid FROM pg_catalog.pg_inherits i JOIN tree ON i.inhparent = tree.relid
+), moves AS (
+  SELECT EXISTS (SELECT FROM pg_catalog.pg_partitioned_table p
+                 JOIN tree ON p.partrelid = tree.relid
+                 JOIN pg_catalog.pg_attribute a
+                   ON a.attrelid = p.partrelid AND a.attname = %(column)s
+                 WHERE a.attnum = ANY (p.partattrs::pg_catalog.int2[])) AS key
 )
 SELECT * FROM (
   SELECT 'TRIGGER', pg_catalog.quote_ident(t.tgname), t.tgrelid::pg_catalog.regclass::text
-  FROM pg_catalog.pg_trigger t JOIN tree ON t.tgrelid = tree.relid
-  WHERE NOT t.tgisinternal AND t.tgenabled <> 'D' AND (t.tgtype & 16) <> 0
-    AND (pg_catalog.cardinality(t.tgattr::pg_catalog.int2[]) = 0
-         OR EXISTS (SELECT FROM pg_catalog.pg_attribute a
-                    WHERE a.attrelid = t.tgrelid AND a.attname = %s
-                      AND a.attnum = ANY (t.tgattr::pg_catalog.int2[])))
+  FROM pg_catalog.pg_trigger t JOIN tree ON t.tgrelid = tree.relid, moves
+  WHERE NOT t.tgisinternal AND t.tgenabled <> 'D'
+    AND ((t.tgtype & 16) <> 0 AND (pg_catalog.cardinality(t.tgattr::pg_catalog.int2[]) = 0
+           OR EXISTS (SELECT FROM pg_catalog.pg_attribute a
+                      WHERE a.attrelid = t.tgrelid AND a.attname = %(column)s
+                        AND a.attnum = ANY (t.tgattr::pg_catalog.int2[])))
+         OR (t.tgtype & 12) <> 0 AND moves.key)
   UNION ALL
   SELECT 'RULE', pg_catalog.quote_ident(w.rulename), w.ev_class::pg_catalog.regclass::text
-  FROM pg_catalog.pg_rewrite w JOIN tree ON w.ev_class = tree.relid
-  WHERE w.ev_type = '2' AND w.ev_enabled <> 'D'
+  FROM pg_catalog.pg_rewrite w JOIN tree ON w.ev_class = tree.relid, moves
+  WHERE w.ev_enabled <> 'D' AND (w.ev_type = '2' OR w.ev_type IN ('3', '4') AND moves.key)
 ) f ORDER BY 3, 2 LIMIT 1
 """
 """A trigger or rule (``TRIGGER``/``RULE``, its name, its table), enabled and not the
-server's own (a foreign key's), that an UPDATE of a column (the second parameter) of a
-table (the first), or of a partition or inheritance child of it, sets off: code of the
+server's own (a foreign key's), that an UPDATE of ``column`` of table ``relid``, or of
+a partition or inheritance child of it, sets off (and, when the column is in a partition
+key, a DELETE or INSERT one: the UPDATE moves rows between partitions): code of the
 table's owner, run as the rewriting role and shown each row's old OID (contrib's
 ``lo_manage`` unlinks the LO it names: here, another tenant's)."""
 
@@ -180,7 +188,7 @@ def resolve(conn: psycopg.Connection, table: str, column: str, named: str) -> Re
             " (its UPDATE would skip the rows it cannot see); rewrite as the table's"
             " owner or a role with BYPASSRLS"
         )
-    fires = conn.execute(_FIRES, (relid, column)).fetchone()
+    fires = conn.execute(_FIRES, {"relid": relid, "column": column}).fetchone()
     if fires is not None:
         kind, what, on = fires
         raise DatabaseError(

@@ -54,7 +54,7 @@ def _nothing_written(
     assert [r[0] for r in rows] == list(range(FIRST, FIRST + COUNT))
 
 
-@pytest.mark.parametrize("where", ["table", "partition"])
+@pytest.mark.parametrize("where", ["table", "partition", "moved"])
 def test_a_trigger_on_the_rewritten_table_is_refused(
     pg17: EmbeddedCluster, new_db: NewDb, tmp_path: Path, where: str
 ) -> None:
@@ -67,10 +67,23 @@ def test_a_trigger_on_the_rewritten_table_is_refused(
     with psycopg.connect(target, autocommit=True) as conn:
         conn.execute(
             "CREATE FUNCTION unlink_old() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+            " IF TG_OP = 'DELETE' THEN PERFORM lo_unlink(OLD.lo); RETURN OLD; END IF;"
             " IF OLD.lo IS DISTINCT FROM NEW.lo THEN PERFORM lo_unlink(OLD.lo); END IF;"
             " RETURN NEW; END $$"
         )
-        if where == "table":
+        if where == "moved":  # partitioned by the column: the rewrite moves each row
+            conn.execute(  # from b_docs_1 to b_docs_2, firing b_docs_1's DELETE triggers
+                "ALTER TABLE b_docs RENAME TO b_old;"
+                " CREATE TABLE b_docs (id int, lo oid) PARTITION BY RANGE (lo);"
+                " CREATE TABLE b_docs_1 PARTITION OF b_docs"
+                f" FOR VALUES FROM (0) TO ({FIRST + COUNT});"
+                " CREATE TABLE b_docs_2 PARTITION OF b_docs"
+                f" FOR VALUES FROM ({FIRST + COUNT}) TO (MAXVALUE);"
+                " INSERT INTO b_docs SELECT * FROM b_old; DROP TABLE b_old;"
+                " CREATE TRIGGER manage BEFORE DELETE ON b_docs_1 FOR EACH ROW"
+                " EXECUTE FUNCTION unlink_old()"
+            )
+        elif where == "table":
             conn.execute("CREATE TRIGGER manage BEFORE UPDATE ON b_docs FOR EACH ROW"
                          " EXECUTE FUNCTION unlink_old()")  # fmt: skip
         else:
