@@ -142,6 +142,8 @@ def _begin(
                 " (run it without --resume)"
             )
         run = earlier[-1]
+        if not store.hold(conn, run.run):
+            raise _going(subject, run.run)
         if run.mode != remap.mode.value:
             raise UsageError(
                 f"the interrupted run {run.run} was --remap {run.mode}; resume it with that"
@@ -161,6 +163,8 @@ def _begin(
                 )
         return run, Assignment.from_plan(run.mode, run.plan)
     if earlier:
+        if store.in_progress(conn, earlier[-1].run):
+            raise _going(subject, earlier[-1].run)
         left, _ = store.counts(conn, earlier[-1].run)
         raise DatabaseError(
             f"an interrupted {subject.named} into this database (run"
@@ -171,7 +175,15 @@ def _begin(
     name = time.strftime("%Y%m%dT%H%M%S") + "-" + secrets.token_hex(3)
     plan = a.to_plan() | extra | {"columns": named}
     run = store.Run(name, subject.label, subject.key, remap.mode.value, plan)
+    store.hold(conn, run.run)
     return run, a
+
+
+def _going(subject: Subject, run: str) -> DatabaseError:
+    return DatabaseError(
+        f"a {subject.named} into this database is in progress (run {run}): let it finish"
+        " (or stop it) first"
+    )
 
 
 def _note_plan(reporter: Reporter, a: Assignment, total: int, whose: str) -> None:

@@ -48,6 +48,27 @@ CREATE TABLE IF NOT EXISTS {SCHEMA}.rewrites (
 
 LOCK_KEY = 0x7067626D
 """The advisory lock under which the schema is created (jobs of one run race for it)."""
+RUN_TAG = 0x7067626E
+"""First key of the session-level advisory lock a run's connection holds on the run
+(the second: the hash of its name) while the run goes: a run in ``runs`` whose lock no
+session holds was interrupted."""
+
+
+def hold(conn: psycopg.Connection, run: str) -> bool:
+    """Take run ``run``'s lock for this session (until it ends); False when another
+    session holds it: the run is in progress there."""
+    query = "SELECT pg_catalog.pg_try_advisory_lock(%s, pg_catalog.hashtext(%s))"
+    return bool(scalar(conn, query, (RUN_TAG, run)))
+
+
+def in_progress(conn: psycopg.Connection, run: str) -> bool:
+    """Whether another session holds run ``run``'s lock (the run is going there)."""
+    if not hold(conn, run):
+        return True
+    conn.execute(
+        "SELECT pg_catalog.pg_advisory_unlock(%s, pg_catalog.hashtext(%s))", (RUN_TAG, run)
+    )
+    return False
 
 
 def ensure(conn: psycopg.Connection) -> None:

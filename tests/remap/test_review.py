@@ -14,6 +14,7 @@ from pgblobdump.servers.cluster import EmbeddedCluster
 from tests.clirun import assert_one_line_error, run
 from tests.conftest import NewDb
 from tests.losets import state
+from tests.remap.test_remap_resume import WAITING, _hold, _kill, _start, _wait_for
 
 FIRST = 410_000
 COUNT = 10
@@ -267,3 +268,27 @@ def test_a_numeric_column_too_narrow_is_refused_first(
     # six digits fit: the default block, just above the target's LOs
     result = run("restore", str(archive), "-d", target, "--remap", "--referenced-by", "b_docs.lo")
     assert result.exit_code == 0, result.stderr
+
+
+def test_a_run_in_progress_is_not_taken_for_an_interrupted_one(
+    pg17: EmbeddedCluster, new_db: NewDb, tmp_path: Path
+) -> None:
+    """A run still going is unfinished in ``runs`` as a killed one is. Was: a second run
+    of the archive was told to add --resume, and the resume wrote the same run beside the
+    live one (nothing reserved: no OID taken, none new). Now both are refused, naming
+    the run in progress."""
+    archive = _archive(pg17, new_db, tmp_path / "b")
+    target = new_db(pg17)
+    held = _hold(target, FIRST + 5)  # the run's one batch waits
+    args = ["restore", str(archive), "-d", target, "--remap"]
+    proc = _start(*args)
+    try:
+        _wait_for(target, WAITING)
+        assert_one_line_error(run(*args), 4, "in progress")
+        assert_one_line_error(run(*args, "--resume"), 4, "in progress")
+    finally:
+        _kill(proc, target)
+        held.close()
+    result = run(*args, "--resume")  # killed: now it is an interrupted run
+    assert result.exit_code == 0, result.stderr
+    assert sorted(state(target)) == list(range(FIRST, FIRST + COUNT))
