@@ -10,9 +10,9 @@ from pathlib import Path
 from pgblobdump.errors import UsageError, from_os_error
 
 
-def refuse_input(output: Path, *inputs: Path) -> None:
+def refuse_input(output: Path, *inputs: Path, option: str = "-o") -> None:
     """UsageError when ``output`` is one of ``inputs`` or lies inside one (a directory):
-    writing there would destroy what is being read."""
+    writing there would destroy what is being read. ``option`` names ``output``."""
     try:
         out = output.resolve()
     except OSError:
@@ -21,7 +21,29 @@ def refuse_input(output: Path, *inputs: Path) -> None:
         src = given.resolve()
         same = out.exists() and src.exists() and os.path.samefile(out, src)
         if same or src in out.parents:
-            raise UsageError(f"-o {output} would overwrite the input {given}; choose another file")
+            raise UsageError(
+                f"{option} {output} would overwrite the input {given}; choose another file"
+            )
+
+
+def check_writable(output: Path) -> None:
+    """Before the work whose result ``write_atomically`` writes to ``output`` at its end:
+    FileError when it could not (no such folder, one not writable, ``output`` a folder),
+    proved by making and removing a file beside it."""
+    if output.is_symlink():
+        output = output.resolve()
+    if output.exists() and not output.is_file():
+        if output.is_dir():
+            raise from_os_error(IsADirectoryError(21, "Is a directory", str(output)), "write")
+        return  # a device or FIFO, written in place
+    probe = output.with_name(f".{output.name}.{os.getpid()}.probe")
+    try:
+        with probe.open("xb"):
+            pass
+        probe.unlink()
+    except OSError as e:
+        e.filename = str(output)
+        raise from_os_error(e, "write") from e
 
 
 def write_atomically(output: Path, pieces: Iterable[bytes | memoryview]) -> None:

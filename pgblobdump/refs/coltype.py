@@ -82,6 +82,15 @@ class ColumnType:
             return self.typmod - 4
         return None
 
+    @property
+    def digits(self) -> int | None:
+        """The most digits before the point a ``numeric(p, s)`` base holds (``p - s``),
+        else None."""
+        if self.base == "numeric" and self.typmod >= 4:
+            mod = self.typmod - 4
+            return ((mod >> 16) & 0xFFFF) - (mod & 0xFFFF)
+        return None
+
 
 def find(conn: psycopg.Connection, table: str, column: str, named: str) -> tuple[int, int]:
     """``(relid, attnum)`` of ``column`` of ``table`` (``[schema.]table`` as a user writes

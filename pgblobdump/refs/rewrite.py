@@ -38,7 +38,8 @@ class RewriteColumn:
     """A column whose references are to be rewritten: ``shown`` its type as ``\\d`` shows
     it, ``base`` the built-in type its values are (``oid``, ``int2``, ``int4``, ``int8``,
     ``numeric``, ``text``, ``varchar``, ``bpchar``), ``array`` an array of it (or of a
-    domain over it); ``length`` the ``n`` of a ``varchar(n)``/``char(n)`` base."""
+    domain over it); ``length`` the ``n`` of a ``varchar(n)``/``char(n)`` base;
+    ``digits`` the ``p - s`` of a ``numeric(p, s)`` one."""
 
     relid: int
     schema: str
@@ -48,6 +49,7 @@ class RewriteColumn:
     base: str
     array: bool
     length: int | None = None
+    digits: int | None = None
 
     @property
     def qualified(self) -> str:
@@ -96,6 +98,40 @@ and update the column, LOCK the table IN SHARE ROW EXCLUSIVE MODE (as the server
 its owner, or UPDATE, DELETE or TRUNCATE on the table); whether row-level security
 filters what it sees of the table."""
 
+_FIRES = """
+WITH RECURSIVE tree(relid) AS (
+    SELECT %(relid)s::pg_catalog.oid
+  UNION
+    SELECT i.inhrelid FROM pg_catalog.pg_inherits i JOIN tree ON i.inhparent = tree.relid
+), moves AS (
+  SELECT EXISTS (SELECT FROM pg_catalog.pg_partitioned_table p
+                 JOIN tree ON p.partrelid = tree.relid
+                 JOIN pg_catalog.pg_attribute a
+                   ON a.attrelid = p.partrelid AND a.attname = %(column)s
+                 WHERE a.attnum = ANY (p.partattrs::pg_catalog.int2[])) AS key
+)
+SELECT * FROM (
+  SELECT 'TRIGGER', pg_catalog.quote_ident(t.tgname), t.tgrelid::pg_catalog.regclass::text
+  FROM pg_catalog.pg_trigger t JOIN tree ON t.tgrelid = tree.relid, moves
+  WHERE NOT t.tgisinternal AND t.tgenabled <> 'D'
+    AND ((t.tgtype & 16) <> 0 AND (pg_catalog.cardinality(t.tgattr::pg_catalog.int2[]) = 0
+           OR EXISTS (SELECT FROM pg_catalog.pg_attribute a
+                      WHERE a.attrelid = t.tgrelid AND a.attname = %(column)s
+                        AND a.attnum = ANY (t.tgattr::pg_catalog.int2[])))
+         OR (t.tgtype & 12) <> 0 AND moves.key)
+  UNION ALL
+  SELECT 'RULE', pg_catalog.quote_ident(w.rulename), w.ev_class::pg_catalog.regclass::text
+  FROM pg_catalog.pg_rewrite w JOIN tree ON w.ev_class = tree.relid, moves
+  WHERE w.ev_enabled <> 'D' AND (w.ev_type = '2' OR w.ev_type IN ('3', '4') AND moves.key)
+) f ORDER BY 3, 2 LIMIT 1
+"""
+"""A trigger or rule (``TRIGGER``/``RULE``, its name, its table), enabled and not the
+server's own (a foreign key's), that an UPDATE of ``column`` of table ``relid``, or of
+a partition or inheritance child of it, sets off (and, when the column is in a partition
+key, a DELETE or INSERT one: the UPDATE moves rows between partitions): code of the
+table's owner, run as the rewriting role and shown each row's old OID (contrib's
+``lo_manage`` unlinks the LO it names: here, another tenant's)."""
+
 _KINDS = {
     "r": "table",
     "p": "partitioned table",
@@ -118,7 +154,8 @@ def resolve(conn: psycopg.Connection, table: str, column: str, named: str) -> Re
     for what would make the rewrite fail or silently miss rows, so that the caller refuses
     before anything is written: a role that may not use the schema, read, update or lock
     it; row-level security (an UPDATE skips the rows it cannot see); a generated column;
-    a column of anything but a table or a partitioned table."""
+    a column of anything but a table or a partitioned table; a trigger or rule its UPDATE
+    would set off (``_FIRES``)."""
     try:
         # to_regclass itself refuses a schema the role may not use: in a savepoint, so
         # that the caller's transaction outlives the refusal
@@ -151,8 +188,17 @@ def resolve(conn: psycopg.Connection, table: str, column: str, named: str) -> Re
             " (its UPDATE would skip the rows it cannot see); rewrite as the table's"
             " owner or a role with BYPASSRLS"
         )
+    fires = conn.execute(_FIRES, {"relid": relid, "column": column}).fetchone()
+    if fires is not None:
+        kind, what, on = fires
+        raise DatabaseError(
+            f"{where}: {kind.lower()} {what} on {on} fires on its UPDATE (it would run as this"
+            " role, on rows whose old OIDs are another tenant's LOs: lo_manage unlinks them);"
+            f" ALTER TABLE {on} DISABLE {kind} {what} for the restore, and enable it after"
+        )
     typ = coltype.column_type(conn, relid, attnum, named, hint="")
-    return RewriteColumn(relid, schema, name, column, typ.shown, typ.base, typ.array, typ.length)
+    return RewriteColumn(relid, schema, name, column, typ.shown, typ.base, typ.array, typ.length,
+                         typ.digits)  # fmt: skip
 
 
 def _first(e: psycopg.Error) -> str:
@@ -172,13 +218,19 @@ def lock(conn: psycopg.Connection, col: RewriteColumn) -> None:
 def check_fits(conn: psycopg.Connection, col: RewriteColumn, highest_new: int) -> None:
     """Refuse (UsageError, before anything is written) a column the new OIDs, up to
     ``highest_new``, cannot be written into: an ``int2`` one when ``highest_new`` is over
-    32767; a ``varchar(n)``/``char(n)`` one when a rewritten value could be longer than
+    32767; a ``numeric(p, s)`` one when it has more digits than ``p - s``; a
+    ``varchar(n)``/``char(n)`` one when a rewritten value could be longer than
     ``n`` (the new OID's digits, eleven for a negative int4-style value, and the longest
     suffix a file-name value keeps: one scan of the column)."""
     if col.base == "int2" and highest_new > 32767:
         raise UsageError(
             f"cannot rewrite {col.qualified} ({col.shown}): new OIDs up to {highest_new}"
             " do not fit in a smallint"
+        )
+    if col.digits is not None and len(str(highest_new)) > col.digits:
+        raise UsageError(
+            f"cannot rewrite {col.qualified} ({col.shown}): new OIDs up to {highest_new}"
+            f" do not fit in its {col.digits} digits before the point"
         )
     if col.length is None:
         return

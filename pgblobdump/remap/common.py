@@ -18,8 +18,10 @@ from typing import Any
 import psycopg
 
 from pgblobdump.errors import DatabaseError, PgBlobDumpError, UsageError
+from pgblobdump.fileio import check_writable, refuse_input
 from pgblobdump.packed.restore.request import OnConflict, RestoreResult
 from pgblobdump.pg.connect import connect
+from pgblobdump.pg.failure import as_error, with_more
 from pgblobdump.refs import rewrite
 from pgblobdump.remap import columns, store
 from pgblobdump.remap.plan import Assignment, Mode, Ranking, choose, claim
@@ -58,6 +60,14 @@ def refuse_companions(part: object, on_conflict: OnConflict, whole: str, verb: s
             "--remap gives the LOs whose OID is taken new OIDs; --on-conflict skip would keep"
             " the target's instead: give one of them"
         )
+
+
+def check_map_out(remap: RemapRequest, *inputs: Path) -> None:
+    """``--map-out`` refused before anything is written when it lies in one of ``inputs``
+    (the archive) or cannot be written: it is written once the run is finished."""
+    if remap.map_out is not None:
+        refuse_input(remap.map_out, *inputs, option="--map-out")
+        check_writable(remap.map_out)
 
 
 @dataclass(frozen=True)
@@ -119,7 +129,8 @@ def prepare(
     resumed run must find the same (else refused)."""
     cols = [rewrite.resolve(conn, t, c, f"{subject.option} {t}.{c}")
             for t, c in remap.referenced_by]  # fmt: skip
-    run, a = _begin(conn, subject, remap, resume, ranks, taken, extra or {})
+    named = sorted(c.qualified for c in cols)
+    run, a = _begin(conn, subject, remap, resume, ranks, taken, extra or {}, named)
     if a.count:
         for col in cols:
             rewrite.check_fits(conn, col, a.last)
@@ -134,10 +145,11 @@ def prepare(
 
 def _begin(
     conn: psycopg.Connection, subject: Subject, remap: RemapRequest, resume: bool,
-    ranks: Ranking, taken: Callable[[], Any], extra: dict[str, Any],
+    ranks: Ranking, taken: Callable[[], Any], extra: dict[str, Any], named: list[str],
 ) -> tuple[store.Run, Assignment]:  # fmt: skip
     """The run and its new OIDs: an interrupted one's (``--resume``), or a new one's,
-    chosen and reserved (not yet entered)."""
+    chosen and reserved (not yet entered). ``named``: the columns the run rewrites, kept
+    in its plan: a resumed run rewrites the first one's, no other (else refused)."""
     earlier = store.unfinished(conn, subject.key) if store.exists(conn) else []
     if resume:
         if not earlier:
@@ -146,9 +158,17 @@ def _begin(
                 " (run it without --resume)"
             )
         run = earlier[-1]
+        if not store.hold(conn, run.run):
+            raise _going(subject, run.run)
         if run.mode != remap.mode.value:
             raise UsageError(
                 f"the interrupted run {run.run} was --remap {run.mode}; resume it with that"
+            )
+        then = run.plan.get("columns", named)
+        if then != named:
+            raise UsageError(
+                f"the interrupted run {run.run} rewrites {', '.join(then) or 'no column'};"
+                f" resume it with the same {subject.option} (given: {', '.join(named) or 'none'})"
             )
         for k, now in extra.items():
             if run.plan.get(k) != now:
@@ -159,6 +179,8 @@ def _begin(
                 )
         return run, Assignment.from_plan(run.mode, run.plan)
     if earlier:
+        if store.in_progress(conn, earlier[-1].run):
+            raise _going(subject, earlier[-1].run)
         left, _ = store.counts(conn, earlier[-1].run)
         raise DatabaseError(
             f"an interrupted {subject.named} into this database (run"
@@ -167,8 +189,17 @@ def _begin(
     a = choose(conn, remap.mode, ranks, taken() if remap.mode is Mode.TAKEN else None,
                remap.oid_range)  # fmt: skip
     name = time.strftime("%Y%m%dT%H%M%S") + "-" + secrets.token_hex(3)
-    run = store.Run(name, subject.label, subject.key, remap.mode.value, a.to_plan() | extra)
+    plan = a.to_plan() | extra | {"columns": named}
+    run = store.Run(name, subject.label, subject.key, remap.mode.value, plan)
+    store.hold(conn, run.run)
     return run, a
+
+
+def _going(subject: Subject, run: str) -> DatabaseError:
+    return DatabaseError(
+        f"a {subject.named} into this database is in progress (run {run}): let it finish"
+        " (or stop it) first"
+    )
 
 
 def _note_plan(reporter: Reporter, a: Assignment, total: int, whose: str) -> None:
@@ -217,11 +248,29 @@ def conclude(
                        rewrites, resumed)  # fmt: skip
 
 
-def drop_if_empty(conninfo: str, run: str, what: str) -> None:
+def drop_if_empty(conninfo: str, run: str, what: str) -> str:
     """After a failure whose clean-up removed what the run made: forget the run, so the
-    next attempt starts afresh (its LOs and map rows went in the same transactions)."""
+    next attempt starts afresh (its LOs and map rows went in the same transactions).
+    Returns what is left when the run stays (its LOs committed, or columns rewritten:
+    a failure after the LOs), for the error to name; empty when nothing is."""
+    resume = "run the same command with --resume to finish it"
     try:
         with connect(conninfo, autocommit=True, doing=what) as conn:
-            store.drop_if_empty(conn, run)
+            if store.drop_if_empty(conn, run):
+                return ""
+            los, _ = store.counts(conn, run)
+            cols = len(store.rewritten(conn, run))
     except (PgBlobDumpError, psycopg.Error):
-        pass  # the run stays: --resume finishes it
+        return f"run {run} may be left in the target (schema {store.SCHEMA}): {resume}"
+    return (
+        f"run {run} is left in the target with {plural(los, 'LO')} at their new OIDs and"
+        f" {plural(cols, 'column')} rewritten (schema {store.SCHEMA}): {resume}"
+    )
+
+
+def failed(e: BaseException, conninfo: str, run: str, what: str) -> BaseException:
+    """What a failed run raises: ``e``, with the run it left named (``drop_if_empty``)."""
+    left = drop_if_empty(conninfo, run, what)
+    if not left:
+        return e
+    return with_more(as_error(e, what, lambda oid: f"LO {oid} exists in the target"), left)

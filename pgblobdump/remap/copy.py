@@ -94,6 +94,7 @@ def copy_remapped(
     """Copy the LOs ``req`` selects from the database at ``src`` into the one at ``dst``
     at new OIDs, as ``remap`` says; see the module's docstring."""
     check(req)
+    common.check_map_out(remap)
     t0 = time.perf_counter()
     with contextlib.ExitStack() as stack:
         leader, main, sel = source.open_pair(stack, src, dst, "copy", req.selection)
@@ -122,9 +123,8 @@ def copy_remapped(
         try:
             result = common.los_then_rewrite(main, run, remapper, cols, reporter, los)
             store.finish(main, run.run)
-        except (PgBlobDumpError, psycopg.Error, KeyboardInterrupt):
-            common.drop_if_empty(dst, run.run, "copy")
-            raise
+        except (PgBlobDumpError, psycopg.Error, KeyboardInterrupt) as e:
+            raise common.failed(e, dst, run.run, "copy") from None
         with sql_errors("copy: on the source", describe(src)):
             leader.execute("COMMIT")
         result = dataclasses.replace(result, seconds=time.perf_counter() - t0)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import psycopg
 
@@ -67,6 +68,7 @@ def restore_remapped(
             f"--remap restores a directory archive ({archive} is a stream): it reads every"
             " OID from the index before anything is written"
         )
+    common.check_map_out(remap, Path(archive), *map(Path, req.bases))
     t0 = time.perf_counter()
     chain = Chain.open(archive, req.bases)
     top = chain.top
@@ -80,9 +82,8 @@ def restore_remapped(
                                       lambda: taken_of(conn, top.index), reporter)  # fmt: skip
         try:
             result = _restore(conninfo, conn, archive, chain, req, run, a, cols, reporter)
-        except (PgBlobDumpError, psycopg.Error, KeyboardInterrupt):
-            common.drop_if_empty(conninfo, run.run, "restore")
-            raise
+        except (PgBlobDumpError, psycopg.Error, KeyboardInterrupt) as e:
+            raise common.failed(e, conninfo, run.run, "restore") from None
         result = dataclasses.replace(result, seconds=time.perf_counter() - t0)
         return common.conclude(conn, run, a, remap, result, req.resume)
 

@@ -25,6 +25,7 @@ from pgblobdump.errors import DatabaseError
 from pgblobdump.fileio import write_atomically
 from pgblobdump.pg.arrays import oid_array
 from pgblobdump.pg.query import one, scalar
+from pgblobdump.pg.trust import check_state_schema
 
 SCHEMA = "pgblobdump_remap"
 """The target's schema of remap state."""
@@ -48,15 +49,39 @@ CREATE TABLE IF NOT EXISTS {SCHEMA}.rewrites (
 
 LOCK_KEY = 0x7067626D
 """The advisory lock under which the schema is created (jobs of one run race for it)."""
+RUN_TAG = 0x7067626E
+"""First key of the session-level advisory lock a run's connection holds on the run
+(the second: the hash of its name) while the run goes: a run in ``runs`` whose lock no
+session holds was interrupted."""
+
+
+def hold(conn: psycopg.Connection, run: str) -> bool:
+    """Take run ``run``'s lock for this session (until it ends); False when another
+    session holds it: the run is in progress there."""
+    query = "SELECT pg_catalog.pg_try_advisory_lock(%s, pg_catalog.hashtext(%s))"
+    return bool(scalar(conn, query, (RUN_TAG, run)))
+
+
+def in_progress(conn: psycopg.Connection, run: str) -> bool:
+    """Whether another session holds run ``run``'s lock (the run is going there)."""
+    if not hold(conn, run):
+        return True
+    conn.execute(
+        "SELECT pg_catalog.pg_advisory_unlock(%s, pg_catalog.hashtext(%s))", (RUN_TAG, run)
+    )
+    return False
 
 
 def ensure(conn: psycopg.Connection) -> None:
     """The schema and its tables, made once (under an advisory lock: two runs at once);
-    refused, naming its owner, when another role made it and this one may not write it."""
+    refused when a role this one does not trust could have changed it (pg/trust.py: our
+    INSERTs would run its triggers as this role), or, naming its owner, when this role
+    may not write it."""
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
         if not exists(conn):
             conn.execute(_CREATE)
+            check_state_schema(conn, SCHEMA, "--remap")  # made by another meanwhile
             return
         owner, ok = one(
             conn,
@@ -124,7 +149,10 @@ def find(conn: psycopg.Connection, run: str | None, source: str | None) -> Run |
 
 
 def exists(conn: psycopg.Connection) -> bool:
-    """Whether a remapped restore ran in this database (the schema has its tables)."""
+    """Whether a remapped restore ran in this database (the schema has its tables);
+    refused (DatabaseError) when a role this one does not trust could have changed the
+    schema (pg/trust.py), before anything in it is read."""
+    check_state_schema(conn, SCHEMA, "--remap")
     return bool(scalar(conn, "SELECT to_regclass(%s) IS NOT NULL", (f"{SCHEMA}.runs",)))
 
 

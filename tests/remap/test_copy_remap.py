@@ -14,13 +14,12 @@ from pathlib import Path
 
 import psycopg
 
-from pgblobdump.remap import store
 from pgblobdump.servers.cluster import EmbeddedCluster
 from tests.clirun import assert_one_line_error, run
 from tests.conftest import NewDb
 from tests.losets import State, state
 from tests.losets import roles as _roles
-from tests.remap.test_remap_resume import _kill, _wait_for
+from tests.remap.test_remap_resume import WAITING, _hold, _kill, _wait_for
 from tests.remap.test_restore_remap import _load, _reads
 
 FIRST = 100_000
@@ -188,23 +187,17 @@ def test_killed_copy_resumed(pg17: EmbeddedCluster, new_db: NewDb) -> None:
         conn.execute(f"SELECT lo_from_bytea({FIRST} + g, 'theirs') FROM generate_series(0, 99) g")
         conn.execute("CREATE TABLE docs (lo oid)")
         conn.execute(f"INSERT INTO docs SELECT g FROM generate_series({FIRST}, {FIRST + 9}) g")
-        store.ensure(conn)
-        # the second batch's mapping waits: the run is killed with one batch committed
-        conn.execute(
-            "CREATE FUNCTION pg_temp_slow() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
-            " IF (SELECT count(*) FROM pgblobdump_remap.map) > 1500 THEN PERFORM pg_sleep(60);"
-            " END IF; RETURN NULL; END $$;"
-            " CREATE TRIGGER slow AFTER INSERT ON pgblobdump_remap.map"
-            " FOR EACH STATEMENT EXECUTE FUNCTION pg_temp_slow()"
-        )
+    # the second batch waits (its new OIDs start at FIRST + count, --remap all): the run is
+    # killed with one batch committed
+    held = _hold(target, FIRST + count + 1500)
     args = ["copy", "-d", src, "--target-dbname", target, "--remap", "all", "--rewrite",
             "docs.lo"]  # fmt: skip
     proc = subprocess.Popen([sys.executable, "-m", "pgblobdump", *args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
-    _wait_for(target, "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep'")
+    _wait_for(target, WAITING)
     _kill(proc, target)
+    held.close()
     with psycopg.connect(target, autocommit=True) as conn:
-        conn.execute("DROP TRIGGER slow ON pgblobdump_remap.map; DROP FUNCTION pg_temp_slow()")
         made = conn.execute("SELECT count(*) FROM pgblobdump_remap.map").fetchone()
     assert made is not None and 0 < made[0] < count
     assert_one_line_error(run(*args), 4, "add --resume")

@@ -18,7 +18,6 @@ import pytest
 
 from pgblobdump.packed import DumpRequest
 from pgblobdump.packed.dump.run import dump
-from pgblobdump.remap import store
 from pgblobdump.servers.cluster import EmbeddedCluster
 from pgblobdump.storage import LocalDirectory
 from tests.clirun import assert_one_line_error, run
@@ -56,6 +55,22 @@ def _kill(proc: subprocess.Popen[str], db: str) -> None:
     with psycopg.connect(db, autocommit=True, application_name="remaptest") as conn:
         conn.execute(f"SELECT pg_terminate_backend(pid) {others}")
     _wait_for(db, f"SELECT count(*) = 0 {others}")
+
+
+def _hold(db: str, oid: int) -> psycopg.Connection:
+    """A transaction, left open, that created LO ``oid``: a run's batch that creates an
+    LO at that OID waits for it (the unique index), so the run is killed with the batches
+    before committed. Roll it back (close it) after the kill."""
+    conn = psycopg.connect(db, application_name="remaptest")
+    conn.execute("SELECT lo_create(%s::int8::oid)", (oid,))
+    return conn
+
+
+WAITING = (
+    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+    " AND datname = current_database() AND application_name <> 'remaptest'"
+)
+"""A run's batch waiting on ``_hold``'s transaction."""
 
 
 @pytest.fixture
@@ -104,13 +119,15 @@ def _check(target: str, src_los: dict, app_rows: int = 0) -> None:
 
 def test_killed_while_restoring_los(setup: tuple[str, str, Path, dict]) -> None:
     _src, target, path, los = setup
-    _slow_second_batch(target)
+    # the second batch waits (its new OIDs start at FIRST + COUNT, --remap all): the run is
+    # killed with one batch committed
+    held = _hold(target, FIRST + COUNT + 1500)
     args = ["restore", str(path), "-d", target, "--remap", "all", "--referenced-by", "docs.lo",
             "--referenced-by", "notes.ref"]  # fmt: skip
     proc = _start(*args)
-    _wait_for(target, "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep'")
+    _wait_for(target, WAITING)
     _kill(proc, target)
-    _fast(target)
+    held.close()
     with psycopg.connect(target, autocommit=True) as conn:
         made = conn.execute("SELECT count(*) FROM pgblobdump_remap.map").fetchone()
         rows = conn.execute(f"SELECT count(*) FROM docs WHERE lo >= {FIRST + COUNT}").fetchone()
@@ -172,34 +189,15 @@ def test_a_row_written_after_its_column_was_rewritten_is_reported(
     _check(target, los, app_rows=1)
 
 
-def _slow_second_batch(db: str) -> None:
-    """The second batch's mapping waits (a trigger on our own map table): a run stopped
-    then has one batch committed."""
-    with psycopg.connect(db, autocommit=True) as conn:
-        store.ensure(conn)
-        conn.execute(
-            "CREATE FUNCTION pg_temp_slow() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
-            " IF (SELECT count(*) FROM pgblobdump_remap.map) > 1500 THEN PERFORM pg_sleep(60);"
-            " END IF; RETURN NULL; END $$;"
-            " CREATE TRIGGER slow AFTER INSERT ON pgblobdump_remap.map"
-            " FOR EACH STATEMENT EXECUTE FUNCTION pg_temp_slow()"
-        )
-
-
-def _fast(db: str) -> None:
-    with psycopg.connect(db, autocommit=True) as conn:
-        conn.execute("DROP TRIGGER slow ON pgblobdump_remap.map; DROP FUNCTION pg_temp_slow()")
-
-
 def test_interrupted_removes_what_it_made(setup: tuple[str, str, Path, dict]) -> None:
     """SIGINT in the middle: the LOs this run made go, with their map rows, in the same
     transactions; the run is forgotten, so the same command starts afresh."""
     _src, target, path, los = setup
-    _slow_second_batch(target)
+    held = _hold(target, FIRST + COUNT + 1500)  # the second batch waits
     args = ["restore", str(path), "-d", target, "--remap", "all", "--referenced-by", "docs.lo",
             "--referenced-by", "notes.ref"]  # fmt: skip
     proc = _start(*args)
-    _wait_for(target, "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep'")
+    _wait_for(target, WAITING)
     proc.send_signal(signal.SIGINT)
     _out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
@@ -208,8 +206,8 @@ def test_interrupted_removes_what_it_made(setup: tuple[str, str, Path, dict]) ->
         n = conn.execute("SELECT count(*) FROM pg_largeobject_metadata").fetchone()
         runs = conn.execute("SELECT count(*) FROM pgblobdump_remap.runs").fetchone()
         rows = conn.execute("SELECT count(*) FROM pgblobdump_remap.map").fetchone()
+    held.close()
     assert (n, runs, rows) == ((100,), (0,), (0,))  # the target's own, nothing of ours
-    _fast(target)
     result = run(*args)
     assert result.exit_code == 0, result.stderr
     _check(target, los)
@@ -231,12 +229,12 @@ def test_full_killed_after_its_data_resumed(pg17: EmbeddedCluster, new_db: NewDb
     target = new_db(pg17)
     with psycopg.connect(target, autocommit=True) as conn:
         conn.execute(f"SELECT lo_from_bytea({FIRST} + g, 'theirs') FROM generate_series(0, 99) g")
-    _slow_second_batch(target)
+    held = _hold(target, FIRST + 1500)  # a kept OID of the second batch (taken mode)
     args = ["restore", "--full", str(path), "-d", target, "--remap"]
     proc = _start(*args)
-    _wait_for(target, "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep'")
+    _wait_for(target, WAITING)
     _kill(proc, target)
-    _fast(target)
+    held.close()
     result = run(*args, "--resume", "--json")
     assert result.exit_code == 0, result.stderr
     record = json.loads(result.stdout)
