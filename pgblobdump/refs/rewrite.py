@@ -430,6 +430,33 @@ def stale(
     return int(row[0]), tuple(int(o) for o in row[1])
 
 
+def others(
+    conn: psycopg.Connection, col: RewriteColumn, made: sql.Composable
+) -> tuple[int, tuple[int, ...]]:
+    """Values of ``col`` naming an LO that exists but is none of ``made`` (a relation of
+    column ``new``: the LOs a run wrote), and up to EXAMPLES of those OIDs, ascending: in
+    a column of rows that came with an archive, such a value names someone else's LO."""
+    value = sql.SQL("pgbd_v")
+    row = conn.execute(
+        sql.SQL(
+            "WITH pgbd_f AS MATERIALIZED (SELECT pgbd_r.o FROM (SELECT {r} AS o FROM {s})"
+            " pgbd_r WHERE pgbd_r.o IS NOT NULL AND EXISTS"
+            " (SELECT FROM pg_catalog.pg_largeobject_metadata pgbd_l"
+            " WHERE pgbd_l.oid = pgbd_r.o)"
+            " AND NOT EXISTS (SELECT FROM {made} pgbd_n WHERE pgbd_n.new = pgbd_r.o))"
+            " SELECT (SELECT count(*) FROM pgbd_f), ARRAY(SELECT DISTINCT o::int8 FROM pgbd_f"
+            " ORDER BY 1 LIMIT {n})"
+        ).format(
+            r=coltype.READINGS[col.base](value),
+            s=_values(col, value),
+            made=made,
+            n=sql.Literal(EXAMPLES),
+        )
+    ).fetchone()
+    assert row is not None
+    return int(row[0]), tuple(int(o) for o in row[1])
+
+
 def _refuse_shapes(
     conn: psycopg.Connection, col: RewriteColumn, form: _Form, mapping: sql.Composable
 ) -> None:

@@ -44,12 +44,21 @@ def _late(
     mapping: sql.Composable, reporter: Reporter,
 ) -> None:  # fmt: skip
     """Once every column is rewritten: the rows that name an old OID still, written after
-    their column's turn (an application that went on writing), reported and kept in the
-    run's journal, never left to dangle unsaid; rewriting them is the user's decision
-    (their old OID may be the target's own LO)."""
+    their column's turn (an application that went on writing), and the values naming an
+    LO the run did not write (in rows that came with the archive, someone else's: the
+    source's dangling reference meets a target's LO), reported and kept in the run's
+    journal, never left unsaid; what to do with them is the user's decision."""
+    made = store.made(run)
     for col in cols:
         rows, examples = rewrite.stale(conn, col, mapping)
-        store.mark_late(conn, run, col.relid, col.column, rows, examples)
+        n, theirs = rewrite.others(conn, col, made)
+        store.mark_late(conn, run, col.relid, col.column, (rows, examples), (n, theirs))
+        if n:
+            reporter.note(
+                f"{col.qualified}: {plural(n, 'value')} name LOs this run did not write (e.g."
+                f" {', '.join(map(str, theirs))}): left as they are; if its rows came with"
+                " the archive, they read another's bytes"
+            )
         if rows:
             reporter.note(
                 f"{col.qualified}: {plural(rows, 'row')} written after its rewrite name old"

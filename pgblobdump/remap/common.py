@@ -66,6 +66,8 @@ def check_map_out(remap: RemapRequest, *inputs: Path) -> None:
     """``--map-out`` refused before anything is written when it lies in one of ``inputs``
     (the archive) or cannot be written: it is written once the run is finished."""
     if remap.map_out is not None:
+        if str(remap.map_out) == "-":
+            raise UsageError("--map-out - would mix the mapping into the summary: give a file")
         refuse_input(remap.map_out, *inputs, option="--map-out")
         check_writable(remap.map_out)
 

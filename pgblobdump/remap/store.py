@@ -44,6 +44,7 @@ CREATE TABLE IF NOT EXISTS {SCHEMA}.rewrites (
     run text NOT NULL, relid oid NOT NULL, col name NOT NULL, qualified text NOT NULL,
     rows int8 NOT NULL, dangling int8 NOT NULL, examples int8[] NOT NULL,
     late int8 NOT NULL DEFAULT 0, late_examples int8[] NOT NULL DEFAULT '{{}}',
+    others int8 NOT NULL DEFAULT 0, others_examples int8[] NOT NULL DEFAULT '{{}}',
     done timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (run, relid, col));
 """  # noqa: E501
 
@@ -261,7 +262,7 @@ def pairs(conn: psycopg.Connection, run: str) -> Generator[tuple[int, int], None
 
 def write_csv(conn: psycopg.Connection, run: str, path: Path) -> None:
     """``--map-out``: the mapping as CSV (``old_oid,new_oid``, a header, by old OID),
-    written whole or not at all (fileio.write_atomically; ``-`` is standard output)."""
+    written whole or not at all (fileio.write_atomically)."""
     query = sql.SQL(
         "COPY (SELECT old, new FROM {}.map WHERE run = {} ORDER BY old) TO STDOUT (FORMAT csv)"
     ).format(sql.Identifier(SCHEMA), sql.Literal(run))
@@ -278,8 +279,8 @@ def write_csv(conn: psycopg.Connection, run: str, path: Path) -> None:
 def rewritten(conn: psycopg.Connection, run: str) -> dict[tuple[int, str], dict[str, Any]]:
     """The columns run ``run`` rewrote: by (table OID, column), what each rewrite did."""
     rows = conn.execute(
-        "SELECT relid::int8, col, qualified, rows, dangling, examples, late, late_examples"
-        f" FROM {SCHEMA}.rewrites"
+        "SELECT relid::int8, col, qualified, rows, dangling, examples, late, late_examples,"
+        f" others, others_examples FROM {SCHEMA}.rewrites"
         " WHERE run = %s ORDER BY qualified",
         (run,),
     ).fetchall()
@@ -287,20 +288,31 @@ def rewritten(conn: psycopg.Connection, run: str) -> dict[tuple[int, str], dict[
         (int(r[0]), str(r[1])): {
             "column": r[2], "rows": int(r[3]), "dangling": int(r[4]),
             "examples": [int(x) for x in r[5]], "late": int(r[6]),
-            "late_examples": [int(x) for x in r[7]],
+            "late_examples": [int(x) for x in r[7]], "others": int(r[8]),
+            "others_examples": [int(x) for x in r[9]],
         }
         for r in rows
     }  # fmt: skip
 
 
 def mark_late(
-    conn: psycopg.Connection, run: str, relid: int, col: str, rows: int, examples: Sequence[int]
-) -> None:
-    """Rows of a rewritten column that name an old OID at the run's end (written since)."""
+    conn: psycopg.Connection, run: str, relid: int, col: str,
+    late: tuple[int, Sequence[int]], others: tuple[int, Sequence[int]],
+) -> None:  # fmt: skip
+    """At the run's end, of a rewritten column: the rows that name an old OID (written
+    since its rewrite), and the values naming an LO the run did not write, each with
+    examples."""
     conn.execute(
-        f"UPDATE {SCHEMA}.rewrites SET late = %s, late_examples = %s"
-        " WHERE run = %s AND relid = %s AND col = %s",
-        (rows, list(examples), run, relid, col),
+        f"UPDATE {SCHEMA}.rewrites SET late = %s, late_examples = %s, others = %s,"
+        " others_examples = %s WHERE run = %s AND relid = %s AND col = %s",
+        (late[0], list(late[1]), others[0], list(others[1]), run, relid, col),
+    )
+
+
+def made(run: str) -> sql.Composed:
+    """The LOs run ``run`` wrote, as a relation of (new)."""
+    return sql.SQL("(SELECT new FROM {}.map WHERE run = {})").format(
+        sql.Identifier(SCHEMA), sql.Literal(run)
     )
 
 

@@ -218,6 +218,8 @@ def test_killed_copy_resumed(pg17: EmbeddedCluster, new_db: NewDb) -> None:
             "examples": [],
             "late": 0,
             "late_examples": [],
+            "others": 0,
+            "others_examples": [],
         }
     ]
     with psycopg.connect(target) as conn:

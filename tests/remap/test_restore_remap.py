@@ -102,6 +102,10 @@ def test_two_tenants_into_one_database(tenants: tuple[Tenant, Tenant], pg17: Emb
     _load(target, "a_docs", a.rows)
     _load(target, "b_docs", b.rows)
     before_a = _reads(target, "a_docs")
+    with psycopg.connect(target, autocommit=True) as conn:
+        # B's source had a dangling reference whose OID names another's LO here
+        conn.execute("SELECT lo_from_bytea(900000, 'someone else')")
+        conn.execute("INSERT INTO b_docs VALUES (9999, 900000, '900000.pdf', '900000')")
     out = tmp_path / "map.csv"
     result = run("restore", str(b.archive), "-d", target, "--remap", "--referenced-by",
                  "b_docs.lo", "--referenced-by", "b_docs.name", "--referenced-by", "b_docs.ref",
@@ -110,12 +114,15 @@ def test_two_tenants_into_one_database(tenants: tuple[Tenant, Tenant], pg17: Emb
     record = json.loads(result.stdout)
     assert record["remapped"] == COUNT and record["mode"] == "taken"
     assert [w["rows"] for w in record["rewrites"]] == [COUNT, COUNT, COUNT]
+    assert [(w["others"], w["others_examples"]) for w in record["rewrites"]] == [(1, [900000])] * 3
+    assert "b_docs.lo: 1 value name LOs this run did not write (e.g. 900000)" in result.stderr
     with out.open() as f:
         pairs = {int(r["old_oid"]): int(r["new_oid"]) for r in csv.DictReader(f)}
     assert sorted(pairs) == sorted(b.los)
     assert min(pairs.values()) > max(a.los)
     assert _reads(target, "a_docs") == before_a
     b_bytes = {i: b.los[lo][0] for i, lo, _n, _r in b.rows}
+    b_bytes[9999] = b"someone else"  # reported, left as it was
     assert _reads(target, "b_docs") == {i: (d, d, d) for i, d in b_bytes.items()}
     # owners, ACLs and comments kept, at the new OIDs (an ACL's grantor is the owner)
     now = state(target)

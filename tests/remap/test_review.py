@@ -210,6 +210,7 @@ def test_a_bad_map_out_is_refused_before_anything_is_written(
     assert_one_line_error(run(*args, "--map-out", str(tmp_path / "no" / "map.csv")), 11, "no")
     _nothing_written(target, before)
     assert_one_line_error(run(*args, "--map-out", str(archive / "map.csv")), 2, "the input")
+    assert_one_line_error(run(*args, "--map-out", "-"), 2, "give a file")
     _nothing_written(target, before)
     assert not (archive / "map.csv").exists()
 
