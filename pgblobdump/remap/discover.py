@@ -22,10 +22,14 @@ import psycopg
 from psycopg import sql
 
 from pgblobdump.errors import UsageError
+from pgblobdump.packed.format.spec import DATABASE_FILE
+from pgblobdump.packed.pgdump.database import local_file
+from pgblobdump.packed.read.reader import PackedDirectory
 from pgblobdump.refs import coltype, rewrite
 from pgblobdump.refs.catalog import APPLICATION_COLUMNS
 from pgblobdump.remap import store
 from pgblobdump.report.reporter import Reporter
+from pgblobdump.toc import open_archive
 from pgblobdump.units import plural
 
 HIGH = 0.5
@@ -45,6 +49,26 @@ SELECT DISTINCT c.oid::int8 FROM pg_catalog.pg_attribute a
 
 def user_tables(conn: psycopg.Connection) -> set[int]:
     return {int(r[0]) for r in conn.execute(_TABLES)}
+
+
+def archive_tables(archive: PackedDirectory) -> set[tuple[str, str]]:
+    """(schema, table) of each TABLE a --full archive's pg_dump archive holds, read from
+    its table of contents (no pg_restore)."""
+    with local_file(archive.storage, DATABASE_FILE) as path, open_archive(path) as toc:
+        return {(e.namespace or "", e.tag or "") for e in toc.iter_entries() if e.desc == "TABLE"}
+
+
+def restored(conn: psycopg.Connection, new: set[int], named: set[tuple[str, str]]) -> set[int]:
+    """Of the tables ``new`` since pg_restore began, those the archive ``named``: a table
+    another session made meanwhile is not the archive's, and is never searched."""
+    if not new:
+        return set()
+    rows = conn.execute(
+        "SELECT c.oid::int8, n.nspname, c.relname FROM pg_catalog.pg_class c"
+        " JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = ANY(%s::oid[])",
+        (sorted(new),),
+    ).fetchall()
+    return {int(r[0]) for r in rows if (r[1], r[2]) in named}
 
 
 @dataclass(frozen=True)

@@ -103,7 +103,8 @@ def _restore(
 
     def restored(section: str) -> None:
         if section == "data":
-            tables.update(discover.user_tables(conn) - before)
+            new = discover.user_tables(conn) - before
+            tables.update(discover.restored(conn, new, discover.archive_tables(top)))
             store.set_tables(conn, run.run, tables)
             store.set_phase(conn, run.run, "los")
 

@@ -66,3 +66,28 @@ def test_two_tenants_whole(pg17: EmbeddedCluster, new_db: NewDb, tmp_path: Path)
     with psycopg.connect(target) as conn:
         qty = conn.execute(f"SELECT count(*) FROM tb.amounts WHERE qty = {FIRST + 3}").fetchone()
     assert qty == (1,)  # reported, not touched
+
+
+def test_only_the_archives_tables_are_searched(pg17: EmbeddedCluster, new_db: NewDb,
+                                               tmp_path: Path) -> None:  # fmt: skip
+    """A table another session makes while pg_restore runs is new too, but not the
+    archive's: it is never searched (discover.restored keeps the TOC's tables only)."""
+    from pgblobdump.packed.read.source import directory
+    from pgblobdump.remap import discover
+
+    src = new_db(pg17)
+    _tenant(src, "ta", "A")
+    assert run("dump", "--full", "-d", src, "-o", str(tmp_path / "a")).exit_code == 0
+    names = discover.archive_tables(directory(str(tmp_path / "a")))
+    assert names == {("ta", "docs"), ("ta", "amounts")}
+    target = new_db(pg17)
+    with psycopg.connect(target, autocommit=True) as conn:
+        before = discover.user_tables(conn)
+        conn.execute(
+            "CREATE SCHEMA ta; CREATE TABLE ta.docs (lo oid); CREATE TABLE ta.other (lo oid)"
+        )
+        new = discover.user_tables(conn) - before
+        kept = discover.restored(conn, new, names)
+        got = conn.execute("SELECT relname FROM pg_class WHERE oid = ANY(%s::oid[])",
+                           (sorted(kept),)).fetchall()  # fmt: skip
+    assert len(new) == 2 and got == [("docs",)]
