@@ -327,7 +327,9 @@ FORMS: dict[str, _Form] = {
 """Each base type's _Form."""
 
 
-def rewrite(conn: psycopg.Connection, col: RewriteColumn, mapping: sql.Composable) -> Rewritten:
+def rewrite(
+    conn: psycopg.Connection, col: RewriteColumn, mapping: sql.Composable, count: bool = True
+) -> Rewritten:
     """Rewrite the values of ``col`` that name an old OID of ``mapping`` (a relation
     usable in FROM, columns ``old oid`` and ``new oid``, ``old`` unique) to name its new
     one, each in its own form; then count the column's values naming an OID no LO has.
@@ -344,6 +346,8 @@ def rewrite(conn: psycopg.Connection, col: RewriteColumn, mapping: sql.Composabl
         rows = conn.execute(statement(col, mapping)).rowcount
     except psycopg.errors.Error as e:
         raise DatabaseError(f"cannot rewrite {col.qualified}: {_first(e)}") from None
+    if not count:  # the caller looks once at the end (``after``): one pass, not two
+        return Rewritten(max(rows, 0), 0, ())
     dangling, examples = _dangling(conn, col)
     return Rewritten(max(rows, 0), dangling, examples)
 
@@ -394,67 +398,70 @@ def statement(col: RewriteColumn, mapping: sql.Composable) -> sql.Composed:
     )
 
 
-def stale(
-    conn: psycopg.Connection, col: RewriteColumn, mapping: sql.Composable
-) -> tuple[int, tuple[int, ...]]:
-    """Rows of ``col`` that name an old OID of ``mapping`` (after its rewrite: rows written
-    since), and up to EXAMPLES of those old OIDs, ascending: what the caller reports."""
-    form = FORMS[col.base]
-    c = sql.Identifier(col.column)
-    base = sql.Identifier("pg_catalog", col.base)
-    if col.array:
-        value: sql.Composable = sql.SQL("pgbd_u.e")
-        source = sql.SQL(
-            "{t} pgbd_t CROSS JOIN LATERAL pg_catalog.unnest(pgbd_t.{c}::{b}[]) pgbd_u(e)"
-        ).format(t=col.ident, c=c, b=base)
-    else:
-        value = sql.SQL("pgbd_t.{}").format(c)
-        if col.base != "oid":
-            value = sql.SQL("{}::{}").format(value, base)
-        source = sql.SQL("{t} pgbd_t").format(t=col.ident)
-    row = conn.execute(
-        sql.SQL(
-            "WITH pgbd_h AS MATERIALIZED (SELECT pgbd_t.ctid AS tid, pgbd_m.old FROM {s}"
-            " JOIN {m} pgbd_m ON {k} = {o})"
-            " SELECT (SELECT count(DISTINCT tid) FROM pgbd_h),"
-            " ARRAY(SELECT DISTINCT old::int8 FROM pgbd_h ORDER BY 1 LIMIT {n})"
-        ).format(
-            s=source,
-            m=mapping,
-            k=form.key(value),
-            o=form.old(sql.SQL("pgbd_m.old")),
-            n=sql.Literal(EXAMPLES),
-        )
-    ).fetchone()
-    assert row is not None
-    return int(row[0]), tuple(int(o) for o in row[1])
+@dataclass(frozen=True)
+class After:
+    """A rewritten column looked at once more, at its run's end: values naming an OID no
+    LO has (``dangling``), values naming an LO the run did not write (``others``), and
+    rows naming an old OID of the mapping still (``late``: written since the rewrite);
+    each with up to EXAMPLES of those OIDs, ascending."""
+
+    dangling: tuple[int, tuple[int, ...]]
+    others: tuple[int, tuple[int, ...]]
+    late: tuple[int, tuple[int, ...]]
 
 
-def others(
-    conn: psycopg.Connection, col: RewriteColumn, made: sql.Composable
-) -> tuple[int, tuple[int, ...]]:
-    """Values of ``col`` naming an LO that exists but is none of ``made`` (a relation of
-    column ``new``: the LOs a run wrote), and up to EXAMPLES of those OIDs, ascending: in
-    a column of rows that came with an archive, such a value names someone else's LO."""
+def after(
+    conn: psycopg.Connection, col: RewriteColumn, mapping: sql.Composable, made: sql.Composable
+) -> After:
+    """``col`` read once (each value's OID read once), against the LOs, ``made`` (a
+    relation of column ``new``: the LOs the run wrote) and ``mapping`` (old, new)."""
     value = sql.SQL("pgbd_v")
+
+    def examples(cond: str) -> sql.Composed:
+        return sql.SQL(
+            "(pg_catalog.array_agg(DISTINCT pgbd_r.o::pg_catalog.int8 ORDER BY"
+            " pgbd_r.o::pg_catalog.int8) FILTER (WHERE {}))[1:{}]"
+        ).format(sql.SQL(cond), sql.Literal(EXAMPLES))
+
     row = conn.execute(
         sql.SQL(
-            "WITH pgbd_f AS MATERIALIZED (SELECT pgbd_r.o FROM (SELECT {r} AS o FROM {s})"
-            " pgbd_r WHERE pgbd_r.o IS NOT NULL AND EXISTS"
-            " (SELECT FROM pg_catalog.pg_largeobject_metadata pgbd_l"
-            " WHERE pgbd_l.oid = pgbd_r.o)"
-            " AND NOT EXISTS (SELECT FROM {made} pgbd_n WHERE pgbd_n.new = pgbd_r.o))"
-            " SELECT (SELECT count(*) FROM pgbd_f), ARRAY(SELECT DISTINCT o::int8 FROM pgbd_f"
-            " ORDER BY 1 LIMIT {n})"
+            "SELECT count(*) FILTER (WHERE pgbd_l.oid IS NULL), {de},"
+            " count(*) FILTER (WHERE pgbd_l.oid IS NOT NULL AND pgbd_n.new IS NULL), {oe},"
+            " count(DISTINCT pgbd_r.tid) FILTER (WHERE pgbd_m.old IS NOT NULL), {le}"
+            " FROM (SELECT {i} AS tid, {r} AS o FROM {s}) pgbd_r"
+            " LEFT JOIN pg_catalog.pg_largeobject_metadata pgbd_l ON pgbd_l.oid = pgbd_r.o"
+            " LEFT JOIN {made} pgbd_n ON pgbd_n.new = pgbd_r.o"
+            " LEFT JOIN {m} pgbd_m ON pgbd_m.old = pgbd_r.o"
+            " WHERE pgbd_r.o IS NOT NULL"
         ).format(
+            de=examples("pgbd_l.oid IS NULL"),
+            oe=examples("pgbd_l.oid IS NOT NULL AND pgbd_n.new IS NULL"),
+            le=examples("pgbd_m.old IS NOT NULL"),
+            i=sql.SQL("pgbd_t.ctid"),
             r=coltype.READINGS[col.base](value),
-            s=_values(col, value),
+            s=_values_with_ids(col, value),
             made=made,
-            n=sql.Literal(EXAMPLES),
+            m=mapping,
         )
     ).fetchone()
     assert row is not None
-    return int(row[0]), tuple(int(o) for o in row[1])
+
+    def pair(n: int, ex: list[int] | None) -> tuple[int, tuple[int, ...]]:
+        return int(n), tuple(int(o) for o in (ex or ()))
+
+    return After(pair(row[0], row[1]), pair(row[2], row[3]), pair(row[4], row[5]))
+
+
+def _values_with_ids(col: RewriteColumn, value: sql.Identifier | sql.SQL) -> sql.Composed:
+    """As ``_values``, with the row's ctid beside each value (``pgbd_t.ctid``)."""
+    c = sql.Identifier(col.column)
+    if col.array:
+        return sql.SQL("{t} pgbd_t, pg_catalog.unnest(pgbd_t.{c}::{b}[]) pgbd_u({v})").format(
+            t=col.ident, c=c, b=sql.Identifier("pg_catalog", col.base), v=value
+        )
+    return sql.SQL(
+        "(SELECT pgbd_s.ctid, pgbd_s.{c}::{b} FROM {t} pgbd_s) pgbd_t(ctid, {v})"
+    ).format(t=col.ident, c=c, b=sql.Identifier("pg_catalog", col.base), v=value)
 
 
 def _refuse_shapes(

@@ -18,7 +18,8 @@ from pgblobdump.units import plural
 def rewrite_all(
     conn: psycopg.Connection, run: str, cols: list[rewrite.RewriteColumn], reporter: Reporter
 ) -> None:
-    """Rewrite ``cols`` (those not rewritten by this run already), saying what each did."""
+    """Rewrite ``cols`` (those not rewritten by this run already), saying what each did;
+    then look at each once more (``_after``)."""
     done = store.rewritten(conn, run)
     mapping = store.mapping(run)
     for col in cols:
@@ -27,41 +28,38 @@ def rewrite_all(
             continue
         with conn.transaction():
             rewrite.lock(conn, col)
-            r = rewrite.rewrite(conn, col, mapping)
-            store.mark_rewritten(conn, run, col.relid, col.column, col.qualified, r.rows,
-                                 r.dangling, r.examples)  # fmt: skip
-        said = f"{col.qualified}: {plural(r.rows, 'row')} rewritten"
-        if r.dangling:
-            shown = ", ".join(map(str, r.examples))
-            said += (f"; {plural(r.dangling, 'value')} name an OID no LO has (e.g. {shown}):"
-                     " left as they are")  # fmt: skip
-        reporter.note(said)
-    _late(conn, run, cols, mapping, reporter)
+            r = rewrite.rewrite(conn, col, mapping, count=False)
+            store.mark_rewritten(conn, run, col.relid, col.column, col.qualified, r.rows, 0, ())
+        reporter.note(f"{col.qualified}: {plural(r.rows, 'row')} rewritten")
+    _after(conn, run, cols, mapping, reporter)
 
 
-def _late(
+def _after(
     conn: psycopg.Connection, run: str, cols: list[rewrite.RewriteColumn],
     mapping: sql.Composable, reporter: Reporter,
 ) -> None:  # fmt: skip
-    """Once every column is rewritten: the rows that name an old OID still, written after
-    their column's turn (an application that went on writing), and the values naming an
-    LO the run did not write (in rows that came with the archive, someone else's: the
-    source's dangling reference meets a target's LO), reported and kept in the run's
-    journal, never left unsaid; what to do with them is the user's decision."""
+    """Once every column is rewritten, each read once more: values naming an OID no LO
+    has (dangling); values naming an LO the run did not write (in rows that came with
+    the archive, someone else's: the source's dangling reference meets a target's LO);
+    rows naming an old OID still, written after their column's turn (an application that
+    went on writing). Each reported and kept in the run's journal, left as it is: what
+    to do with them is the user's decision."""
     made = store.made(run)
     for col in cols:
-        rows, examples = rewrite.stale(conn, col, mapping)
-        n, theirs = rewrite.others(conn, col, made)
-        store.mark_late(conn, run, col.relid, col.column, (rows, examples), (n, theirs))
-        if n:
+        a = rewrite.after(conn, col, mapping, made)
+        store.mark_after(conn, run, col.relid, col.column, a.dangling, a.others, a.late)
+        for (n, examples), what, tail in (
+            (a.dangling, "name an OID no LO has", ""),
+            (a.others, "name LOs this run did not write",
+             "; if its rows came with the archive, they read another's bytes"),
+        ):  # fmt: skip
+            if n:
+                shown = ", ".join(map(str, examples))
+                reporter.note(f"{col.qualified}: {plural(n, 'value')} {what} (e.g. {shown}):"
+                              f" left as they are{tail}")  # fmt: skip
+        if a.late[0]:
             reporter.note(
-                f"{col.qualified}: {plural(n, 'value')} name LOs this run did not write (e.g."
-                f" {', '.join(map(str, theirs))}): left as they are; if its rows came with"
-                " the archive, they read another's bytes"
-            )
-        if rows:
-            reporter.note(
-                f"{col.qualified}: {plural(rows, 'row')} written after its rewrite name old"
-                f" OIDs of remapped LOs (e.g. {', '.join(map(str, examples))}): left as they"
-                f" are; the mapping is in {store.SCHEMA}.map"
+                f"{col.qualified}: {plural(a.late[0], 'row')} written after its rewrite name"
+                f" old OIDs of remapped LOs (e.g. {', '.join(map(str, a.late[1]))}): left as"
+                f" they are; the mapping is in {store.SCHEMA}.map"
             )

@@ -295,18 +295,21 @@ def rewritten(conn: psycopg.Connection, run: str) -> dict[tuple[int, str], dict[
     }  # fmt: skip
 
 
-def mark_late(
+def mark_after(
     conn: psycopg.Connection, run: str, relid: int, col: str,
-    late: tuple[int, Sequence[int]], others: tuple[int, Sequence[int]],
+    dangling: tuple[int, Sequence[int]], others: tuple[int, Sequence[int]],
+    late: tuple[int, Sequence[int]],
 ) -> None:  # fmt: skip
-    """At the run's end, of a rewritten column: the rows that name an old OID (written
-    since its rewrite), and the values naming an LO the run did not write, each with
-    examples."""
+    """At the run's end, of a rewritten column (refs/rewrite.After): the values naming no
+    LO, those naming an LO the run did not write, and the rows naming an old OID (written
+    since its rewrite), each with examples."""
     conn.execute(
-        f"UPDATE {SCHEMA}.rewrites SET late = %s, late_examples = %s, others = %s,"
-        " others_examples = %s WHERE run = %s AND relid = %s AND col = %s",
-        (late[0], list(late[1]), others[0], list(others[1]), run, relid, col),
-    )
+        f"UPDATE {SCHEMA}.rewrites SET dangling = %s, examples = %s, others = %s,"
+        " others_examples = %s, late = %s, late_examples = %s"
+        " WHERE run = %s AND relid = %s AND col = %s",
+        (dangling[0], list(dangling[1]), others[0], list(others[1]), late[0], list(late[1]),
+         run, relid, col),
+    )  # fmt: skip
 
 
 def made(run: str) -> sql.Composed:
