@@ -25,10 +25,11 @@ Target: the remap within 1.5x of (plain restore + both UPDATEs), at ``--count``;
 flat: the remap's peak RSS at ``--count`` within 1.25x of that at ``--small``. Rounds
 (``--rounds``, at ``--small``; ``--big-rounds`` at ``--count``) alternate which contender
 goes first; the report gives medians. Nothing of the preparation (generate, dump, the
-other LOs, rows, copies of the base, the map table) is timed; a CHECKPOINT precedes each
-timed step. Every run is checked: 2N LOs in the remap's target, N map rows, every row of
-t1 and t2 naming a new OID of the mapping; N LOs in the anchor's, N rows updated by each
-UPDATE.
+other LOs, rows, copies of the base, the map table) is timed; a CHECKPOINT and an OS
+``sync`` precede each timed step (fsync is off: a 4 GB copy of the base would otherwise
+be written back by the kernel inside the remap's time). Every run is checked: 2N LOs in
+the remap's target, N map rows, every row of t1 and t2 naming a new OID of the mapping; N
+LOs in the anchor's, N rows updated by each UPDATE.
 
 Usage: .venv/bin/python benchmarks/remap.py [--quick] [--count 1M] [--small 100k]
        [--rounds 3] [--big-rounds 1] [--jobs 2] [--json FILE] [--keep DIR]
@@ -80,6 +81,16 @@ def code_version() -> str:
         ["git", "-C", str(root), "describe", "--always", "--dirty"], capture_output=True, text=True
     )
     return f"pgblobdump from {root}" + (f" ({git.stdout.strip()})" if git.returncode == 0 else "")
+
+
+def dirty_mb() -> float:
+    """The OS's dirty pages and those under writeback, in MB (/proc/meminfo)."""
+    kb = 0
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith(("Dirty:", "Writeback:")):
+                kb += int(line.split()[1])
+    return kb / 1024
 
 
 @dataclass
@@ -138,7 +149,15 @@ class Bench(Scratch):
                 conn.execute(s)
 
     def checkpoint(self) -> None:
+        """A CHECKPOINT, then the OS's dirty pages written out (``sync``): with fsync off,
+        the files of a database just copied from the base (4 GB at 1M) would otherwise be
+        written back by the kernel during the next timed step (only the remap's target is
+        such a copy)."""
         self.sql(self.dsn("postgres"), "CHECKPOINT")
+        dirty = dirty_mb()
+        t = time.perf_counter()
+        os.sync()
+        say(f"sync: {dirty:,.0f} MB dirty or under writeback, {time.perf_counter() - t:.1f} s")
 
     def copy_db(self, template: str, name: str) -> str:
         self.drop_db(name)
