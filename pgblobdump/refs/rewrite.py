@@ -343,7 +343,13 @@ def rewrite(
     if col.array:
         _refuse_shapes(conn, col, FORMS[col.base], mapping)
     try:
-        rows = conn.execute(statement(col, mapping)).rowcount
+        if not col.array and FORMS[col.base] is _TEXT:
+            # the OID's own digits, as most rows hold them, by text equality (the naive
+            # statement's plan, no regular expression); then the other forms
+            rows = conn.execute(_canonical(col, mapping)).rowcount
+            rows += conn.execute(statement(col, mapping, canonical=False)).rowcount
+        else:
+            rows = conn.execute(statement(col, mapping)).rowcount
     except psycopg.errors.Error as e:
         raise DatabaseError(f"cannot rewrite {col.qualified}: {_first(e)}") from None
     if not count:  # the caller looks once at the end (``after``): one pass, not two
@@ -352,7 +358,22 @@ def rewrite(
     return Rewritten(max(rows, 0), dangling, examples)
 
 
-def statement(col: RewriteColumn, mapping: sql.Composable) -> sql.Composed:
+CANONICAL = r"^[1-9][0-9]*$"
+"""A text value that is an OID's digits as ``oid::text`` writes them (no sign, no leading
+zero): what ``_canonical`` rewrites by text equality."""
+
+
+def _canonical(col: RewriteColumn, mapping: sql.Composable) -> sql.Composed:
+    """The text column's rows holding a mapped OID's digits as ``oid::text`` writes them,
+    rewritten by text equality: a hash join on the text, as the naive statement does."""
+    c = sql.Identifier(col.column)
+    return sql.SQL(
+        "UPDATE {t} pgbd_t SET {c} = (pgbd_m.new)::pg_catalog.text FROM {m} pgbd_m"
+        " WHERE (pgbd_t.{c})::pg_catalog.text = (pgbd_m.old)::pg_catalog.text"
+    ).format(t=col.ident, c=c, m=mapping)
+
+
+def statement(col: RewriteColumn, mapping: sql.Composable, canonical: bool = True) -> sql.Composed:
     """The UPDATE that rewrites ``col`` from ``mapping`` (as ``rewrite`` runs it). For an
     ``oid`` column it is the naive ``UPDATE t SET c = m.new FROM mapping m WHERE c =
     m.old``; for an integer one the mapping's side is cast, so that the column's stays
@@ -388,11 +409,18 @@ def statement(col: RewriteColumn, mapping: sql.Composable) -> sql.Composed:
     value: sql.Composable = sql.SQL("pgbd_t.{}").format(c)
     if col.base != "oid":
         value = sql.SQL("{}::{}").format(value, base)
-    return sql.SQL("UPDATE {t} pgbd_t SET {c} = {new} FROM {m} pgbd_m WHERE {k} = {o}").format(
+    # ``canonical`` False: a text column's rows other than _canonical's (which ran first)
+    skip: sql.Composable = sql.SQL("")
+    if not canonical:
+        skip = sql.SQL("({})::pg_catalog.text !~ {} AND ").format(value, sql.Literal(CANONICAL))
+    return sql.SQL(
+        "UPDATE {t} pgbd_t SET {c} = {new} FROM {m} pgbd_m WHERE {skip}{k} = {o}"
+    ).format(
         t=col.ident,
         c=c,
         m=mapping,
         new=form.new(value, sql.SQL("pgbd_m.new")),
+        skip=skip,
         k=form.key(value),
         o=form.old(sql.SQL("pgbd_m.old")),
     )
