@@ -456,7 +456,8 @@ def after(
             "SELECT count(*) FILTER (WHERE pgbd_l.oid IS NULL), {de},"
             " count(*) FILTER (WHERE pgbd_l.oid IS NOT NULL AND pgbd_n.new IS NULL), {oe},"
             " count(DISTINCT pgbd_r.tid) FILTER (WHERE pgbd_m.old IS NOT NULL), {le}"
-            " FROM (SELECT {i} AS tid, {r} AS o FROM {s}) pgbd_r"
+            # OFFSET 0: each value's reading evaluated once, not once a reference to it
+            " FROM (SELECT {i} AS tid, {r} AS o FROM {s} OFFSET 0) pgbd_r"
             " LEFT JOIN pg_catalog.pg_largeobject_metadata pgbd_l ON pgbd_l.oid = pgbd_r.o"
             " LEFT JOIN {made} pgbd_n ON pgbd_n.new = pgbd_r.o"
             " LEFT JOIN {m} pgbd_m ON pgbd_m.old = pgbd_r.o"
@@ -530,7 +531,7 @@ def _dangling(conn: psycopg.Connection, col: RewriteColumn) -> tuple[int, tuple[
     value = sql.SQL("pgbd_v")
     row = conn.execute(
         sql.SQL(
-            "WITH pgbd_d AS MATERIALIZED (SELECT pgbd_r.o FROM (SELECT {r} AS o FROM {s})"
+            "WITH pgbd_d AS MATERIALIZED (SELECT pgbd_r.o FROM (SELECT {r} AS o FROM {s} OFFSET 0)"
             " pgbd_r WHERE pgbd_r.o IS NOT NULL AND NOT EXISTS"
             " (SELECT FROM pg_catalog.pg_largeobject_metadata pgbd_l"
             " WHERE pgbd_l.oid = pgbd_r.o))"

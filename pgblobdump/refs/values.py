@@ -27,6 +27,9 @@ INT4_WRAP = 1 << 32
 
 TEXT_FORM = r"^-?[0-9]{1,10}$"
 """A text value that is an OID's digits (or a negative int4's)."""
+CANONICAL_FORM = r"^[1-9][0-9]{0,9}$"
+"""The digits form as ``oid::text`` writes it (no sign, no leading zero): the values most
+columns hold, read first with no arithmetic beyond one cast."""
 FILE_FORM = r"^[0-9]{1,10}(\.[^./]+)+$"
 """A text value that is an OID leading a file name: ``<oid>`` and one or more suffixes,
 as pg-lo-storage writes ``str(oid)`` and the original name's suffixes (``.tar.gz``,
@@ -84,9 +87,17 @@ def numeric_sql(value: sql.Composable) -> sql.Composed:
 def text_sql(value: sql.Composable) -> sql.Composed:
     """``from_text`` on the server: an ``oid`` expression, NULL when ``value`` (text)
     names none. The forms' regular expressions bound the digits, so the casts cannot fail;
-    each is evaluated once (a cast repeated is cheap, a regular expression is not)."""
-    return sql.SQL("(CASE WHEN {v} ~ {t} THEN {n} WHEN {v} ~ {f} THEN {p} END)").format(
+    each is evaluated once (a cast repeated is cheap, a regular expression is not). The
+    OID's own digits, what most rows hold, are read first, by one cast: the general
+    reading's wrap-around arithmetic is for a sign or leading zeros."""
+    return sql.SQL(
+        "(CASE WHEN {v} ~ {c} THEN (CASE WHEN {v}::pg_catalog.int8 <= {m}"
+        " THEN {v}::pg_catalog.int8::pg_catalog.oid END)"
+        " WHEN {v} ~ {t} THEN {n} WHEN {v} ~ {f} THEN {p} END)"
+    ).format(
         v=value,
+        c=sql.Literal(CANONICAL_FORM),
+        m=sql.Literal(OID_MAX),
         t=sql.Literal(TEXT_FORM),
         f=sql.Literal(FILE_FORM),
         n=int_sql(sql.SQL("{}::pg_catalog.int8").format(value), 32),

@@ -143,7 +143,7 @@ def _weigh(conn: psycopg.Connection, c: rewrite.RewriteColumn, run: str) -> Foun
             " pg_catalog.pg_largeobject_metadata m WHERE m.oid = pgbd_r.o) OR EXISTS"
             " (SELECT 1 FROM {map} x WHERE x.old = pgbd_r.o)),"
             " count(*) FILTER (WHERE EXISTS (SELECT 1 FROM {map} x WHERE x.old = pgbd_r.o))"
-            " {src} CROSS JOIN LATERAL (SELECT {r} AS o) pgbd_r"
+            " {src} CROSS JOIN LATERAL (SELECT {r} AS o OFFSET 0) pgbd_r"
         ).format(v=value, map=store.mapping(run), src=source, r=reading(value))
     ).fetchone()
     assert row is not None

@@ -47,4 +47,9 @@ def _read(conn: psycopg.Connection, table: str, col: str) -> str:
             r=reading(sql.SQL("pgbd_t.{}").format(c)), t=ident
         )
     # a value that names no LO reads as NULL: left out, so that no NULL reaches the IN
-    return sql.SQL("SELECT o FROM ({}) pgbd_r WHERE o IS NOT NULL").format(query).as_string(conn)
+    # OFFSET 0: the reading evaluated once a value, not once more for the WHERE
+    return (
+        sql.SQL("SELECT o FROM ({} OFFSET 0) pgbd_r WHERE o IS NOT NULL")
+        .format(query)
+        .as_string(conn)
+    )
