@@ -9,7 +9,7 @@ from __future__ import annotations
 import psycopg
 from psycopg import sql
 
-from pgblobdump.refs import rewrite
+from pgblobdump.refs import recheck, rewrite
 from pgblobdump.remap import store
 from pgblobdump.report.reporter import Reporter
 from pgblobdump.units import plural
@@ -46,7 +46,7 @@ def _after(
     to do with them is the user's decision."""
     made = store.made(run)
     for col in cols:
-        a = rewrite.after(conn, col, mapping, made)
+        a = recheck.after(conn, col, mapping, made)
         store.mark_after(conn, run, col.relid, col.column, a.dangling, a.others, a.late)
         for (n, examples), what, tail in (
             (a.dangling, "name an OID no LO has", ""),

@@ -300,7 +300,7 @@ def mark_after(
     dangling: tuple[int, Sequence[int]], others: tuple[int, Sequence[int]],
     late: tuple[int, Sequence[int]],
 ) -> None:  # fmt: skip
-    """At the run's end, of a rewritten column (refs/rewrite.After): the values naming no
+    """At the run's end, of a rewritten column (refs/recheck.After): the values naming no
     LO, those naming an LO the run did not write, and the rows naming an old OID (written
     since its rewrite), each with examples."""
     conn.execute(
