@@ -242,8 +242,9 @@ def conclude(
     """A finished run's mapping read back (and written to ``--map-out``)."""
     if remap.map_out is not None:
         store.write_csv(conn, run.run, remap.map_out)
-    los, remapped = store.counts(conn, run.run)
-    segments = store.segments(conn, run.run)
+    segments = store.segments(conn, run.run)  # every pair once: the counts too
+    los = sum(b - a + 1 for a, b, _ in segments)
+    remapped = sum(b - a + 1 for a, b, n in segments if n != a)
     rewrites = list(store.rewritten(conn, run.run).values())
     block = (a.first, a.last) if a.count else None
     return RemapResult(result, run.run, a.mode.value, los, remapped, block, segments,

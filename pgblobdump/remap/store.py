@@ -228,11 +228,14 @@ def mapping(run: str) -> sql.Composed:
 
 def segments(conn: psycopg.Connection, run: str) -> list[list[int]]:
     """The mapping as ``[old_first, old_last, new_first]`` runs where both go up by one
-    together: every pair, in a few numbers when the OIDs are consecutive."""
+    together: every pair once, in a few numbers when the OIDs are consecutive. (A run is
+    consecutive old OIDs of one offset new - old: numbered within that offset, so kept
+    OIDs on either side of a remapped one are two runs, not one that spans it.)"""
     rows = conn.execute(
         "SELECT min(o), max(o), min(n) FROM (SELECT old::int8 o, new::int8 n,"
-        " old::int8 - row_number() OVER (ORDER BY old) go, new::int8 - old::int8 d"
-        f" FROM {SCHEMA}.map WHERE run = %s) s GROUP BY go, d ORDER BY 1",
+        " new::int8 - old::int8 d, old::int8 - row_number() OVER"
+        " (PARTITION BY new::int8 - old::int8 ORDER BY old) go"
+        f" FROM {SCHEMA}.map WHERE run = %s) s GROUP BY d, go ORDER BY 1",
         (run,),
     ).fetchall()
     return [[int(a), int(b), int(c)] for a, b, c in rows]

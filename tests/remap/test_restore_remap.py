@@ -245,3 +245,22 @@ def _pairs(db: str, run_id: str) -> list[tuple[int, int]]:
         return conn.execute(
             "SELECT old::int8, new::int8 FROM pgblobdump_remap.map WHERE run = %s", (run_id,)
         ).fetchall()
+
+
+def test_the_json_map_is_every_pair(pg17: EmbeddedCluster, new_db: NewDb, tmp_path: Path) -> None:
+    """--json's ``map`` runs, expanded, are exactly the map table's pairs, also when the
+    taken OIDs and the kept ones interleave (800001, 800003-800004 taken of 800000-800009)."""
+    src, target = new_db(pg17), new_db(pg17)
+    with psycopg.connect(src, autocommit=True) as conn:
+        conn.execute("SELECT lo_from_bytea(800000 + g, 'x') FROM generate_series(0, 9) g")
+    assert run("dump", "-d", src, "-o", str(tmp_path / "a")).exit_code == 0
+    with psycopg.connect(target, autocommit=True) as conn:
+        conn.execute(
+            "SELECT lo_from_bytea(o, 'theirs') FROM unnest('{800001,800003,800004}'::oid[]) o"
+        )
+    result = run("restore", str(tmp_path / "a"), "-d", target, "--remap", "--json")
+    assert result.exit_code == 0, result.stderr
+    record = json.loads(result.stdout)
+    expanded = [(o, n + (o - a)) for a, b, n in record["map"] for o in range(a, b + 1)]
+    assert sorted(expanded) == sorted(_pairs(target, record["run"]))  # each pair once
+    assert (record["mapped"], record["remapped"], record["kept_oid"]) == (10, 3, 7)
