@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from pgblobdump.cli.types import OID_RANGE
+from pgblobdump.cli.types import COLUMN, OID_RANGE
 from pgblobdump.errors import UsageError
 
 if TYPE_CHECKING:
@@ -20,12 +20,22 @@ if TYPE_CHECKING:
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def remap_options(what: str, whose: str, columns: str) -> Callable[[F], F]:
-    """``--remap``, ``--oid-range`` and ``--map-out`` for a command that writes LOs
-    (``what``: "Restore", "Copy"); ``whose``: where its OIDs come from ("the archive");
-    ``columns``: the option naming the columns to rewrite."""
+def remap_options(what: str, whose: str, columns: str, rows: str) -> Callable[[F], F]:
+    """``--remap``, ``--oid-range``, ``--map-out`` and the option naming the columns to
+    rewrite (``columns``) for a command that writes LOs (``what``: "Restore", "Copy");
+    ``whose``: where its OIDs come from ("the archive"); ``rows``: what the column's help
+    adds of where its rows came from."""
 
     def add(fn: F) -> F:
+        fn = click.option(
+            columns,
+            type=COLUMN,
+            multiple=True,
+            metavar="TABLE.COLUMN",
+            help="With --remap: rewrite this column's references to remapped LOs (repeatable;"
+            f" {rows}): oid, lo, integers, numeric, text digits or <oid>.<ext>, arrays and"
+            " domains of them.",
+        )(fn)
         fn = click.option(
             "--map-out",
             type=click.Path(dir_okay=False, path_type=Path),

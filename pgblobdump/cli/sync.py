@@ -110,16 +110,8 @@ def source_changed_option(verb: str, why: str) -> Callable[[F], F]:
 @source_changed_option(
     "copy", "a sync from either would remove and overwrite what was copied from the other"
 )
-@remap_options("Copy", "the selection", "--rewrite")
-@click.option(
-    "--rewrite",
-    type=COLUMN,
-    multiple=True,
-    metavar="TABLE.COLUMN",
-    help="With --remap: rewrite this column of the target's references to remapped LOs"
-    " (repeatable; rows you loaded before the copy; --referenced-by selects LOs on the"
-    " source): oid, lo, integers, numeric, text digits or <oid>.<ext>, arrays and domains.",
-)
+@remap_options("Copy", "the selection", "--rewrite", "rows you loaded before the copy;"
+               " --referenced-by selects LOs on the source")  # fmt: skip
 @output_options
 def copy_cmd(target: ConnectionTarget, to: ConnectionTarget, oids: tuple[int, int],
              referenced_by: tuple[tuple[str, str], ...], jobs: int, on_conflict: str,

@@ -43,7 +43,7 @@ from pgblobdump.pg.connect import describe, sql_errors
 from pgblobdump.pg.lostream import Selection, Side
 from pgblobdump.remap import common, store
 from pgblobdump.remap.common import RemapRequest, RemapResult
-from pgblobdump.remap.plan import OidRanks, taken_in
+from pgblobdump.remap.plan import OIDS, OidRanks, taken_in
 from pgblobdump.remap.translate import Remapper
 from pgblobdump.report.reporter import QUIET, Reporter
 from pgblobdump.sync import feed, source, state
@@ -63,7 +63,7 @@ def check(req: CopyRequest) -> None:
 
 def selected(conn: psycopg.Connection, sels: list[Selection]) -> array[int]:
     """The selected OIDs of the source, ascending, as 4-byte unsigned integers."""
-    oids: array[int] = array("I")
+    oids: array[int] = array(OIDS)
     for window in source.oid_windows(conn, sels):
         oids.extend(window)
     return oids

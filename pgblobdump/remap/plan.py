@@ -147,6 +147,10 @@ class OidRanks:
         return self.oids[-1] if self.count else 0
 
 
+OIDS = "I"
+"""The array typecode OIDs are kept in: 4-byte unsigned integers (an OID's size; "L" is 8
+bytes on 64-bit Linux)."""
+
 TAKEN_WINDOW = 50_000
 """OIDs asked about at once (``taken_in``)."""
 
@@ -154,7 +158,7 @@ TAKEN_WINDOW = 50_000
 def taken_in(conn: psycopg.Connection, oids: array[int]) -> array[int]:
     """Which of ``oids`` (ascending) an LO of the target has, ascending: a window whose
     OID range holds no LO of the target costs one cheap statement."""
-    out: array[int] = array("I")
+    out: array[int] = array(OIDS)
     for i in range(0, len(oids), TAKEN_WINDOW):
         window = oids[i : i + TAKEN_WINDOW]
         if catalog.overlapping(conn, [window[0]], [window[-1]]):
@@ -165,7 +169,7 @@ def taken_in(conn: psycopg.Connection, oids: array[int]) -> array[int]:
 def taken_of(conn: psycopg.Connection, index: Index) -> array[int]:
     """The archive's OIDs that an LO of the target has, ascending: only the index blocks
     whose OID range holds an LO of the target are read (catalog.overlapping)."""
-    out: array[int] = array("L")
+    out: array[int] = array(OIDS)
     firsts = [b.first for b in index.blocks]
     lasts = [b.last for b in index.blocks]
     for first in catalog.overlapping(conn, firsts, lasts):
@@ -199,7 +203,7 @@ class Assignment:
     def from_plan(cls, mode: str, plan: dict[str, Any]) -> Assignment:
         taken = None
         if plan.get("taken") is not None:
-            taken = array("L")
+            taken = array(OIDS)
             for lo, hi in plan["taken"]:
                 taken.extend(range(int(lo), int(hi) + 1))
         return cls(Mode(mode), int(plan["first"]), int(plan["count"]), taken)

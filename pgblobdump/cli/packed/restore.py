@@ -14,7 +14,7 @@ from pgblobdump.cli.options import connection_options, jobs_option, output_optio
 from pgblobdump.cli.output import Format, emit
 from pgblobdump.cli.packed.common import ARCHIVE, BASES
 from pgblobdump.cli.remapping import refuse_without, remap_options
-from pgblobdump.cli.types import COLUMN, PART
+from pgblobdump.cli.types import PART
 from pgblobdump.errors import DamagedData, LosSkipped
 from pgblobdump.packed.restore.request import OnConflict, RestoreRequest
 from pgblobdump.pg.target import ConnectionTarget, split_password
@@ -63,16 +63,8 @@ if TYPE_CHECKING:
     " archive (or of its --part); with --full, also pg_restore's jobs for data and post-data."
 )
 @BASES
-@remap_options("Restore", "the archive", "--referenced-by")
-@click.option(
-    "--referenced-by",
-    type=COLUMN,
-    multiple=True,
-    metavar="TABLE.COLUMN",
-    help="With --remap: rewrite this column's references to remapped LOs (repeatable;"
-    " rows you loaded before the restore): oid, lo, integers, numeric, text digits or"
-    " <oid>.<ext>, arrays and domains of them.",
-)
+@remap_options("Restore", "the archive", "--referenced-by",
+               "rows you loaded before the restore")  # fmt: skip
 @output_options
 def restore(archive: str, target: ConnectionTarget, no_owner: bool, no_acl: bool,
             no_comments: bool, on_conflict: str, resume: bool, skip_damaged: bool,
