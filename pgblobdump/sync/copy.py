@@ -159,7 +159,8 @@ def _conflicts(
         raise DatabaseError(
             f"LO {others[0]} already exists in the target{more}, and no copy made it (or it"
             " changed there since); copy"
-            " with --on-conflict skip to keep what is there, or into another database"
+            " with --on-conflict skip to keep what is there, with --remap to copy them at new"
+            " OIDs, or into another database"
         )
     if mine:
         reporter.note(

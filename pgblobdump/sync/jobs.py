@@ -14,7 +14,7 @@ import psycopg
 
 from pgblobdump.packed.read.items import Item
 from pgblobdump.packed.restore.crew import Crew
-from pgblobdump.packed.restore.hooks import RemapHooks, Replacing
+from pgblobdump.packed.restore.hooks import RemapHooks, Replacing, taken_meanwhile
 from pgblobdump.packed.restore.request import RestoreRequest
 from pgblobdump.packed.restore.restorer import Counts, Restorer
 from pgblobdump.pg.connect import connect
@@ -79,7 +79,8 @@ def run_jobs(
         # roles were checked for the whole selection
         workers.append(Restorer(conn, ledger, req, reporter, roles_checked=True,
                                 replacing=replacing, remapping=remapping))  # fmt: skip
-    crew = Crew(workers, f"pgblobdump-{what}", what, taken, f"; run the {what} again to finish it")
+    said = taken if remapping is None else taken_meanwhile
+    crew = Crew(workers, f"pgblobdump-{what}", what, said, f"; run the {what} again to finish it")
 
     def work(w: Restorer, feed: Feed) -> None:
         # psycopg errors escaping this block are the source's (named so); the target's

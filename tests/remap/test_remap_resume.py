@@ -245,3 +245,28 @@ def test_full_killed_after_its_data_resumed(pg17: EmbeddedCluster, new_db: NewDb
         index = conn.execute("SELECT to_regclass('kept_lo') IS NOT NULL").fetchone()
     assert [bytes(g) for (g,) in got] == [los[o][0] for o in sorted(los)]
     assert index == (True,)
+
+
+def test_an_oid_taken_meanwhile(setup: tuple[str, str, Path, dict]) -> None:
+    """Another session creates an LO at an OID of the run's block, and commits while the
+    run's batch waits for it: the run fails naming that, removes what it made (never the
+    other's LO) and forgets itself; run again, it chooses anew."""
+    _src, target, path, los = setup
+    other = FIRST + COUNT + 1500
+    held = _hold(target, other)
+    args = ["restore", str(path), "-d", target, "--remap", "all", "--referenced-by", "docs.lo",
+            "--referenced-by", "notes.ref"]  # fmt: skip
+    proc = _start(*args)
+    _wait_for(target, WAITING)
+    held.commit()
+    held.close()
+    _out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 4, err
+    assert f"LO {other} was created by another session meanwhile" in err, err
+    assert "Traceback" not in err and len(err.strip().splitlines()) >= 1
+    with psycopg.connect(target) as conn:
+        n = conn.execute("SELECT count(*) FROM pg_largeobject_metadata").fetchone()
+        runs = conn.execute("SELECT count(*) FROM pgblobdump_remap.runs").fetchone()
+    assert (n, runs) == ((101,), (0,))  # the target's 100, the other's one; none of ours
+    assert run(*args).exit_code == 0
+    _check(target, los)

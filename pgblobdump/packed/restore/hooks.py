@@ -44,3 +44,12 @@ class RemapHooks(Remapping, Protocol):
         """In the transaction on ``conn`` that removes the LOs of ``ranges`` (new OIDs):
         remove their mapping."""
         ...
+
+
+def taken_meanwhile(oid: str) -> str:
+    """What a run that writes LOs at OIDs it chose free (restore --remap) says when one
+    was taken by another session before its batch committed."""
+    return (
+        f"LO {oid} was created by another session meanwhile, at an OID this run had chosen"
+        " free; run the same command again: it chooses anew"
+    )

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator
 from pgblobdump.packed.format.index import Index, Meta
 from pgblobdump.packed.read.items import Item
 from pgblobdump.packed.restore.crew import Crew
-from pgblobdump.packed.restore.hooks import RemapHooks
+from pgblobdump.packed.restore.hooks import RemapHooks, taken_meanwhile
 from pgblobdump.packed.restore.journal import Journal
 from pgblobdump.packed.restore.precheck import precheck
 from pgblobdump.packed.restore.request import RestoreRequest, RestoreResult
@@ -67,7 +67,8 @@ def restore_jobs(
             )
             for ledger in ledgers[1:]
         ]  # fmt: skip
-        crew = Crew(workers, "pgblobdump-restore-job", "restore", taken, req.resume_hint)
+        said = taken if remapping is None else taken_meanwhile
+        crew = Crew(workers, "pgblobdump-restore-job", "restore", said, req.resume_hint)
         works = [functools.partial(crew.drive, w, items)
                  for w, items in zip(workers, shares, strict=True)]  # fmt: skip
         # what is left after a failure, if anything, kept for the next run's hint

@@ -48,5 +48,6 @@ def precheck(
                 )
             raise DatabaseError(
                 f"LO {rows[0][0]} already exists in the target{more}; restore with"
-                " --on-conflict skip to keep what is there, or into another database"
+                " --on-conflict skip to keep what is there, with --remap to restore them at new"
+                " OIDs, or into another database"
             )

@@ -27,7 +27,7 @@ from psycopg import sql
 from pgblobdump.errors import PgBlobDumpError
 from pgblobdump.packed.format.index import Index, Meta
 from pgblobdump.packed.read.items import Damaged, Item, LoPiece, WholeLos
-from pgblobdump.packed.restore.hooks import RemapHooks, Remapping, Replacing
+from pgblobdump.packed.restore.hooks import RemapHooks, Remapping, Replacing, taken_meanwhile
 from pgblobdump.packed.restore.journal import Journal
 from pgblobdump.packed.restore.plan import (
     BatchLos,
@@ -432,7 +432,8 @@ def restore(
                     reporter.progress(r.los + r.skipped, r.bytes)
             r.finish()
         except (PgBlobDumpError, psycopg.Error, KeyboardInterrupt) as e:
-            error = failed(e, "restore", ledger, conn, taken, if_left=req.resume_hint, stop=r.stop)
+            said = taken if remapping is None else taken_meanwhile
+            error = failed(e, "restore", ledger, conn, said, if_left=req.resume_hint, stop=r.stop)
             if journal is not None:
                 journal.save(ledger)  # what is left, if anything, for the next run's hint
             raise error from e
