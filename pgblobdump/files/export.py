@@ -1,0 +1,185 @@
+"""``export``: one file (or S3 object) per LO, named from a template, read at the dump's
+speed (its reader, N jobs, one exported snapshot), each object's sha256 computed on the
+way, a manifest written last (CSV and JSON). Resumable: the target's journal
+(files/journal) says what an earlier run stored, a rerun of the same command skips it
+and finishes; nothing the export did not write is ever overwritten or removed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from pgblobdump import signals
+from pgblobdump.errors import InsufficientResources, Interrupted, UsageError
+from pgblobdump.files import manifest, names
+from pgblobdump.files.exportjobs import Job, Tally, Worker, run_jobs
+from pgblobdump.files.journal import Journal, manifest_names
+from pgblobdump.files.objects import open_place
+from pgblobdump.files.plan import Names, for_oids, plan
+from pgblobdump.packed.dump import referenced
+from pgblobdump.pg import catalog
+from pgblobdump.pg import snapshot as snap
+from pgblobdump.pg.connect import connect
+from pgblobdump.pg.lostream import Selection
+from pgblobdump.report.reporter import QUIET, Reporter
+
+PARTS_MAX = 1000
+
+
+@dataclass(frozen=True)
+class ExportRequest:
+    """What to export and how; refuses bad combinations on construction.
+
+    ``output``: a directory or ``s3://bucket/prefix``. ``template``: the ``--name``
+    (files/names). ``jobs``: connections, each a contiguous OID range of one snapshot.
+    ``part``: (K, N), share K of N of the selection by LO count (N exports at once)."""
+
+    output: str
+    template: str = "{oid}"
+    selection: Selection = field(default_factory=Selection)
+    jobs: int = 1
+    part: tuple[int, int] | None = None
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.jobs <= 64:
+            raise UsageError(f"--jobs must be between 1 and 64 (got {self.jobs})")
+        if self.part is not None and not 1 <= self.part[0] <= self.part[1] <= PARTS_MAX:
+            raise UsageError(f"--part {self.part[0]}/{self.part[1]} must be K/N, 1 <= K <= N")
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    """``written``: LOs stored by this run; ``kept``: stored by an earlier run of this
+    export (journaled, or found stored and verified by sha256); ``los``, ``bytes``: what
+    the manifest lists. ``renamed``: (OID, path, why) of each LO whose name is not the
+    template's."""
+
+    target: str
+    written: int
+    written_bytes: int
+    kept: int
+    los: int
+    bytes: int
+    renamed: list[tuple[int, str, str]]
+    manifest: list[str]
+    seconds: float
+    snapshot: str
+    oids: str
+    access: str
+
+    def record(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["seconds"] = round(self.seconds, 3)
+        d["renamed"] = [{"oid": o, "path": p, "why": w} for o, p, w in self.renamed]
+        return d
+
+
+def _settings(conn: Any, req: ExportRequest, sel: Selection) -> dict[str, Any]:
+    row = conn.execute(
+        "SELECT current_database(), d.oid::int8 FROM pg_database d"
+        " WHERE d.datname = current_database()"
+    ).fetchone()
+    return {
+        "database": row[0],
+        "database_oid": int(row[1]),
+        "template": req.template,
+        "referenced_by": [f"{t}.{c}" for t, c in sel.referenced_by],
+        "oids": [sel.first, sel.last],
+        "part": list(req.part) if req.part else None,
+    }
+
+
+def export(conninfo: str, req: ExportRequest, reporter: Reporter = QUIET) -> ExportResult:
+    """Export the LOs ``req`` selects from the database at ``conninfo`` into
+    ``req.output`` (module docstring)."""
+    t0 = time.perf_counter()
+    template = names.parse(req.template, (t for t, _ in req.selection.referenced_by))
+    # before any LO is read: the bucket exists, the directory can be written
+    place = open_place(req.output, create=True)
+    with connect(conninfo, autocommit=True, doing="export") as leader:
+        snap.begin(leader)
+        sel = referenced.resolve(leader, req.selection)
+        snapshot = snap.export(leader)
+        journal = Journal(place, _settings(leader, req, sel), req.part)
+        found = journal.look()
+        csv_name, json_name = manifest_names(req.part)
+        if found.complete:
+            reporter.note(f"{place.description}: complete already ({csv_name} is there);"
+                          " nothing to do")  # fmt: skip
+            leader.execute("COMMIT")
+            return _result(place, journal, found.done, Tally(), len(found.done), t0,
+                           snapshot, "", [csv_name, json_name])  # fmt: skip
+        if found.done or found.others:
+            reporter.note(f"resuming: {len(found.done):,} LOs an earlier run wrote are there"
+                          " (their sizes checked); written again: none of them")  # fmt: skip
+        ranges = snap.shares(leader, sel, req.part, req.jobs)
+        journal.begin(len(ranges))
+        covered = f"{ranges[0].first}..{ranges[-1].last}"
+        if req.part is not None:
+            reporter.note(f"part {req.part[0]}/{req.part[1]}: OIDs {covered}")
+        reporter.task("exporting LOs", catalog.count_selected(leader, ranges))
+        namer: Names
+        if template.table is None:
+            namer = for_oids(template)
+        else:
+            namer = plan(leader, template, sel, {o: r.path for o, r in found.done.items()})
+        tally = Tally()
+        stop = threading.Event()
+        jobs = [Job([r], journal.writer(k)) for k, r in enumerate(ranges)]
+
+        def worker() -> Worker:
+            return Worker(place, namer, found, tally, reporter, stop)
+
+        try:
+            run_jobs(conninfo, snapshot, jobs, worker, stop)
+        except KeyboardInterrupt as e:
+            signum = signals.signum_of(e)
+            raise Interrupted(
+                f"export interrupted by {signals.name(signum)}: {_stored(tally, found)};"
+                f" run the same command again to finish it (OIDs {covered})",
+                signum,
+            ) from None
+        except InsufficientResources as e:
+            raise InsufficientResources(
+                f"{e}; {_stored(tally, found)}: free space and run the same command again"
+                " to finish it"
+            ) from None
+        with contextlib.suppress(Exception):
+            leader.execute("COMMIT")
+    # the manifest last: from the journal, every OID once, in order
+    done = journal.look().done
+    rows = [done[o] for o in sorted(done)]
+    about = {**journal.settings, "snapshot": snapshot, "los": len(rows),
+             "bytes": sum(r.size for r in rows)}  # fmt: skip
+    place.replace(json_name, manifest.as_json(rows, about))
+    place.replace(csv_name, manifest.encode(rows))
+    return _result(place, journal, done, tally, len(found.done) + tally.adopted, t0,
+                   snapshot, covered, [csv_name, json_name],
+                   namer.renamed() or sorted(tally.renamed))  # fmt: skip
+
+
+def _stored(tally: Tally, found: Any) -> str:
+    return f"{tally.los + len(found.done):,} LOs are stored and journaled in the target"
+
+
+def _result(place: Any, journal: Journal, done: dict[int, manifest.Row], tally: Tally,
+            kept: int, t0: float, snapshot: str, covered: str, files: list[str],
+            renamed: list[tuple[int, str, str]] | None = None) -> ExportResult:  # fmt: skip
+    if renamed is None:
+        renamed = [(o, r.path, r.renamed) for o, r in sorted(done.items()) if r.renamed]
+    access = (
+        "objects written with no ACL: as private as the bucket's policy, nothing made public"
+        if place.is_s3
+        else "files 0600 and directories 0700: readable by this OS user alone"
+    )
+    del journal
+    return ExportResult(
+        place.description, tally.los - tally.adopted, tally.bytes, kept, len(done),
+        sum(r.size for r in done.values()), renamed, files, time.perf_counter() - t0,
+        snapshot, covered, access,
+    )  # fmt: skip

@@ -1,0 +1,150 @@
+"""Export's state in its own target, under ``.pgblobdump-export/``: the settings of the
+export (``export-K-of-N.json``: which database, template, selection) written before
+the first LO, and the journal: segments of manifest rows (``K-of-N/RUN-JOB-SEQ.csv``),
+each written whole (atomically) once its objects are stored, so that a rerun after a
+kill -9 knows what is there and whose it is.
+
+A target that holds anything and no settings of ours is refused before any LO is read;
+so is one whose settings are another export's (another database, template or
+selection): an export never writes into what it did not make.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from pgblobdump.errors import UsageError
+from pgblobdump.files import manifest
+from pgblobdump.files.names import STATE_DIR, reserved
+from pgblobdump.files.objects import Entry, Place
+
+
+def part_tag(part: tuple[int, int] | None) -> str:
+    k, n = part or (1, 1)
+    return f"{k}-of-{n}"
+
+
+def manifest_names(part: tuple[int, int] | None) -> tuple[str, str]:
+    """The manifest's names: ``manifest.csv``/``.json``, ``manifest-K-of-N.*`` for a part."""
+    stem = "manifest" if part is None else f"manifest-{part_tag(part)}"
+    return f"{stem}.csv", f"{stem}.json"
+
+
+@dataclass
+class Found:
+    """What a target holds: whether it is a fresh one, the rows an earlier run of this
+    export journaled (by OID), and the other objects at names it did not journal (size
+    by path: an interrupted run's objects stored before their segment, or anyone's)."""
+
+    fresh: bool
+    done: dict[int, manifest.Row] = field(default_factory=dict)
+    others: dict[str, int] = field(default_factory=dict)
+    complete: bool = False
+
+
+class Journal:
+    """The state of one export (one --part) in ``place``: ``export.json`` (the settings,
+    shared by the parts), ``runs-K-of-N.json`` (each run of this part and its jobs) and
+    the segments ``K-of-N/RUN-JOB-SEQ.csv`` (SEQ from 0 without a gap per job)."""
+
+    def __init__(self, place: Place, settings: dict[str, Any], part: tuple[int, int] | None):
+        self.place = place
+        self.settings = settings
+        self.part = part
+        self.tag = part_tag(part)
+        self.run = f"{time.time_ns():x}-{os.getpid()}"
+        self.settings_key = f"{STATE_DIR}/export.json"
+        self.runs_key = f"{STATE_DIR}/runs-{self.tag}.json"
+        self.runs: list[dict[str, Any]] = []
+
+    def _read(self, key: str) -> Any | None:
+        if self.place.stat(key) is None:
+            return None
+        with self.place.open(key) as f:
+            return json.loads(f.read())
+
+    def look(self) -> Found:
+        """Read the target once (a walk): refuse it when it is not this export's (module
+        docstring), else what an earlier run left."""
+        entries = [e for e in self.place.walk() if isinstance(e, Entry)]
+        theirs = self._read(self.settings_key)
+        if theirs is None:
+            if entries:
+                raise UsageError(
+                    f"{self.place.description} holds files this export did not write"
+                    f" ({len(entries):,}, e.g. {entries[0].key}); export into an empty"
+                    " directory or prefix"
+                )
+            return Found(fresh=True)
+        self._check_settings(theirs)
+        self.runs = list(self._read(self.runs_key) or [])
+        done: dict[int, manifest.Row] = {}
+        for run in self.runs:
+            for job in range(int(run["jobs"])):
+                seq = 0
+                while True:
+                    key = self._segment(str(run["id"]), job, seq)
+                    if self.place.stat(key) is None:
+                        break
+                    with self.place.open(key) as f:
+                        for r in manifest.decode(f.read()):
+                            done[r.oid] = r
+                    seq += 1
+        sizes = {e.key: e.size for e in entries}
+        for oid in [o for o, r in done.items() if sizes.get(r.path) != r.size]:
+            del done[oid]  # journaled but gone or changed since: written again (or refused)
+        journaled = {r.path for r in done.values()}
+        others = {k: s for k, s in sizes.items() if k not in journaled and not reserved(k)}
+        complete = manifest_names(self.part)[0] in sizes
+        return Found(False, done, others, complete)
+
+    def _check_settings(self, theirs: dict[str, Any]) -> None:
+        diff = sorted(k for k in {*theirs, *self.settings}
+                      if k != "part" and theirs.get(k) != self.settings.get(k))  # fmt: skip
+        if diff:
+            raise UsageError(
+                f"{self.place.description} holds another export (its {', '.join(diff)}"
+                " differ); export into an empty directory or prefix, or run the same"
+                " export again to finish it"
+            )
+
+    def begin(self, jobs: int) -> None:
+        """This run entered (and the export's settings, the first time), before its
+        first LO is written."""
+        if self._read(self.settings_key) is None:
+            data = json.dumps(self.settings, indent=1, sort_keys=True).encode() + b"\n"
+            self.place.replace(self.settings_key, data)
+        self.runs.append({"id": self.run, "jobs": jobs})
+        self.place.replace(self.runs_key, json.dumps(self.runs, indent=1).encode() + b"\n")
+
+    def _segment(self, run: str, job: int, seq: int) -> str:
+        return f"{STATE_DIR}/{self.tag}/{run}-{job:02d}-{seq:06d}.csv"
+
+    def writer(self, job: int) -> Segments:
+        return Segments(self, job)
+
+
+class Segments:
+    """One job's journal: its rows, written as a segment now and then (``flush``)."""
+
+    def __init__(self, journal: Journal, job: int) -> None:
+        self.journal = journal
+        self.job = job
+        self.seq = 0
+        self.rows: list[manifest.Row] = []
+
+    def add(self, row: manifest.Row) -> None:
+        self.rows.append(row)
+
+    def flush(self) -> None:
+        if not self.rows:
+            return
+        rows, self.rows = self.rows, []
+        rows.sort(key=lambda r: r.oid)
+        key = self.journal._segment(self.journal.run, self.job, self.seq)
+        self.seq += 1
+        self.journal.place.replace(key, manifest.encode(rows))
