@@ -19,7 +19,7 @@ from pgblobdump.errors import InsufficientResources, Interrupted, UsageError
 from pgblobdump.files import manifest, names
 from pgblobdump.files.exportjobs import Job, Tally, Worker, run_jobs
 from pgblobdump.files.journal import Journal, manifest_names
-from pgblobdump.files.objects import open_place
+from pgblobdump.files.objects import Place, open_place
 from pgblobdump.files.plan import Names, for_oids, plan
 from pgblobdump.packed.dump import referenced
 from pgblobdump.pg import catalog
@@ -100,7 +100,12 @@ def export(conninfo: str, req: ExportRequest, reporter: Reporter = QUIET) -> Exp
     t0 = time.perf_counter()
     template = names.parse(req.template, (t for t, _ in req.selection.referenced_by))
     # before any LO is read: the bucket exists, the directory can be written
-    place = open_place(req.output, create=True)
+    with open_place(req.output, create=True) as place:
+        return _export(conninfo, req, reporter, template, place, t0)
+
+
+def _export(conninfo: str, req: ExportRequest, reporter: Reporter, template: names.Template,
+            place: Place, t0: float) -> ExportResult:  # fmt: skip
     with connect(conninfo, autocommit=True, doing="export") as leader:
         snap.begin(leader)
         sel = referenced.resolve(leader, req.selection)
@@ -167,7 +172,7 @@ def _stored(tally: Tally, found: Any) -> str:
     return f"{tally.los + len(found.done):,} LOs are stored and journaled in the target"
 
 
-def _result(place: Any, journal: Journal, done: dict[int, manifest.Row], tally: Tally,
+def _result(place: Place, journal: Journal, done: dict[int, manifest.Row], tally: Tally,
             kept: int, t0: float, snapshot: str, covered: str, files: list[str],
             renamed: list[tuple[int, str, str]] | None = None) -> ExportResult:  # fmt: skip
     if renamed is None:
