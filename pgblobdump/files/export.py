@@ -12,6 +12,7 @@ import dataclasses
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from pgblobdump import signals
@@ -19,6 +20,7 @@ from pgblobdump.errors import InsufficientResources, Interrupted, UsageError
 from pgblobdump.files import manifest, names
 from pgblobdump.files.exportjobs import Job, Tally, Worker, run_jobs
 from pgblobdump.files.journal import Journal, manifest_names
+from pgblobdump.files.leftovers import remove_parts
 from pgblobdump.files.objects import Place, open_place
 from pgblobdump.files.plan import Names, for_oids, plan
 from pgblobdump.packed.dump import referenced
@@ -119,9 +121,15 @@ def _export(conninfo: str, req: ExportRequest, reporter: Reporter, template: nam
             leader.execute("COMMIT")
             return _result(place, journal, found.done, Tally(), len(found.done), t0,
                            snapshot, "", [csv_name, json_name])  # fmt: skip
-        if found.done or found.others:
-            reporter.note(f"resuming: {len(found.done):,} LOs an earlier run wrote are there"
-                          " (their sizes checked); written again: none of them")  # fmt: skip
+        if not found.fresh:
+            parts = 0
+            if not place.is_s3:
+                parts = remove_parts(Path(place.description), [str(r["id"]) for r in journal.runs])
+            reporter.note(
+                f"resuming: {len(found.done):,} LOs an earlier run wrote are there (their"
+                " sizes checked), kept"
+                + (f"; {parts:,} partial files it left removed" if parts else "")
+            )
         ranges = snap.shares(leader, sel, req.part, req.jobs)
         journal.begin(len(ranges))
         covered = f"{ranges[0].first}..{ranges[-1].last}"

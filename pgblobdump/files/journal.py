@@ -70,7 +70,10 @@ class Journal:
     def look(self) -> Found:
         """Read the target once (a walk): refuse it when it is not this export's (module
         docstring), else what an earlier run left."""
-        entries = [e for e in self.place.walk() if isinstance(e, Entry)]
+        # an S3 walk lists keys under a TOOL_PREFIX directory (only a last part starting
+        # with it is left out): the export's own state is not among what it exported
+        entries = [e for e in self.place.walk()
+                   if isinstance(e, Entry) and not e.key.startswith(STATE_DIR + "/")]  # fmt: skip
         theirs = self._read(self.settings_key)
         if theirs is None:
             if entries:
