@@ -191,7 +191,7 @@ def test_an_lo_over_1_gib(pg17: EmbeddedCluster, new_db: NewDb, tmp_path: Path) 
     db = new_db(pg17)
     size = (1 << 30) + (1 << 20) + 5
     with psycopg.connect(db, autocommit=True) as conn:
-        conn.execute("SELECT lo_create(95001), lo_put(95001, %s, 'x')", (size - 5,))
+        conn.execute("SELECT lo_create(95001), lo_put(95001, %s, 'xxxxx')", (size - 5,))
         conn.execute("SELECT lo_put(95001, 0, decode(repeat('ab', 3000000), 'hex'))")
     out = tmp_path / "out"
     result = run("export", "-d", db, "-o", str(out))
