@@ -11,6 +11,7 @@ import contextlib
 import dataclasses
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from pgblobdump import signals
 from pgblobdump.errors import InsufficientResources, Interrupted, UsageError
 from pgblobdump.files import manifest, names
 from pgblobdump.files.exportjobs import Job, Tally, Worker, run_jobs
-from pgblobdump.files.journal import Journal, manifest_names
+from pgblobdump.files.journal import Found, Journal, manifest_names
 from pgblobdump.files.leftovers import remove_parts
 from pgblobdump.files.objects import Place, open_place
 from pgblobdump.files.plan import Names, for_oids, plan
@@ -119,8 +120,10 @@ def _export(conninfo: str, req: ExportRequest, reporter: Reporter, template: nam
             reporter.note(f"{place.description}: complete already ({csv_name} is there);"
                           " nothing to do")  # fmt: skip
             leader.execute("COMMIT")
-            return _result(place, journal, found.done, Tally(), len(found.done), t0,
-                           snapshot, "", [csv_name, json_name])  # fmt: skip
+            los = sum(r.size >= 0 for r in journal.rows(found))
+            nbytes = sum(r.size for r in journal.rows(found))
+            return _result(place, Tally(), los, los, nbytes, t0, snapshot, "",
+                           [csv_name, json_name], [])  # fmt: skip
         if not found.fresh:
             parts = 0
             if not place.is_s3:
@@ -165,34 +168,64 @@ def _export(conninfo: str, req: ExportRequest, reporter: Reporter, template: nam
         with contextlib.suppress(Exception):
             leader.execute("COMMIT")
     # the manifest last: from the journal, every OID once, in order
-    done = journal.look().done
-    rows = [done[o] for o in sorted(done)]
-    about = {**journal.settings, "snapshot": snapshot, "los": len(rows),
-             "bytes": sum(r.size for r in rows)}  # fmt: skip
-    place.replace(json_name, manifest.as_json(rows, about))
-    place.replace(csv_name, manifest.encode(rows))
-    return _result(place, journal, done, tally, len(found.done) + tally.adopted, t0,
-                   snapshot, covered, [csv_name, json_name],
-                   namer.renamed() or sorted(tally.renamed))  # fmt: skip
+    los, nbytes = _write_manifest(place, journal, found, csv_name, json_name, snapshot)
+    return _result(
+        place,
+        tally,
+        len(found.done) + tally.adopted,
+        los,
+        nbytes,
+        t0,
+        snapshot,
+        covered,
+        [csv_name, json_name],
+        namer.renamed() or sorted(tally.renamed),
+    )
+
+
+def _write_manifest(place: Place, journal: Journal, found: Found, csv_name: str,
+                    json_name: str, snapshot: str) -> tuple[int, int]:  # fmt: skip
+    """The manifest from the journal, streamed (read twice: once for the totals and the
+    sizes, once to write), JSON first and CSV last (its presence says complete).
+    Returns its LOs and bytes."""
+    if found.half:  # ours: an earlier run's, stopped between the two
+        place.remove(json_name)
+    los = nbytes = csv_size = 0
+    for r in journal.rows(found):
+        los += 1
+        nbytes += r.size
+    csv_size = sum(map(len, manifest.csv_chunks(journal.rows(found))))
+    about = {**journal.settings, "snapshot": snapshot, "los": los, "bytes": nbytes}
+    json_size = sum(map(len, manifest.json_chunks(journal.rows(found), about)))
+    with place.putter() as putter:
+        putter.put(json_name, _pieces(manifest.json_chunks(journal.rows(found), about)),
+                   json_size)  # fmt: skip
+    place.flush()  # every object on disk before the manifest says the export is complete
+    with place.putter() as putter:
+        putter.put(csv_name, _pieces(manifest.csv_chunks(journal.rows(found))), csv_size)
+    return los, nbytes
+
+
+def _pieces(chunks: Iterator[bytes]) -> Iterator[tuple[int, bytes]]:
+    at = 0
+    for c in chunks:
+        yield at, c
+        at += len(c)
 
 
 def _stored(tally: Tally, found: Any) -> str:
     return f"{tally.los + len(found.done):,} LOs are stored and journaled in the target"
 
 
-def _result(place: Place, journal: Journal, done: dict[int, manifest.Row], tally: Tally,
-            kept: int, t0: float, snapshot: str, covered: str, files: list[str],
-            renamed: list[tuple[int, str, str]] | None = None) -> ExportResult:  # fmt: skip
-    if renamed is None:
-        renamed = [(o, r.path, r.renamed) for o, r in sorted(done.items()) if r.renamed]
+def _result(place: Place, tally: Tally, kept: int, los: int, nbytes: int, t0: float,
+            snapshot: str, covered: str, files: list[str],
+            renamed: list[tuple[int, str, str]]) -> ExportResult:  # fmt: skip
     access = (
         "objects written with no ACL: as private as the bucket's policy, nothing made public"
         if place.is_s3
         else "files 0600 and directories 0700: readable by this OS user alone"
     )
-    del journal
     return ExportResult(
-        place.description, tally.los - tally.adopted, tally.bytes, kept, len(done),
-        sum(r.size for r in done.values()), renamed, files, time.perf_counter() - t0,
-        snapshot, covered, access,
+        place.description, tally.los - tally.adopted, tally.bytes, kept, los, nbytes, renamed,
+        files, time.perf_counter() - t0, snapshot, covered, access,
     )  # fmt: skip

@@ -12,7 +12,8 @@ import contextlib
 import hashlib
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import psycopg
@@ -20,7 +21,7 @@ import psycopg
 from pgblobdump.errors import FileError
 from pgblobdump.files import manifest
 from pgblobdump.files.journal import Found, Segments
-from pgblobdump.files.objects import Place
+from pgblobdump.files.objects import Pieces, Place, Putter
 from pgblobdump.files.plan import Names
 from pgblobdump.packed.format.holes import runs
 from pgblobdump.pg import snapshot as snap
@@ -99,8 +100,8 @@ class Worker:
     def run(self, conn: psycopg.Connection, side: snap.SideConnection, job: Job) -> None:
         last = time.monotonic()
         try:
-            with self.place.putter() as putter:
-                self.putter = putter
+            with self.place.putter() as putter, _writers(putter, self.place.is_s3) as small:
+                self.putter, self.small = putter, small
                 for sel in job.sels:
                     with contextlib.closing(iter_los(conn, sel, side)) as rows:
                         for item in rows:
@@ -164,8 +165,12 @@ class Worker:
     def _put(self, row: manifest.Row, pieces: Iterable[tuple[int, bytes | memoryview]]) -> None:
         with self.lock:
             self.pending[row.path] = row
-        self.putter.put(row.path, pieces, row.size, {"pgblobdump-oid": str(row.oid)},
-                        done=self._done)  # fmt: skip
+        self.small.put(row.path, pieces, row.size, self._meta(row), done=self._done)
+
+    def _meta(self, row: manifest.Row) -> dict[str, str] | None:
+        """An S3 object's user metadata; none locally (an extended attribute per file
+        costs a system call, and the manifest says it all)."""
+        return {"pgblobdump-oid": str(row.oid)} if self.place.is_s3 else None
 
     def _big(self, item: LoRow) -> None:
         if item.oid in self.found.done:
@@ -186,8 +191,7 @@ class Worker:
             with self.lock:
                 self.stored.append(cell)
 
-        self.putter.put(row.path, hashing, row.size, {"pgblobdump-oid": str(row.oid)},
-                        done=done)  # fmt: skip
+        self.putter.put(row.path, hashing, row.size, self._meta(row), done=done)
         if hashing.read != item.size:
             raise FileError(
                 f"LO {item.oid}: the object store took {hashing.read:,} of its {item.size:,} bytes"
@@ -214,17 +218,77 @@ class Worker:
 
 
 def _with_sha(row: manifest.Row, sha: str) -> manifest.Row:
-    from dataclasses import replace
+    return row._replace(sha256=sha)
 
-    return replace(row, sha256=sha)
+
+WRITERS = 2
+"""Threads writing a job's small files locally: a file's system calls (create, write,
+link, unlink) wait on the file system, not the CPU, so the reader goes on meanwhile."""
+IN_FLIGHT = 64
+"""Small files queued to those threads at most (each holds a view of its run's bytes)."""
+
+
+class _Writers:
+    """Local puts of small LOs on WRITERS threads; the first failure is raised by the
+    next ``put`` or on leaving."""
+
+    def __init__(self, putter: Putter) -> None:
+        self.putter = putter
+        self.pool = ThreadPoolExecutor(WRITERS, thread_name_prefix="export-write")
+        self.slots = threading.BoundedSemaphore(IN_FLIGHT)
+        self.failed: list[BaseException] = []
+
+    def put(self, key: str, pieces: Pieces, size: int,
+            metadata: Mapping[str, str] | None = None,
+            done: Callable[[str], None] | None = None) -> None:  # fmt: skip
+        if self.failed:
+            raise self.failed[0]
+        self.slots.acquire()
+        try:
+            self.pool.submit(self._one, key, pieces, size, metadata, done)
+        except BaseException:
+            self.slots.release()
+            raise
+
+    def _one(self, key: str, pieces: Pieces, size: int, metadata: Mapping[str, str] | None,
+             done: Callable[[str], None] | None) -> None:  # fmt: skip
+        try:
+            if not self.failed:
+                self.putter.put(key, pieces, size, metadata, done)
+        except BaseException as e:
+            self.failed.append(e)
+        finally:
+            self.slots.release()
+
+
+@contextlib.contextmanager
+def _writers(putter: Putter, is_s3: bool) -> Iterator[Putter | _Writers]:
+    """Where a job's small LOs go: S3's putter has a pool of its own."""
+    if is_s3:
+        yield putter
+        return
+    w = _Writers(putter)
+    try:
+        yield w
+    except BaseException:
+        w.failed.append(RuntimeError("stopped"))
+        w.pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    w.pool.shutdown(wait=True)
+    if w.failed:
+        raise w.failed[0]
 
 
 def run_jobs(conninfo: str, snapshot: str, jobs: list[Job], worker: Callable[[], Worker],
              stop: threading.Event) -> None:  # fmt: skip
     """Each job in its own thread on its own connection (the snapshot imported); the
-    first failure (or Ctrl-C in this thread) stops them all and is raised."""
+    first failure (or Ctrl-C in this thread) stops them all and is raised once every
+    job has stopped (its objects in flight stored and journaled)."""
     errors: list[BaseException] = []
     conns: list[psycopg.Connection] = []
+    # waited on instead of Thread.join: a join that Ctrl-C interrupts can leave the
+    # thread taken for ended (CPython 3.11), and the command then exits under its feet
+    ended = [threading.Event() for _ in jobs]
 
     def work(k: int) -> None:
         try:
@@ -243,27 +307,26 @@ def run_jobs(conninfo: str, snapshot: str, jobs: list[Job], worker: Callable[[],
         except BaseException as e:
             errors.append(e)
             stop.set()
+        finally:
+            ended[k].set()
 
-    threads = [threading.Thread(target=work, args=(k,), daemon=True) for k in range(len(jobs))]
-    for t in threads:
-        t.start()
+    for k in range(len(jobs)):
+        threading.Thread(target=work, args=(k,), daemon=True).start()
     try:
-        for t in threads:
-            while t.is_alive():
-                t.join(0.2)
-                if errors:
-                    break
+        for e in ended:
+            while not e.wait(0.2) and not errors:
+                pass
             if errors:
                 break
     except BaseException:
-        _stop_all(threads, stop, conns)
+        _stop_all(ended, stop, conns)
         raise
     if errors:
-        _stop_all(threads, stop, conns)
+        _stop_all(ended, stop, conns)
         raise errors[0]
 
 
-def _stop_all(threads: list[threading.Thread], stop: threading.Event,
+def _stop_all(ended: list[threading.Event], stop: threading.Event,
               conns: list[psycopg.Connection]) -> None:  # fmt: skip
     """Every job told to stop and its statement cancelled; each then waits for its
     objects in flight and journals them (STOP_WAIT at most)."""
@@ -272,5 +335,5 @@ def _stop_all(threads: list[threading.Thread], stop: threading.Event,
         with contextlib.suppress(Exception):
             c.cancel_safe(timeout=5)
     deadline = time.monotonic() + STOP_WAIT
-    for t in threads:
-        t.join(max(0.0, deadline - time.monotonic()))
+    for e in ended:
+        e.wait(max(0.0, deadline - time.monotonic()))

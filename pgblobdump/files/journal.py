@@ -11,9 +11,11 @@ selection): an export never writes into what it did not make.
 
 from __future__ import annotations
 
+import heapq
 import json
 import os
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,6 +46,9 @@ class Found:
     done: dict[int, manifest.Row] = field(default_factory=dict)
     others: dict[str, int] = field(default_factory=dict)
     complete: bool = False
+    dropped: set[int] = field(default_factory=set)
+    half: bool = False
+    """The JSON manifest is there and the CSV one is not (an interrupted finish)."""
 
 
 class Journal:
@@ -67,43 +72,76 @@ class Journal:
         with self.place.open(key) as f:
             return json.loads(f.read())
 
-    def look(self) -> Found:
-        """Read the target once (a walk): refuse it when it is not this export's (module
-        docstring), else what an earlier run left."""
+    def _entries(self) -> Iterator[Entry]:
         # an S3 walk lists keys under a TOOL_PREFIX directory (only a last part starting
         # with it is left out): the export's own state is not among what it exported
-        entries = [e for e in self.place.walk()
-                   if isinstance(e, Entry) and not e.key.startswith(STATE_DIR + "/")]  # fmt: skip
+        for e in self.place.walk():
+            if isinstance(e, Entry) and not e.key.startswith(STATE_DIR + "/"):
+                yield e
+
+    def look(self) -> Found:
+        """Refuse the target when it is not this export's (module docstring), else say
+        what an earlier run left (a walk of it, held in memory: a resumed run only)."""
         theirs = self._read(self.settings_key)
         if theirs is None:
-            if entries:
+            first = next(self._entries(), None)
+            if first is not None:
                 raise UsageError(
                     f"{self.place.description} holds files this export did not write"
-                    f" ({len(entries):,}, e.g. {entries[0].key}); export into an empty"
-                    " directory or prefix"
+                    f" (e.g. {first.key}); export into an empty directory or prefix"
                 )
             return Found(fresh=True)
         self._check_settings(theirs)
         self.runs = list(self._read(self.runs_key) or [])
-        done: dict[int, manifest.Row] = {}
-        for run in self.runs:
-            for job in range(int(run["jobs"])):
-                seq = 0
-                while True:
-                    key = self._segment(str(run["id"]), job, seq)
-                    if self.place.stat(key) is None:
-                        break
-                    with self.place.open(key) as f:
-                        for r in manifest.decode(f.read()):
-                            done[r.oid] = r
-                    seq += 1
-        sizes = {e.key: e.size for e in entries}
-        for oid in [o for o, r in done.items() if sizes.get(r.path) != r.size]:
+        done = {r.oid: r for r in self._journaled()}
+        sizes = {e.key: e.size for e in self._entries()}
+        dropped = {o for o, r in done.items() if sizes.get(r.path) != r.size}
+        for oid in dropped:
             del done[oid]  # journaled but gone or changed since: written again (or refused)
         journaled = {r.path for r in done.values()}
         others = {k: s for k, s in sizes.items() if k not in journaled and not reserved(k)}
         complete = manifest_names(self.part)[0] in sizes
-        return Found(False, done, others, complete)
+        return Found(False, done, others, complete, dropped, manifest_names(self.part)[1] in sizes)
+
+    def _segments(self, run: str, job: int) -> Iterator[manifest.Row]:
+        seq = 0
+        while True:
+            key = self._segment(run, job, seq)
+            if self.place.stat(key) is None:
+                return
+            with self.place.open(key) as f:
+                data = f.read()
+            yield from manifest.decode(data)
+            seq += 1
+
+    def _journaled(self, dropped: set[int] | None = None) -> Iterator[manifest.Row]:
+        """Every journaled row, each OID once (the latest run's), in OID order, a
+        segment of each job of each run read at a time. ``dropped``: OIDs whose earlier
+        runs' rows no longer hold (the file gone or changed), left out unless a later
+        run wrote them again."""
+        streams = []
+        for i, run in enumerate(self.runs):
+            for job in range(int(run["jobs"])):
+                rows = self._segments(str(run["id"]), job)
+                streams.append((i, rows))
+        tagged = [_tag(i, rows) for i, rows in streams]
+        last: tuple[int, int, manifest.Row] | None = None
+        latest = len(self.runs) - 1
+        gone = dropped or set()
+
+        def kept(t: tuple[int, int, manifest.Row]) -> bool:
+            return not (t[0] in gone and t[1] < latest)
+
+        for item in heapq.merge(*tagged, key=lambda t: (t[0], t[1])):
+            if last is not None and item[0] != last[0] and kept(last):
+                yield last[2]
+            last = item
+        if last is not None and kept(last):
+            yield last[2]
+
+    def rows(self, found: Found) -> Iterator[manifest.Row]:
+        """The manifest's rows: every journaled LO once, in OID order (streamed)."""
+        return self._journaled(found.dropped)
 
     def _check_settings(self, theirs: dict[str, Any]) -> None:
         diff = sorted(k for k in {*theirs, *self.settings}
@@ -151,3 +189,8 @@ class Segments:
         key = self.journal._segment(self.journal.run, self.job, self.seq)
         self.seq += 1
         self.journal.place.replace(key, manifest.encode(rows))
+
+
+def _tag(i: int, rows: Iterator[manifest.Row]) -> Iterator[tuple[int, int, manifest.Row]]:
+    for r in rows:
+        yield r.oid, i, r

@@ -13,15 +13,13 @@ import csv
 import io
 import json
 from collections.abc import Iterable, Iterator
-from dataclasses import astuple, dataclass, fields
-from typing import Any
+from typing import Any, NamedTuple
 
 FORMAT = "pgblobdump-export"
 VERSION = 1
 
 
-@dataclass(frozen=True)
-class Row:
+class Row(NamedTuple):
     """One LO in the target. ``row``: the referencing row's template columns as a JSON
     object's text ("" for an LO named by OID); ``renamed``: why the name is not the
     template's ("" when it is)."""
@@ -38,7 +36,7 @@ class Row:
     renamed: str
 
 
-COLUMNS = tuple(f.name for f in fields(Row))
+COLUMNS = Row._fields
 
 
 def acl_text(acl: tuple[str, ...] | None) -> str:
@@ -51,7 +49,7 @@ def encode(rows: Iterable[Row], header: bool = True) -> bytes:
     if header:
         w.writerow(COLUMNS)
     for r in rows:
-        w.writerow(astuple(r))
+        w.writerow(r)
     return out.getvalue().encode()
 
 
@@ -71,16 +69,48 @@ def decode(data: bytes) -> Iterator[Row]:
                   int(rec[8]), rec[9])  # fmt: skip
 
 
-def as_json(rows: list[Row], about: dict[str, Any]) -> bytes:
-    """The JSON manifest: ``about`` (the export's settings and totals) and ``objects``,
-    one object per row (``acl``, ``comment`` null when none; ``row`` an object)."""
-    objects = []
+CHUNK = 1 << 20
+"""Bytes of a manifest handed on at a time (it is streamed, never held whole)."""
+
+
+def csv_chunks(rows: Iterable[Row]) -> Iterator[bytes]:
+    """The CSV manifest, a header first, in chunks of about CHUNK bytes."""
+    out = io.StringIO()
+    w = csv.writer(out, lineterminator="\n")
+    w.writerow(COLUMNS)
     for r in rows:
-        d: dict[str, Any] = dict(zip(COLUMNS, astuple(r), strict=True))
-        d["acl"] = r.acl or None
-        d["comment"] = r.comment or None
-        d["row"] = json.loads(r.row) if r.row else None
-        d["renamed"] = r.renamed or None
-        objects.append(d)
-    doc = {"format": FORMAT, "version": VERSION, **about, "objects": objects}
-    return (json.dumps(doc, ensure_ascii=False, indent=1) + "\n").encode()
+        w.writerow(r)
+        if out.tell() >= CHUNK:
+            yield out.getvalue().encode()
+            out.seek(0)
+            out.truncate()
+    yield out.getvalue().encode()
+
+
+def _object(r: Row) -> dict[str, Any]:
+    d: dict[str, Any] = r._asdict()
+    d["acl"] = r.acl or None
+    d["comment"] = r.comment or None
+    d["row"] = json.loads(r.row) if r.row else None
+    d["renamed"] = r.renamed or None
+    return d
+
+
+def json_chunks(rows: Iterable[Row], about: dict[str, Any]) -> Iterator[bytes]:
+    """The JSON manifest: ``about`` (the export's settings and totals) and ``objects``,
+    one object per row (``acl``, ``comment``, ``renamed`` null when none; ``row`` an
+    object), one object a line, in chunks of about CHUNK bytes."""
+    head = json.dumps({"format": FORMAT, "version": VERSION, **about}, ensure_ascii=False)
+    parts = [head[:-1] + ', "objects": [\n']
+    size = 0
+    sep = ""
+    for r in rows:
+        line = sep + json.dumps(_object(r), ensure_ascii=False)
+        sep = ",\n"
+        parts.append(line)
+        size += len(line)
+        if size >= CHUNK:
+            yield "".join(parts).encode()
+            parts, size = [], 0
+    parts.append("\n]}\n")
+    yield "".join(parts).encode()
