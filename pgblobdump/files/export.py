@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from pgblobdump import signals
 from pgblobdump.errors import InsufficientResources, Interrupted, UsageError
@@ -185,32 +186,33 @@ def _export(conninfo: str, req: ExportRequest, reporter: Reporter, template: nam
 
 def _write_manifest(place: Place, journal: Journal, found: Found, csv_name: str,
                     json_name: str, snapshot: str) -> tuple[int, int]:  # fmt: skip
-    """The manifest from the journal, streamed (read twice: once for the totals and the
-    sizes, once to write), JSON first and CSV last (its presence says complete).
-    Returns its LOs and bytes."""
+    """The manifest from the journal: its rows read once into two unlinked temporary
+    files (memory stays flat), then put, JSON first and CSV last (its presence says the
+    export is complete). Returns its LOs and bytes."""
     if found.half:  # ours: an earlier run's, stopped between the two
         place.remove(json_name)
-    los = nbytes = csv_size = 0
-    for r in journal.rows(found):
-        los += 1
-        nbytes += r.size
-    csv_size = sum(map(len, manifest.csv_chunks(journal.rows(found))))
-    about = {**journal.settings, "snapshot": snapshot, "los": los, "bytes": nbytes}
-    json_size = sum(map(len, manifest.json_chunks(journal.rows(found), about)))
-    with place.putter() as putter:
-        putter.put(json_name, _pieces(manifest.json_chunks(journal.rows(found), about)),
-                   json_size)  # fmt: skip
-    place.flush()  # every object on disk before the manifest says the export is complete
-    with place.putter() as putter:
-        putter.put(csv_name, _pieces(manifest.csv_chunks(journal.rows(found))), csv_size)
-    return los, nbytes
+    with (
+        tempfile.TemporaryFile(prefix="pgblobdump-manifest-") as c,
+        tempfile.TemporaryFile(prefix="pgblobdump-manifest-") as j,
+    ):
+        w = manifest.Writer(c, j, {**journal.settings, "snapshot": snapshot})
+        for r in journal.rows(found):
+            w.add(r)
+        w.finish()
+        place.flush()  # every object on disk before the manifest says the export is complete
+        for name, f in ((json_name, j), (csv_name, c)):
+            size = f.tell()
+            f.seek(0)
+            with place.putter() as putter:
+                putter.put(name, _pieces(f), size)
+    return w.los, w.bytes
 
 
-def _pieces(chunks: Iterator[bytes]) -> Iterator[tuple[int, bytes]]:
+def _pieces(f: IO[bytes]) -> Iterator[tuple[int, bytes]]:
     at = 0
-    for c in chunks:
-        yield at, c
-        at += len(c)
+    while chunk := f.read(manifest.CHUNK):
+        yield at, chunk
+        at += len(chunk)
 
 
 def _stored(tally: Tally, found: Any) -> str:

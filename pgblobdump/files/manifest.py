@@ -13,7 +13,7 @@ import csv
 import io
 import json
 from collections.abc import Iterable, Iterator
-from typing import Any, NamedTuple
+from typing import IO, Any, NamedTuple
 
 FORMAT = "pgblobdump-export"
 VERSION = 1
@@ -70,21 +70,7 @@ def decode(data: bytes) -> Iterator[Row]:
 
 
 CHUNK = 1 << 20
-"""Bytes of a manifest handed on at a time (it is streamed, never held whole)."""
-
-
-def csv_chunks(rows: Iterable[Row]) -> Iterator[bytes]:
-    """The CSV manifest, a header first, in chunks of about CHUNK bytes."""
-    out = io.StringIO()
-    w = csv.writer(out, lineterminator="\n")
-    w.writerow(COLUMNS)
-    for r in rows:
-        w.writerow(r)
-        if out.tell() >= CHUNK:
-            yield out.getvalue().encode()
-            out.seek(0)
-            out.truncate()
-    yield out.getvalue().encode()
+"""Bytes of a manifest's text gathered before they are written out."""
 
 
 def _object(r: Row) -> dict[str, Any]:
@@ -96,21 +82,46 @@ def _object(r: Row) -> dict[str, Any]:
     return d
 
 
-def json_chunks(rows: Iterable[Row], about: dict[str, Any]) -> Iterator[bytes]:
-    """The JSON manifest: ``about`` (the export's settings and totals) and ``objects``,
-    one object per row (``acl``, ``comment``, ``renamed`` null when none; ``row`` an
-    object), one object a line, in chunks of about CHUNK bytes."""
-    head = json.dumps({"format": FORMAT, "version": VERSION, **about}, ensure_ascii=False)
-    parts = [head[:-1] + ', "objects": [\n']
-    size = 0
-    sep = ""
-    for r in rows:
-        line = sep + json.dumps(_object(r), ensure_ascii=False)
-        sep = ",\n"
-        parts.append(line)
-        size += len(line)
-        if size >= CHUNK:
-            yield "".join(parts).encode()
-            parts, size = [], 0
-    parts.append("\n]}\n")
-    yield "".join(parts).encode()
+class Writer:
+    """Both manifests written row by row into two binary files (never held whole): the
+    CSV, a header first; the JSON, ``about`` (the export's settings) then ``objects``,
+    one object a line (``acl``, ``comment``, ``renamed`` null when none, ``row`` an
+    object), then the totals ``los`` and ``bytes``."""
+
+    def __init__(self, csv_file: IO[bytes], json_file: IO[bytes], about: dict[str, Any]):
+        self.csv_file, self.json_file = csv_file, json_file
+        self.text = io.StringIO()
+        self.csv = csv.writer(self.text, lineterminator="\n")
+        self.csv.writerow(COLUMNS)
+        head = json.dumps({"format": FORMAT, "version": VERSION, **about}, ensure_ascii=False)
+        self.json_parts = [head[:-1] + ', "objects": [\n']
+        self.json_size = 0
+        self.sep = ""
+        self.los = self.bytes = 0
+
+    def add(self, r: Row) -> None:
+        self.los += 1
+        self.bytes += r.size
+        self.csv.writerow(r)
+        if self.text.tell() >= CHUNK:
+            self._csv_out()
+        line = self.sep + json.dumps(_object(r), ensure_ascii=False)
+        self.sep = ",\n"
+        self.json_parts.append(line)
+        self.json_size += len(line)
+        if self.json_size >= CHUNK:
+            self._json_out()
+
+    def _csv_out(self) -> None:
+        self.csv_file.write(self.text.getvalue().encode())
+        self.text.seek(0)
+        self.text.truncate()
+
+    def _json_out(self) -> None:
+        self.json_file.write("".join(self.json_parts).encode())
+        self.json_parts, self.json_size = [], 0
+
+    def finish(self) -> None:
+        self._csv_out()
+        self.json_parts.append(f'\n], "los": {self.los}, "bytes": {self.bytes}}}\n')
+        self._json_out()
