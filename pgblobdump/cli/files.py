@@ -7,10 +7,15 @@ from typing import Any
 
 import click
 
-from pgblobdump.cli.options import ONLY_OIDS, connection_options, jobs_option, output_options
+from pgblobdump.cli.options import (
+    ONLY_OIDS,
+    REFERENCED_BY,
+    connection_options,
+    jobs_option,
+    output_options,
+)
 from pgblobdump.cli.output import Format, emit
 from pgblobdump.cli.progress import reporter
-from pgblobdump.cli.sync import REFERENCED_BY
 from pgblobdump.cli.types import PART
 from pgblobdump.pg.target import ConnectionTarget
 from pgblobdump.report.summary import summary_table
