@@ -12,7 +12,7 @@ import contextlib
 import hashlib
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -21,7 +21,7 @@ import psycopg
 from pgblobdump.errors import FileError
 from pgblobdump.files import manifest
 from pgblobdump.files.journal import Found, Segments
-from pgblobdump.files.objects import Pieces, Place, Putter
+from pgblobdump.files.objects import Place
 from pgblobdump.files.plan import Names
 from pgblobdump.packed.format.holes import runs
 from pgblobdump.pg import snapshot as snap
@@ -100,8 +100,8 @@ class Worker:
     def run(self, conn: psycopg.Connection, side: snap.SideConnection, job: Job) -> None:
         last = time.monotonic()
         try:
-            with self.place.putter() as putter, _writers(putter, self.place.is_s3) as small:
-                self.putter, self.small = putter, small
+            with self.place.putter() as putter, _writers(self.place.is_s3) as writers:
+                self.putter, self.writers = putter, writers
                 for sel in job.sels:
                     with contextlib.closing(iter_los(conn, sel, side)) as rows:
                         for item in rows:
@@ -155,17 +155,20 @@ class Worker:
             at += size
             if oid in done:
                 continue
-            sha = hashlib.sha256(data).hexdigest()
-            row = self._row(oid, meta, size, sha)
+            row = self._row(oid, meta, size, "")
             if row.path in self.found.others:
-                self._adopt(row, sha)
-                continue
-            self._put(row, _pieces(data, size))
+                self._adopt(row, hashlib.sha256(data).hexdigest())
+            elif self.writers is not None:  # hashed there too, beside the reading
+                self.writers.submit(self._hash_put, row, data)
+            else:
+                self._hash_put(row, data)
 
-    def _put(self, row: manifest.Row, pieces: Iterable[tuple[int, bytes | memoryview]]) -> None:
+    def _hash_put(self, row: manifest.Row, data: memoryview) -> None:
+        row = row._replace(sha256=hashlib.sha256(data).hexdigest())
         with self.lock:
             self.pending[row.path] = row
-        self.small.put(row.path, pieces, row.size, self._meta(row), done=self._done)
+        self.putter.put(row.path, _pieces(data, row.size), row.size, self._meta(row),
+                        done=self._done)  # fmt: skip
 
     def _meta(self, row: manifest.Row) -> dict[str, str] | None:
         """An S3 object's user metadata; none locally (an extended attribute per file
@@ -222,39 +225,36 @@ def _with_sha(row: manifest.Row, sha: str) -> manifest.Row:
 
 
 WRITERS = 2
-"""Threads writing a job's small files locally: a file's system calls (create, write,
-link, unlink) wait on the file system, not the CPU, so the reader goes on meanwhile."""
+"""Threads hashing and writing a job's small files locally: sha256 releases the GIL and a
+file's system calls (create, write, link, unlink) wait on the file system, so the
+reader goes on meanwhile."""
 IN_FLIGHT = 64
 """Small files queued to those threads at most (each holds a view of its run's bytes)."""
 
 
 class _Writers:
-    """Local puts of small LOs on WRITERS threads; the first failure is raised by the
-    next ``put`` or on leaving."""
+    """A job's small LOs hashed and put locally on WRITERS threads; the first failure is
+    raised by the next ``submit`` or on leaving."""
 
-    def __init__(self, putter: Putter) -> None:
-        self.putter = putter
+    def __init__(self) -> None:
         self.pool = ThreadPoolExecutor(WRITERS, thread_name_prefix="export-write")
         self.slots = threading.BoundedSemaphore(IN_FLIGHT)
         self.failed: list[BaseException] = []
 
-    def put(self, key: str, pieces: Pieces, size: int,
-            metadata: Mapping[str, str] | None = None,
-            done: Callable[[str], None] | None = None) -> None:  # fmt: skip
+    def submit(self, fn: Callable[..., None], *args: object) -> None:
         if self.failed:
             raise self.failed[0]
         self.slots.acquire()
         try:
-            self.pool.submit(self._one, key, pieces, size, metadata, done)
+            self.pool.submit(self._one, fn, args)
         except BaseException:
             self.slots.release()
             raise
 
-    def _one(self, key: str, pieces: Pieces, size: int, metadata: Mapping[str, str] | None,
-             done: Callable[[str], None] | None) -> None:  # fmt: skip
+    def _one(self, fn: Callable[..., None], args: tuple[object, ...]) -> None:
         try:
             if not self.failed:
-                self.putter.put(key, pieces, size, metadata, done)
+                fn(*args)
         except BaseException as e:
             self.failed.append(e)
         finally:
@@ -262,12 +262,12 @@ class _Writers:
 
 
 @contextlib.contextmanager
-def _writers(putter: Putter, is_s3: bool) -> Iterator[Putter | _Writers]:
-    """Where a job's small LOs go: S3's putter has a pool of its own."""
+def _writers(is_s3: bool) -> Iterator[_Writers | None]:
+    """The job's writer threads (none on S3, whose putter has a pool of its own)."""
     if is_s3:
-        yield putter
+        yield None
         return
-    w = _Writers(putter)
+    w = _Writers()
     try:
         yield w
     except BaseException:
