@@ -17,7 +17,6 @@ import contextlib
 import dataclasses
 import functools
 import time
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,9 +25,10 @@ import psycopg
 from pgblobdump import aclitem
 from pgblobdump.errors import DatabaseError, PgBlobDumpError, UsageError
 from pgblobdump.files import importrows, importstate, ingest
-from pgblobdump.files.follow import readable
+from pgblobdump.files.deal import DEAL, Dealer, Listing
 from pgblobdump.files.importhooks import ImportHooks
-from pgblobdump.files.objects import Entry, Place, Skipped, open_place
+from pgblobdump.files.objects import Place, Skipped, open_place
+from pgblobdump.files.reading import reader
 from pgblobdump.packed.format.index import Meta
 from pgblobdump.packed.restore.crew import Crew
 from pgblobdump.packed.restore.hooks import taken_meanwhile
@@ -125,64 +125,28 @@ def own(key: str) -> bool:
 
 @dataclass
 class _Walked:
-    """The first walk: how many files to import, the keys that start each job's share,
-    what is skipped and why, and how many a resumed run keeps."""
+    """The walk: the files to import (``listing``), what is skipped and why, and how
+    many a resumed run keeps."""
 
-    count: int = 0
-    starts: list[str] = field(default_factory=list)
+    listing: Listing
     skipped: list[tuple[str, str]] = field(default_factory=list)
     kept: int = 0
 
 
-def _wanted(done: dict[str, importstate.Done]) -> Callable[[Entry], bool]:
-    def want(e: Entry) -> bool:
-        d = done.get(e.key)
-        return d is None or (d.size, d.mtime_ns, d.etag) != (e.size, e.mtime_ns, e.etag)
-
-    return want
-
-
-def _walk(place: Place, req: ImportRequest, want: Callable[[Entry], bool]) -> _Walked:
-    w = _Walked()
+def _walk(place: Place, req: ImportRequest, done: dict[str, importstate.Done]) -> _Walked:
+    w = _Walked(Listing())
     for e in place.walk(req.follow_symlinks):
         if isinstance(e, Skipped):
             w.skipped.append((e.key, e.why))
-        elif own(e.key):
+        elif OWN_PREFIX in e.key and own(e.key):
             continue
-        elif not want(e):
+        elif (d := done.get(e.key)) is not None and (d.size, d.mtime_ns, d.etag) == (
+            e.size, e.mtime_ns, e.etag,
+        ):  # fmt: skip
             w.kept += 1
         else:
-            w.count += 1
-    if req.jobs > 1 and w.count:
-        n = min(req.jobs, w.count)
-        marks = {w.count * j // n for j in range(n)}
-        i = 0
-        for e in place.walk(req.follow_symlinks):
-            if isinstance(e, Entry) and not own(e.key) and want(e):
-                if i in marks:
-                    w.starts.append(e.key)
-                i += 1
-    else:
-        w.starts = [""]
+            w.listing.add(e)
     return w
-
-
-def _numbered(place: Place, req: ImportRequest, want: Callable[[Entry], bool], lo: str,
-              hi: str | None, first: int, count: int, book: ingest.Book
-              ) -> Iterator[tuple[int, Entry]]:  # fmt: skip
-    """One job's files: keys from ``lo`` up to ``hi``, numbered from OID ``first``; a
-    file beyond the share's ``count`` appeared after the first walk: skipped."""
-    i = 0
-    for e in place.walk(req.follow_symlinks):
-        if not isinstance(e, Entry) or e.key < lo or own(e.key) or not want(e):
-            continue
-        if hi is not None and e.key >= hi:
-            continue
-        if i >= count:
-            book.skip(e.key, "appeared while the import ran")
-            continue
-        yield first + i, e
-        i += 1
 
 
 def _check_roles(conn: psycopg.Connection, req: ImportRequest) -> tuple[Meta, bool]:
@@ -280,41 +244,41 @@ def _run(
     rows: importrows.Resolved | None, reporter: Reporter,
     after_read: ingest.AfterRead | None,
 ) -> ImportResult:  # fmt: skip
-    want = _wanted(done)
-    walked = _walk(place, req, want)
+    walked = _walk(place, req, done)
+    stack.callback(walked.listing.close)
+    count = walked.listing.count
     for key, why in walked.skipped:
         reporter.note(f"skipped {key}: {why}")
     book = ingest.Book(skipped=list(walked.skipped))
     hooks = ImportHooks(run, book, rows)
     block: tuple[int, int] | None = None
     counts = None
-    if walked.count:
-        r = oidspace.reserve(main, walked.count, None, option="--jobs 1")
+    if count:
+        r = oidspace.reserve(main, count, None, option="fewer files at once")
         block = (r.first, r.last)
         importstate.set_block(main, run, r.first, r.last)
-        reporter.note(f"importing {plural(walked.count, 'file')} as LOs {r.first}..{r.last}")
-        reporter.task("importing files", walked.count)
-        shares = len(walked.starts)
-        bounds = [walked.count * j // shares for j in range(shares)] + [walked.count]
+        reporter.note(f"importing {plural(count, 'file')} as LOs {r.first}..{r.last}")
+        reporter.task("importing files", count)
+        shares = min(req.jobs, -(-count // DEAL))
         rreq = RestoreRequest(jobs=shares)
         workers: list[Restorer] = []
-        feeds = []
-        for j in range(shares):
+        for _ in range(shares):
             # not ``main``: a failure's clean-up closes the workers' connections, and
             # ``main`` holds the run and the block until the end
             conn = stack.enter_context(connect(conninfo, autocommit=True, doing="import"))
             ledger = Ledger(conninfo, "import", on_remove=hooks.forget)
             workers.append(Restorer(conn, ledger, rreq, reporter, metas=[meta],
                                     roles_checked=True, remapping=hooks))  # fmt: skip
-            share_place = place if j == 0 else stack.enter_context(open_place(req.where))
-            hi = walked.starts[j + 1] if j + 1 < shares else None
-            numbered = _numbered(share_place, req, want, walked.starts[j], hi,
-                                 r.first + bounds[j], bounds[j + 1] - bounds[j], book)  # fmt: skip
-            reading = readable(share_place, req.follow_symlinks)
-            feeds.append(ingest.items(reading, numbered, meta, book, after_read))
         crew = Crew(workers, "pgblobdump-import", "import", taken_meanwhile,
                     "; run the import again with --resume to finish it")  # fmt: skip
+        dealer = Dealer(iter(walked.listing), r.first, shares, crew.stop)
+        feeds = []
+        for j in range(shares):
+            job_place = stack.enter_context(open_place(req.where))
+            reading = stack.enter_context(reader(job_place, req.follow_symlinks))
+            feeds.append(ingest.items(reading, dealer.dealt(j), meta, book, after_read))
         works = [functools.partial(crew.drive, w, f) for w, f in zip(workers, feeds, strict=True)]
+        dealer.start()
         counts = crew.run(works, reporter)
         oidspace.release(main, r)
     skipped = book.skipped

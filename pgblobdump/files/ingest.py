@@ -21,6 +21,7 @@ from typing import Any
 
 from pgblobdump.files.follow import Readable
 from pgblobdump.files.objects import Entry
+from pgblobdump.files.reading import whole
 from pgblobdump.packed.format.index import Meta
 from pgblobdump.packed.read.items import Damaged, Item, WholeLos
 from pgblobdump.packed.write.packer import SMALL_HOLE_PAGES
@@ -139,11 +140,7 @@ def _small(place: Readable, e: Entry, book: Book, after_read: AfterRead | None, 
            ) -> bytes | None:  # fmt: skip
     """A file of at most CHUNK bytes, whole, checked unchanged (once more if not)."""
     for attempt in range(2):
-        with place.open(e.key) as f:
-            data = _read_exactly(f, e.size + 1)
-        if after_read is not None:
-            after_read(e.key)
-        now = place.stat(e.key)
+        data, now = whole(place, e.key, e.size + 1, after_read)
         if now is None:
             book.skip(e.key, GONE)
             return None

@@ -266,3 +266,20 @@ def test_cli_json_and_one_line_errors(tmp_path: Path, pg17: EmbeddedCluster,
     assert_one_line_error(run("import", str(tmp_path / "nope"), "-d", db), 8, "nope")
     assert_one_line_error(run("import", str(tmp_path), "-d", db, "--resume"), 2,
                           "nothing to resume")  # fmt: skip
+
+
+def test_the_listing_gives_back_what_it_was_given_across_blocks() -> None:
+    from pgblobdump.files.deal import Listing
+    from pgblobdump.files.objects import Entry
+
+    entries = [
+        Entry(f"d{i % 7}/ñame \udcff {i:06}" + "x" * (i % 90), i * 3, 10**18 + i,
+              None if i % 3 else f"etag-{i}")
+        for i in range(40_000)
+    ]  # fmt: skip
+    listing = Listing()
+    for e in entries:
+        listing.add(e)
+    assert listing.count == len(entries)
+    assert list(listing) == entries  # over 4 MiB: from the file, in 1 MiB blocks
+    listing.close()
