@@ -36,17 +36,25 @@ class Listing:
         # closed by close(); unlinked from the start, so a run cut short leaves nothing
         self.file = tempfile.SpooledTemporaryFile(LISTING_IN_MEMORY, prefix="pgblobdump-list-")  # noqa: SIM115
         self.count = 0
+        self.buffer: list[bytes] = []
 
     def add(self, e: Entry) -> None:
         key = e.key.encode("utf-8", "surrogateescape")
         etag = b"" if e.etag is None else e.etag.encode()
-        self.file.write(b"%s\0%d\0%d\0%s\0" % (key, e.size, e.mtime_ns, etag))
+        self.buffer.append(b"%s\0%d\0%d\0%s\0" % (key, e.size, e.mtime_ns, etag))
         self.count += 1
+        if len(self.buffer) >= 4096:
+            self._flush()
+
+    def _flush(self) -> None:
+        self.file.write(b"".join(self.buffer))
+        self.buffer.clear()
 
     def close(self) -> None:
         self.file.close()
 
     def __iter__(self) -> Iterator[Entry]:
+        self._flush()
         f = self.file
         f.seek(0)
         left: list[bytes] = []
