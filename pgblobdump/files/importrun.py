@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -195,7 +196,9 @@ def run_import(
         rows = importrows.resolve(main, req.rows) if req.rows is not None else None
         spec = req.rows.spec if req.rows is not None else ""
         importstate.ensure(main)
-        run, done = _begin(main, place.description, spec, req.resume, reporter)
+        # the run is found again by its place: a directory by its absolute path
+        named = place.description if place.is_s3 else os.path.abspath(req.where)
+        run, done = _begin(main, named, spec, req.resume, reporter)
         try:
             result = _run(conninfo, stack, main, place, req, run, done, meta, rows,
                           reporter, after_read)  # fmt: skip

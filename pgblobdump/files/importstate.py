@@ -33,7 +33,7 @@ CREATE TABLE IF NOT EXISTS {SCHEMA}.runs (
 );
 CREATE TABLE IF NOT EXISTS {SCHEMA}.files (
     oid oid NOT NULL,
-    run text NOT NULL REFERENCES {SCHEMA}.runs ON DELETE CASCADE,
+    run text NOT NULL,
     path text NOT NULL,
     size int8 NOT NULL,
     mtime_ns int8 NOT NULL,
@@ -43,8 +43,10 @@ CREATE TABLE IF NOT EXISTS {SCHEMA}.files (
     old_lo int8,
     PRIMARY KEY (oid, run)
 );
-CREATE INDEX IF NOT EXISTS files_run_path ON {SCHEMA}.files (run, path);
 """
+
+# No foreign key to runs and no index but the key: each costs the batch a lookup or an
+# insert per file, and the journal is read by run only on --resume (a scan).
 
 _LOCK_TAG = 0x7067626970  # 'pgbip'
 """Advisory lock key base held by the session running an import run (one at a time)."""

@@ -94,22 +94,25 @@ class DirReader:
         except OSError as e:  # ELOOP, ENOTDIR: a link or a file on the way
             raise from_os_error(e, what=f"cannot read {self.root / key}") from e
         try:
+            # O_NONBLOCK: a FIFO put in the file's place since the walk does not hang the
+            # open (a regular file's reads ignore it); the fstat after reading refuses it
+            parts = [os.read(fd, limit)]
+            got = len(parts[0])
+            if hook is not None:
+                hook(key)
+            # the file read, by its descriptor: replaced since, it is the one read that counts
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode):
                 raise FileError(f"{self.root / key} is not a regular file")
-            os.set_blocking(fd, True)
-            parts = []
-            got = 0
-            while got < limit:
+            while got < min(limit, st.st_size):  # a short read: the rest
                 more = os.read(fd, limit - got)
                 if not more:
                     break
                 parts.append(more)
                 got += len(more)
-            if hook is not None:
-                hook(key)
-            # the file read, by its descriptor: replaced since, it is the one read that counts
-            st = os.fstat(fd)
+                st = os.fstat(fd)
+        except OSError as e:  # EAGAIN: a FIFO with a writer; EIO...
+            raise from_os_error(e, what=f"cannot read {self.root / key}") from e
         finally:
             os.close(fd)
         data = parts[0] if len(parts) == 1 else b"".join(parts)
