@@ -71,8 +71,10 @@ class Bench(Scratch):
     def measure(self, argv: list[str | Path], what: str) -> ProcessStats:
         say(f"{what} ...")
         st = run_measured([str(x) for x in argv], gnu_time=GNU_TIME, what=what)
-        say(f"{what}: {st.wall_s:.2f} s, CPU {st.user_s:.2f} user + {st.sys_s:.2f} sys,"
-            f" {st.max_rss_kb / 1024:.0f} MB")
+        say(
+            f"{what}: {st.wall_s:.2f} s, CPU {st.user_s:.2f} user + {st.sys_s:.2f} sys,"
+            f" {st.max_rss_kb / 1024:.0f} MB"
+        )
         return st
 
     def check(self, dsn: str, want: int, what: str) -> None:
