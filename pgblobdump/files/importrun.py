@@ -44,6 +44,7 @@ from pgblobdump.units import plural
 OWN_PREFIX = ".pgblobdump-"
 """Names the tool's own files have (a part being written, a manifest): never imported."""
 PRIVILEGES = ("SELECT", "UPDATE")
+NOT_UTF8 = "its name is not UTF-8: the journal and --table keep paths as text"
 SKIPPED_LISTED = 1000
 """Skipped files named in the result at most (all are counted)."""
 
@@ -134,6 +135,14 @@ class _Walked:
     kept: int = 0
 
 
+def _utf8(key: str) -> bool:
+    try:
+        key.encode()
+    except UnicodeEncodeError:  # a name's bytes that are not UTF-8 (surrogate escapes)
+        return False
+    return True
+
+
 def _walk(place: Place, req: ImportRequest, done: dict[str, importstate.Done]) -> _Walked:
     w = _Walked(Listing())
     for e in place.walk(req.follow_symlinks):
@@ -141,6 +150,9 @@ def _walk(place: Place, req: ImportRequest, done: dict[str, importstate.Done]) -
             w.skipped.append((e.key, e.why))
         elif OWN_PREFIX in e.key and own(e.key):
             continue
+        elif not e.key.isascii() and not _utf8(e.key):
+            w.skipped.append((e.key.encode("utf-8", "surrogateescape").decode("utf-8", "replace"),
+                              NOT_UTF8))  # fmt: skip
         elif (d := done.get(e.key)) is not None and (d.size, d.mtime_ns, d.etag) == (
             e.size, e.mtime_ns, e.etag,
         ):  # fmt: skip

@@ -101,10 +101,11 @@ def test_symbolic_links_followed_only_inside(tmp_path: Path, pg17: EmbeddedClust
     os.symlink(root / "real", root / "inside")
     os.symlink(tmp_path / "secret", root / "outside")
     os.mkfifo(root / "fifo")
+    (root.joinpath(os.fsdecode(b"latin1-\xe9"))).write_bytes(b"a name not in UTF-8")
     r = run_import(db, ImportRequest(str(root), follow_symlinks=True))
     assert r.files == 2
     skipped = dict(r.skipped)
-    assert set(skipped) == {"outside", "fifo"}, skipped
+    assert set(skipped) == {"outside", "fifo", "latin1-\ufffd"}, skipped
     assert sorted(los(db).values()) == [b"real", b"real"]
 
 
