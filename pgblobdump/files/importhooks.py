@@ -73,17 +73,26 @@ class ImportHooks:
 
     def record(self, conn: psycopg.Connection, oids: list[int]) -> None:
         recs = self.book.take(oids)
-        verify(conn, oids, recs)
         paths = [r.key for r in recs]
         if self.rows is not None:
             actions = importrows.apply(conn, self.rows, paths, oids)
         else:
             actions = [("-", None)] * len(oids)
-        importstate.record(
+        # the journal entered and the LOs up to VERIFY_ON_SERVER_MAX checked in one
+        # statement; the larger ones read back
+        wrong = importstate.record(
             conn, self.run,
             [(o, r.key, r.size, r.mtime_ns, r.etag, r.sha256, a, old)
              for o, r, (a, old) in zip(oids, recs, actions, strict=True)],
+            VERIFY_ON_SERVER_MAX,
         )  # fmt: skip
+        if wrong:
+            i = oids.index(wrong[0])
+            verify(conn, [oids[i]], [recs[i]])  # says how
+            raise ChecksumMismatch(f"LO {oids[i]} does not hold what {recs[i].key} held when read")
+        large = [(o, r) for o, r in zip(oids, recs, strict=True) if r.size > VERIFY_ON_SERVER_MAX]
+        if large:
+            verify(conn, [o for o, _ in large], [r for _, r in large])
         olds = [old for a, old in actions if a == importrows.UPDATED and old is not None]
         with self.lock:
             self.files += len(oids)

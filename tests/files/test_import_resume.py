@@ -17,7 +17,7 @@ import psycopg
 import pytest
 
 from pgblobdump.errors import DatabaseError
-from pgblobdump.files import importhooks
+from pgblobdump.files import importhooks, importstate
 from pgblobdump.files.importhooks import ChecksumMismatch, verify
 from pgblobdump.files.importrun import ImportRequest, run_import
 from pgblobdump.files.ingest import FileRec
@@ -162,6 +162,15 @@ def test_a_checksum_mismatch_is_detected_on_the_server(
         verify(conn, [5000], [right])
         with pytest.raises(ChecksumMismatch, match="does not hold what f held"):
             verify(conn, [5000], [wrong])
+        # the journal's statement, which checks each batch's LOs as it enters them
+        importstate.ensure(conn)
+        importstate.new_run(conn, "somewhere", "")
+        row = (5000, "f", len(data), 1, None, wrong.sha256, "-", None)
+        with conn.transaction(force_rollback=True):
+            assert importstate.record(conn, "r", [row], 1 << 20) == [5000]
+        with conn.transaction():
+            assert importstate.record(conn, "r", [(*row[:5], right.sha256, "-", None)],
+                                      1 << 20) == []  # fmt: skip
         monkeypatch.setattr(importhooks, "VERIFY_ON_SERVER_MAX", 1000)
         monkeypatch.setattr(importhooks, "VERIFY_RANGE", 4096)
         verify(conn, [5000], [right])
@@ -191,3 +200,11 @@ def test_a_file_over_1_gib(tmp_path: Path, pg17: EmbeddedCluster, new_db: NewDb)
         pages = conn.execute("SELECT count(*) FROM pg_largeobject WHERE loid = %s", (oid,))
         row = pages.fetchone()
         assert row is not None and row[0] < 2000  # 1 GiB of pages would be 524,288
+
+
+def test_int8_arrays_at_c_speed_round_trip(pg17: EmbeddedCluster) -> None:
+    values = [0, 1, -1, 2**63 - 1, -(2**63), 4_294_967_295, 10**18 + 7]
+    with psycopg.connect(pg17.conninfo()) as conn:
+        got = conn.execute("SELECT %s::int8[]", (importstate.int8_array(values),)).fetchone()
+        assert got == (values,)
+        assert conn.execute("SELECT %s::int8[]", (importstate.int8_array([]),)).fetchone() == ([],)
