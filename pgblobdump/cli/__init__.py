@@ -69,6 +69,10 @@ SUBCOMMANDS = {
         "pgblobdump.cli.generate:generate",
         "Create many large objects fast, with sizes, content, owners, ACLs and comments.",
     ),
+    "import": Subcommand(
+        "pgblobdump.cli.importing:import_cmd",
+        "Import every regular file under a directory or an S3 prefix as a large object,...",
+    ),
     "toc": Subcommand(
         "pgblobdump.cli.toc:toc",
         "Read pg_dump custom and directory archives without a server or pg_restore.",

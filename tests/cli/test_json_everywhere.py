@@ -81,6 +81,7 @@ RECIPES: dict[str, Recipe] = {
     "dump": lambda s: [["-d", s.db, "-o", s.out("dumped")]],
     "export": lambda s: [["-d", s.db, "-o", s.out("exported")]],
     "generate": lambda s: [["-d", s.new_db(), "-n", "3", "--size", "10"]],
+    "import": lambda s: [[_importable(s), "-d", s.new_db()]],
     "inspect": lambda s: [["-d", s.db]],
     "ls": lambda s: [[str(s.archive)], [str(s.archive), "--oids", "1-2"]],
     "merge": lambda s: [[str(s.incremental), "-o", s.out("merged")]],
@@ -101,6 +102,13 @@ RECIPES: dict[str, Recipe] = {
     "verify": lambda s: [[str(s.archive)], [str(s.archive), "-d", s.db]],  # -d: equal
 }  # fmt: skip
 """For each command with --json, the arguments of one or more normal runs (exit 0)."""
+
+
+def _importable(s: Scene) -> str:
+    d = s.tmp / "to-import"
+    d.mkdir(exist_ok=True)
+    (d / "a.txt").write_bytes(b"imported")
+    return str(d)
 
 
 def _migratable(s: Scene) -> str:
