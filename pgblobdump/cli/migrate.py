@@ -305,9 +305,12 @@ def run_cmd(
 
     Example: pgblobdump migrate run -d mydb docs.lo --unlink
     """
+    from pgblobdump.errors import UsageError
     from pgblobdump.pg.connect import connect
 
     store = source
+    if source is not None and to != "lo":
+        raise UsageError("--from s3://bucket/prefix goes with --to lo")
     if to.startswith("s3://"):
         to, store = "s3", to
     opts = core.RunOptions(

@@ -66,6 +66,11 @@ class RunOptions:
             raise UsageError(f"--to must be one of {', '.join(DIRECTIONS)}, or s3://bucket/prefix")
         if self.to in ("s3", "s3lo") and not (self.store or "").startswith("s3://"):
             raise UsageError("object storage is named s3://bucket/prefix")
+        if self.store is not None:
+            from pgblobdump.migrate.objects.target import Target
+
+            # one spelling in the run's state: s3://bucket/prefix, no trailing slash
+            object.__setattr__(self, "store", Target.parse(self.store).where)
         if self.store is not None and self.to not in ("s3", "s3lo", "lo"):
             raise UsageError("--from s3://bucket/prefix goes with --to lo")
         if self.url and self.to not in ("s3", "s3lo"):

@@ -121,10 +121,13 @@ def run(
             f"a migration of {col.qualified} to {mig.direction} is under way (run {mig.id}):"
             f" resume it with --to {shown}, or `migrate abort` it"
         )
-    elif mig.direction in ("s3", "s3lo") and mig.target != opts.store:
+    elif mig.direction in ("s3", "s3lo") and (
+        mig.target != opts.store or (mig.direction == "s3" and mig.url != opts.url)
+    ):
+        url = " --url" if mig.url and mig.direction == "s3" else ""
         raise UsageError(
-            f"run {mig.id} of {col.qualified} moves its LOs to or from {mig.target}: resume"
-            " it with that, or `migrate abort` it"
+            f"run {mig.id} of {col.qualified} moves its LOs to or from {mig.target}{url}:"
+            " resume it with that, or `migrate abort` it"
         )
     else:
         reporter.note(f"resuming run {mig.id} of {col.qualified} at {mig.phase}")

@@ -122,7 +122,7 @@ def _ddl(schema: str) -> list[sql.Composed]:
         sql.SQL(
             "CREATE TABLE IF NOT EXISTS {}.migration_objects (run_id bigint NOT NULL,"
             " value text NOT NULL, lo int8 NOT NULL, size int8 NOT NULL, sha256 bytea NOT NULL,"
-            " verified boolean NOT NULL DEFAULT false, PRIMARY KEY (run_id, value))"
+            " md5 bytea, verified boolean NOT NULL DEFAULT false, PRIMARY KEY (run_id, value))"
         ).format(s),
     ]
 

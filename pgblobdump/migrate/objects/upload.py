@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 import psycopg
 from psycopg import sql
 
+from pgblobdump import logs
 from pgblobdump.errors import FileError, ObjectStorageError
 from pgblobdump.files.keys import Entry
 from pgblobdump.migrate.move import Move
@@ -62,6 +63,8 @@ class Written:
     lo: int
     size: int
     sha256: bytes
+    md5: bytes
+    """What a store's ETag of an object stored in one PUT is (verify reads it listed)."""
 
 
 def objects_table(schema: str) -> sql.Identifier:
@@ -91,9 +94,11 @@ class Uploader:
             for _ in range(5):
                 todo = self._unstored()
                 if todo:
-                    self._store(place, todo)
-                if not self._verify(place):
-                    return
+                    with logs.phase(log, f"writing {len(todo):,} objects"):
+                        self._store(place, todo)
+                with logs.phase(log, "verifying the objects"):
+                    if not self._verify(place):
+                        return
         raise ObjectStorageError(
             f"LOs of {self.mig.table_name}.{self.mig.column_name} kept changing while their"
             " objects were written; run again when the writes calm down"
@@ -161,8 +166,10 @@ class Uploader:
             for start in range(0, len(todo), CHUNK):
                 for oid, data in self._read(todo[start : start + CHUNK]):
                     key = str(oid)
-                    w = Written(self.target.value(oid), oid, len(data),
-                                hashlib.sha256(data).digest())  # fmt: skip
+                    w = Written(
+                        self.target.value(oid), oid, len(data), hashlib.sha256(data).digest(),
+                        hashlib.md5(data, usedforsecurity=False).digest(),
+                    )  # fmt: skip
                     if key in existing:
                         self._reuse(place, key, existing[key], w)
                         with lock:
@@ -205,10 +212,10 @@ class Uploader:
         with self.conn.transaction(), self.conn.cursor() as cur:
             cur.executemany(
                 sql.SQL(
-                    "INSERT INTO {} (run_id, value, lo, size, sha256)"
-                    " VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING"
+                    "INSERT INTO {} (run_id, value, lo, size, sha256, md5)"
+                    " VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING"
                 ).format(objects_table(self.schema)),
-                [(self.mig.id, w.value, w.lo, w.size, w.sha256) for w in batch],
+                [(self.mig.id, w.value, w.lo, w.size, w.sha256, w.md5) for w in batch],
             )
 
     def _verify(self, place: Place) -> bool:
@@ -268,28 +275,34 @@ class Uploader:
 
     def _verify_page(self, place: Place, pool: ThreadPoolExecutor, page: list[Entry]) -> int:
         """Mark verified the entries whose object, in ``page`` (listed), has their size
-        and sha256; an object of this run that differs is a FileError (never removed:
-        the store changed it, or someone did)."""
+        and bytes: its ETag is the MD5 of the bytes the store received when it took them
+        in one PUT (most stores, SeaweedFS and AWS without KMS), else its sha256
+        metadata is read back (a HEAD request). An object of this run that differs is a
+        FileError (never removed: the store changed it, or someone did)."""
         if not page:
             return 0
         values = [self.target.value(int(e.key)) for e in page]
         rows = self.conn.execute(
             sql.SQL(
-                "SELECT value, lo, size, sha256 FROM {} WHERE run_id = %s AND NOT verified"
-                " AND value = ANY(%s)"
+                "SELECT value, lo, size, sha256, md5 FROM {} WHERE run_id = %s"
+                " AND NOT verified AND value = ANY(%s)"
             ).format(objects_table(self.schema)),
             (self.mig.id, values),
         ).fetchall()
         if not rows:
             return 0
-        sizes = {e.key: e.size for e in page}
-        keys = [str(r[1]) for r in rows]
-        metas = list(pool.map(place.metadata, keys))
-        for (_value, lo, size, sha), key, meta in zip(rows, keys, metas, strict=True):
-            if sizes[key] != size or meta.get(SHA) != bytes(sha).hex():
+        listed = {e.key: e for e in page}
+        asked = [str(r[1]) for r in rows if not _etag_says(listed[str(r[1])], r[4])]
+        metas = dict(zip(asked, pool.map(place.metadata, asked), strict=True))
+        for _value, lo, size, sha, _md5 in rows:
+            key = str(lo)
+            got = listed[key].size
+            meta = metas.get(key)
+            if got != size or (meta is not None and meta.get(SHA) != bytes(sha).hex()):
+                said = meta.get(SHA) if meta is not None else None
                 raise FileError(
                     f"{self.target.where}/{key} does not hold LO {lo} as it was written"
-                    f" ({sizes[key]:,} bytes, sha256 {meta.get(SHA) or 'not given'}; the LO:"
+                    f" ({got:,} bytes, sha256 {said or 'not given'}; the LO:"
                     f" {size:,} bytes, sha256 {bytes(sha).hex()}): nothing was switched"
                 )
         with self.conn.transaction():
@@ -313,6 +326,11 @@ class Uploader:
         """Rows whose new value (a key) names no verified object of the run: the switch
         waits for none (rows written during the run name LOs stored after)."""
         return waiting(self.conn, self.mig, self.schema, self.table)
+
+
+def _etag_says(e: Entry, md5: bytes | None) -> bool:
+    """Whether the object's listed ETag is the MD5 of the bytes written."""
+    return md5 is not None and (e.etag or "").strip('"') == bytes(md5).hex()
 
 
 def waiting(conn: psycopg.Connection, mig: Migration, schema: str, table: sql.Composable) -> int:
