@@ -11,10 +11,10 @@ SELECT * FROM src``, keyed by ``id``: the same LOs) and writes under a prefix of
   ALTER COLUMN lo TYPE text USING 'prefix/' || lo``. No metadata, no verification, no
   resume, and the ALTER holds ACCESS EXCLUSIVE while it rewrites the table.
 - ``migrate``: ``pgblobdump migrate run -d DB t.lo --to s3://bucket/prefix``: objects
-  with their sha256 in their metadata, entered in the state as stored, each verified
-  (the LO's sha256 on the server, the object's size listed and its metadata read back
-  with a HEAD request), the column moved online (new column, triggers, batches, verify,
-  a short switch).
+  with their sha256 in their metadata, each a conditional PUT (never over an existing
+  object), entered in the state as stored, each verified (the LO's sha256 on the
+  server; the object's size and ETag as listed), the column moved online (new column,
+  triggers, batches, verify, a short switch).
 
 Both run as children under /usr/bin/time (peak RSS). Printed: seconds, the ratio to the
 anchor, peak RSS, and migrate's longest exclusive lock.

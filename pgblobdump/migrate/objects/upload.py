@@ -7,9 +7,10 @@ the run writes it is reused only when its sha256 metadata and size are the LO's 
 killed after the store had it, before it was entered), and refused otherwise: nothing
 the run did not write is overwritten. ``verify`` then checks each entered object twice:
 the LO as the server reads it now against the sha256 entered (an LO written in place
-since it was read is written anew), and the object as the store lists it (size) and
-describes it (its sha256 metadata) against the same. The switch waits until every
-value of the new column names a verified object (``missing``).
+since it was read is written anew), and the object as the store lists it: its size, and
+its ETag where that is the MD5 of the bytes written (the store's own digest of what it
+received in one PUT), else its sha256 metadata read back (a HEAD). The switch waits
+until every value of the new column names a verified object (``waiting``).
 
 Memory: OIDs are kept in a 4-byte array, LOs read in windows of ``WINDOW`` bytes a few
 hundred at a time, objects listed and verified in pages; an LO larger than a window is
@@ -84,16 +85,22 @@ class Uploader:
         self.target = Target.parse(mig.target, mig.url)
         self.written = 0
         self.reused = 0
+        self.checked = False
 
     def sync(self) -> None:
         """Store an object for every LO the column names that has none entered, then
         verify every object entered and not yet verified. Safe to repeat."""
         from pgblobdump.files.objects import open_place
 
-        with open_place(self.target.where, create=True) as place:
+        with open_place(self.target.where) as place:
             for _ in range(5):
                 todo = self._unstored()
                 if todo:
+                    if not self.checked:
+                        # Once a process, only to write: the bucket's check lists the
+                        # prefix whole (storage/s3.py check_bucket), 100k objects ~80 MB.
+                        place.check_writable()
+                        self.checked = True
                     with logs.phase(log, f"writing {len(todo):,} objects"):
                         self._store(place, todo)
                 with logs.phase(log, "verifying the objects"):
