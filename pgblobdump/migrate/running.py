@@ -82,7 +82,10 @@ def _from_objects(
         return dataclasses.replace(opts, to="s3lo", store=opts.store or mig.target, url=mig.url)
     store, url = opts.store, False
     if store is None:
-        last = state.latest(conn, opts.schema, col.relid, col.name)
+        # the last run that made the column (a `--to lo` run aborted since does not count)
+        made = [m for m in state.every(conn, opts.schema) if m.relid == col.relid
+                and m.column_name == col.name and m.phase != "aborted"]  # fmt: skip
+        last = made[-1] if made else None
         if last is None or last.direction != "s3" or last.phase != "done":
             raise UsageError(
                 f"{col.qualified} is {col.type} and no `migrate run --to s3://` made it: name"

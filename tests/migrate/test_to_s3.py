@@ -10,9 +10,9 @@ import hashlib
 import psycopg
 import pytest
 
-from pgblobdump.errors import FileError, UsageError
+from pgblobdump.errors import DatabaseError, FileError, ObjectStorageError, UsageError
 from pgblobdump.files.objects import Entry, open_place
-from pgblobdump.migrate import RunOptions, run
+from pgblobdump.migrate import LockPolicy, RunOptions, abort, run
 from pgblobdump.migrate.objects.target import Target
 from pgblobdump.servers.cluster import EmbeddedCluster
 from tests.clirun import assert_one_line_error
@@ -214,3 +214,28 @@ def _oids(db: str) -> list[int]:
 def _row_of(db: str, oid: int) -> int:
     with psycopg.connect(db) as conn:
         return int(conn.execute("SELECT min(id) FROM docs WHERE lo = %s", (oid,)).fetchone()[0])  # type: ignore[index]
+
+
+def test_back_refuses_a_missing_object_and_abort_unlinks_the_los_it_made(
+    pg17: EmbeddedCluster, new_db: NewDb, s3_url: str
+) -> None:
+    db = new_db(pg17)
+    generated(db, n=80)
+    go(db, to="s3", store=s3_url, unlink=True)
+    keys = keys_of(db)
+    los = lo_count(db)
+    with psycopg.connect(db, autocommit=True) as conn:  # a key under the prefix, no object
+        conn.execute("UPDATE docs SET lo = %s WHERE id = (SELECT max(id) FROM docs)",
+                     (Target.parse(s3_url).value(999999),))  # fmt: skip
+    with pytest.raises(ObjectStorageError, match=r"999999.*does not exist"):
+        go(db, to="lo")
+    assert columns_of(db)["lo"][0] == "text"  # nothing switched
+    assert lo_count(db) > los  # the chunks before the missing object were made
+    with psycopg.connect(db, autocommit=True) as conn:
+        mig = abort(conn, "docs.lo", "pgblobdump", LockPolicy())
+    assert mig.phase == "aborted" and lo_count(db) == los  # exactly those unlinked
+    assert columns_of(db)["lo"][0] == "text" and len(keys_of(db)) == len(keys)
+    with psycopg.connect(db, autocommit=True) as conn:  # a value naming nothing there
+        conn.execute("UPDATE docs SET lo = 'elsewhere/1' WHERE id = (SELECT min(id) FROM docs)")
+    with pytest.raises(DatabaseError, match="name no object under"):
+        go(db, to="lo")
