@@ -133,6 +133,10 @@ SUBCOMMANDS = {
         "pgblobdump.cli.vacuum:inspect_cmd",
         "Report on a database's LOs from the catalogs: count and sizes (a histogram, over...",
     ),
+    "export": Subcommand(
+        "pgblobdump.cli.files:export_cmd",
+        "Export large objects as files in a directory or objects under an S3 prefix, one...",
+    ),
     "vacuum": Subcommand(
         "pgblobdump.cli.vacuum:vacuum_cmd",
         "Remove orphan LOs: those no column references (oid, lo, arrays, domains and...",

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 import click
 
-from pgblobdump.cli.types import OIDS
+from pgblobdump.cli.types import COLUMN, OIDS
 from pgblobdump.pg.target import ConnectionTarget
 from pgblobdump.report.formats import Format
 
@@ -111,3 +111,14 @@ ONLY_OIDS = click.option(
     "--oids", type=OIDS, default="", help="Only LOs with OIDs in this range (1000-5000)."
 )
 """``--oids LO-HI``: only LOs with OIDs in this range (dump, ls, copy, sync)."""
+
+
+REFERENCED_BY = click.option(
+    "--referenced-by",
+    type=COLUMN,
+    multiple=True,
+    metavar="TABLE.COLUMN",
+    help="Only LOs this column of the source references (repeatable): an oid, an integer or"
+    " numeric, or a text holding an OID's digits or <oid>.<ext>.",
+)
+"""``--referenced-by TABLE.COLUMN`` (copy, sync, export): only the LOs a column names."""

@@ -13,6 +13,7 @@ import click
 
 from pgblobdump.cli.options import (
     ONLY_OIDS,
+    REFERENCED_BY,
     F,
     connection_options,
     detect_option,
@@ -22,7 +23,7 @@ from pgblobdump.cli.options import (
 from pgblobdump.cli.output import Format, emit, write_listing
 from pgblobdump.cli.progress import reporter
 from pgblobdump.cli.remapping import refuse_without, remap_options
-from pgblobdump.cli.types import COLUMN, PART
+from pgblobdump.cli.types import PART
 from pgblobdump.errors import SyncConflict, UsageError
 from pgblobdump.pg.target import ConnectionTarget
 from pgblobdump.report import Table
@@ -61,15 +62,6 @@ def result_table(title: str, record: dict[str, Any]) -> Table:
 
 TARGET: Callable[[F], F] = connection_options(prefix="target", dest="to")
 """``--target-dbname --target-host --target-port --target-username``: the second server."""
-
-REFERENCED_BY = click.option(
-    "--referenced-by",
-    type=COLUMN,
-    multiple=True,
-    metavar="TABLE.COLUMN",
-    help="Only LOs this column of the source references (repeatable): an oid, an integer or"
-    " numeric, or a text holding an OID's digits or <oid>.<ext>.",
-)
 
 
 def source_changed_option(verb: str, why: str) -> Callable[[F], F]:

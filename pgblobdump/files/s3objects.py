@@ -151,8 +151,8 @@ class S3Objects:
             for batch in self._ob.list(self.prefix.store, base or None, chunk_size=1000):
                 for meta in batch:
                     key = str(meta["path"])[len(base) :]
-                    if not key or key.split("/")[-1].startswith(TOOL_PREFIX):
-                        continue
+                    if not key or any(p.startswith(TOOL_PREFIX) for p in key.split("/")):
+                        continue  # the tool's own (a journal under .pgblobdump-export/)
                     if key.endswith("/"):
                         yield Skipped(key, "a folder marker")
                         continue

@@ -79,6 +79,7 @@ RECIPES: dict[str, Recipe] = {
     "copy": lambda s: [["-d", s.db, "--target-dbname", s.new_db()]],
     "doctor": lambda s: [[]],
     "dump": lambda s: [["-d", s.db, "-o", s.out("dumped")]],
+    "export": lambda s: [["-d", s.db, "-o", s.out("exported")]],
     "generate": lambda s: [["-d", s.new_db(), "-n", "3", "--size", "10"]],
     "inspect": lambda s: [["-d", s.db]],
     "ls": lambda s: [[str(s.archive)], [str(s.archive), "--oids", "1-2"]],
