@@ -157,18 +157,52 @@ def result_table(r: core.RunResult) -> Table:
     return Table([Column("what"), Column("value")], rows, title="migrated", notes=r.notes)
 
 
+class Direction(click.ParamType):  # type: ignore[type-arg]
+    """A direction of ``--to`` or an ``s3://`` place."""
+
+    name = "[" + "|".join(core.DIRECTIONS) + "|s3://BUCKET/PREFIX]"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        text = str(value)
+        if text in core.DIRECTIONS or (text.startswith("s3://") and len(text) > 5):
+            return text
+        self.fail(f"{text!r} is none of {', '.join(core.DIRECTIONS)}, or s3://bucket/prefix")
+
+    def shell_complete(
+        self, ctx: click.Context, param: click.Parameter, incomplete: str
+    ) -> list[click.shell_completion.CompletionItem]:
+        from click.shell_completion import CompletionItem
+
+        return [CompletionItem(d) for d in (*core.DIRECTIONS, "s3://") if d.startswith(incomplete)]
+
+
 @migrate.command("run")
 @connection_options
 @click.argument("column")
 @click.option(
     "--to",
-    type=click.Choice(list(core.DIRECTIONS)),
+    type=Direction(),
     default="bytea",
     show_default=True,
-    help="bytea: LO references become the bytes; lo: bytea values become new LOs; text:"
-    " a text/varchar column's OIDs (Hibernate/JDBC CLOBs) become the LOs' text, decoded in"
-    " the database encoding, inline values staying; oid: a column of OIDs in integers or"
-    " digits is retyped oid (no bytes move), so pg_dump and vacuumlo see them.",
+    help="bytea: LO references become the bytes; lo: bytea values become new LOs (or a"
+    " column of object keys: new LOs of the objects); text: a text/varchar column's OIDs"
+    " (Hibernate/JDBC CLOBs) become the LOs' text, decoded in the database encoding, inline"
+    " values staying; oid: a column of OIDs in integers or digits is retyped oid (no bytes"
+    " move), so pg_dump and vacuumlo see them; s3://bucket/prefix: each LO becomes the"
+    " object prefix/<oid> (its sha256 in its metadata, verified before the switch) and the"
+    " column a text column of those keys.",
+)
+@click.option(
+    "--url",
+    is_flag=True,
+    help="With --to s3://: the column holds s3://bucket/prefix/<oid> rather than the key.",
+)
+@click.option(
+    "--from",
+    "source",
+    metavar="s3://BUCKET/PREFIX",
+    help="With --to lo of a text column of object keys that no `--to s3://` run made: where"
+    " the keys are (a value is a key under PREFIX, or s3://BUCKET/key).",
 )
 @click.option(
     "--missing",
@@ -226,6 +260,8 @@ def run_cmd(
     target: ConnectionTarget,
     column: str,
     to: str,
+    url: bool,
+    source: str | None,
     missing: str,
     unlink: bool,
     keep_old: bool,
@@ -255,6 +291,12 @@ def run_cmd(
     it is an OID's digits and the LO exists (any other value is inline text and stays),
     and an LO that is not valid text in the database encoding is refused by OID.
 
+    --to s3://bucket/prefix writes each LO the column names as the object prefix/<oid>
+    first (an object already there is reused only when its sha256 is the LO's), verifies
+    them all, then switches the column to text keys in the same short lock; the report
+    says who could read the LOs, and the bucket's access is yours to set (no ACL is put
+    on an object). --to lo reads such a column back into new LOs.
+
     No role gains access: LOs that a reader of the column, or of a view or SECURITY
     DEFINER function over it, may not read are refused (see --allow-acl-widening), as
     each reader's lo_compat_privileges has it; a row written during the run must name an
@@ -263,13 +305,19 @@ def run_cmd(
 
     Example: pgblobdump migrate run -d mydb docs.lo --unlink
     """
+    from pgblobdump.errors import UsageError
     from pgblobdump.pg.connect import connect
 
+    store = source
+    if source is not None and to != "lo":
+        raise UsageError("--from s3://bucket/prefix goes with --to lo")
+    if to.startswith("s3://"):
+        to, store = "s3", to
     opts = core.RunOptions(
         to=to, missing=missing, unlink=unlink, keep_old=keep_old, batch_rows=batch_rows,
         schema=schema, storage=storage, compression=compression,
         lock=core.LockPolicy(wait_s=lock_wait), allow_acl_widening=allow_acl_widening,
-        owner=owner,
+        owner=owner, store=store, url=url,
     )  # fmt: skip
     with (
         connect(target.conninfo(), doing=f"migrating {column}") as conn,

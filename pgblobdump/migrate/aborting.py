@@ -39,7 +39,7 @@ def abort(
     if mig is None:
         raise NotFound(f"no migration of {col.qualified} to abort")
     if mig.phase in ("switched", "finishing", "done"):
-        back = "lo" if mig.direction == "bytea" else "bytea"
+        back = "lo" if mig.direction in ("bytea", "s3") else "bytea"
         raise UsageError(
             f"run {mig.id} of {col.qualified} has switched already: to go back, run"
             f" `migrate run {spec} --to {back}`"
@@ -65,6 +65,16 @@ def abort(
     if mig.direction == "lo":
         gone = _unlink_created(conn, table, mig.new_column)
         reporter.note(f"unlinked the {gone:,} LOs run {mig.id} had created")
+    elif mig.direction == "s3lo":
+        from pgblobdump.migrate.objects.back import unlink_made
+
+        gone = unlink_made(conn, schema, mig.id)
+        reporter.note(f"unlinked the {gone:,} LOs run {mig.id} had made of objects")
+    elif mig.direction == "s3":
+        reporter.note(
+            f"the objects run {mig.id} wrote to {mig.target} are kept (listed in"
+            f" {schema}.migration_objects); a new run reuses them"
+        )
 
     def drop_column() -> None:
         conn.execute(

@@ -314,11 +314,14 @@ def check_migratable(col: Column, to: str) -> None:
         "text": ("text, varchar or char holding OIDs", form is not None and form.is_text),
         "oid": ("an integer, numeric or text type holding OIDs",
                 form is not None and form.name != "oid"),
+        "s3": ("oid or lo, an integer, numeric or text type holding OIDs", form is not None),
+        "s3lo": ("text or varchar holding object keys", form is not None and form.is_text),
     }  # fmt: skip
     kinds, ok = takes[to]
     if not ok:
+        said = {"s3": "s3://", "s3lo": "lo --from s3://"}.get(to, to)
         raise UsageError(
-            f"{col.qualified} is {col.type}: --to {to} takes {kinds}, so nothing to migrate"
+            f"{col.qualified} is {col.type}: --to {said} takes {kinds}, so nothing to migrate"
         )
     if not col.owner_ok:
         raise DatabaseError(f"must own table {col.table_name} to migrate {col.qualified}")

@@ -98,7 +98,7 @@ def finish(
     table = table_of(conn, mig.relid)
     old = sql.Identifier(mig.old_column)
     if mig.phase == "switched":
-        late = written_after_verify(conn, mig, table, reporter)
+        late = written_after_verify(conn, mig, table, reporter, schema)
         with conn.transaction():
             if late:
                 # Keep what those rows' LOs hold now: the old column stays, nothing of it
@@ -153,8 +153,9 @@ def finish(
 
 
 def written_after_verify(
-    conn: psycopg.Connection, mig: Migration, table: sql.Composable, reporter: Reporter
-) -> tuple[int, tuple[int, ...]] | None:
+    conn: psycopg.Connection, mig: Migration, table: sql.Composable, reporter: Reporter,
+    schema: str = "pgblobdump",
+) -> tuple[int, tuple[int, ...]] | None:  # fmt: skip
     """The LOs of the old column written into in place (lo_put, lo_write, lo_truncate: none
     of them touches the row) after the verify pass began, whose bytes now differ from the
     row's: ``(count, sample)``, or None. Every page such a write leaves has an xmin at or
@@ -172,6 +173,12 @@ def written_after_verify(
     form, new = Form(mig.source), sql.Composed([sql.Identifier("w", mig.column_name)])
     if mig.direction == "text":  # compared as bytes: an LO written since may not decode
         new = sql.SQL("pg_catalog.convert_to({}, pg_catalog.getdatabaseencoding())").format(new)
+    differs = sql.SQL("{} IS DISTINCT FROM pg_catalog.lo_get(w.o)").format(new)
+    if mig.direction == "s3":  # the object's bytes, as their sha256 was entered
+        differs = sql.SQL(
+            "pg_catalog.sha256(pg_catalog.lo_get(w.o)) IS DISTINCT FROM (SELECT f.sha256"
+            " FROM {} f WHERE f.run_id = {} AND f.lo = w.o::int8 LIMIT 1)"
+        ).format(sql.Identifier(schema, "migration_objects"), sql.Literal(mig.id))
     with conn.transaction():
         row = conn.execute("SELECT txid_current() - %s", (mig.verify_xmin,)).fetchone()
         assert row is not None
@@ -183,9 +190,9 @@ def written_after_verify(
                 "WITH w AS MATERIALIZED (SELECT {o} AS o, x.{n} FROM {t} x WHERE {o}"
                 " IN (SELECT p.loid FROM pg_catalog.pg_largeobject p WHERE age(p.xmin) <= %s))"
                 " SELECT DISTINCT w.o FROM w WHERE CASE WHEN " + lo_exists("w.o")
-                + " THEN {v} IS DISTINCT FROM pg_catalog.lo_get(w.o) ELSE false END ORDER BY 1"
+                + " THEN {v} ELSE false END ORDER BY 1"
             ).format(o=form.oid(sql.Identifier("x", mig.old_column)), n=sql.Identifier(
-                mig.column_name), t=table, v=new),
+                mig.column_name), t=table, v=differs),
             (min(int(row[0]), 2**31 - 1),),
         ).fetchall()  # fmt: skip
     if not found:
@@ -205,7 +212,7 @@ def compared(mig: Migration) -> str:
 def moved_bytes(mig: Migration) -> bool:
     """Whether the run moved LOs' bytes into the column (``bytea``, ``text``): their LOs
     are then orphans, which ``--unlink`` removes."""
-    return mig.direction in ("bytea", "text")
+    return mig.direction in ("bytea", "text", "s3")
 
 
 def old_oid(mig: Migration) -> sql.Composable:

@@ -93,6 +93,11 @@ def run_in_place(
     conn: psycopg.Connection, spec: str, opts: RunOptions, reporter: Reporter = QUIET
 ) -> RunResult:
     t0 = time.monotonic()
+    if opts.to in ("s3", "s3lo") or opts.store is not None:
+        raise UsageError(
+            "--in-place does not go with object storage: the objects are written before"
+            " the column moves, which only an online run does"
+        )
     col, running = under_way(conn, spec, opts.schema)
     if running is not None:
         raise UsageError(

@@ -46,7 +46,13 @@ FILL_ROW = "pgbd_row"
 
 ENCODING = sql.SQL("pg_catalog.getdatabaseencoding()")
 """The database encoding, which ``--to text`` decodes LOs in."""
-PLACEHOLDER = {"bytea": "'\\x'::bytea", "text": "''::pg_catalog.text", "oid": "0::pg_catalog.oid"}
+PLACEHOLDER = {
+    "bytea": "'\\x'::bytea",
+    "text": "''::pg_catalog.text",
+    "oid": "0::pg_catalog.oid",
+    "s3": "''::pg_catalog.text",
+    "s3lo": "0::pg_catalog.oid",
+}
 """Forward: the value the BEFORE trigger gives a changed row until its copy is made."""
 
 
@@ -63,6 +69,9 @@ class Move:
     """The run's state schema and id: backward, ``copy`` calls the run's LO maker."""
     form: Form = OID
     """Forward: the form the old column's values name LOs in."""
+    value_prefix: str = ""
+    """``s3``: what each row's new value starts with, the OID following (``docs/`` makes
+    ``docs/16385``; ``migrate/objects/target.py``)."""
 
     @property
     def lo_fn(self) -> sql.Identifier:
@@ -82,11 +91,16 @@ class Move:
 
     def ref(self, prefix: str = "") -> sql.Composable:
         """Forward: the OID a row's old value names (NULL when it names none by form)."""
+        if self.to == "s3lo":
+            return sql.SQL("NULL::pg_catalog.oid")  # a key names an object, not an LO
         return self.form.oid(self._s(prefix))
 
     @property
     def dst_type(self) -> str:
-        return {"bytea": "bytea", "lo": "oid", "text": "text", "oid": "oid"}[self.to]
+        return {
+            "bytea": "bytea", "lo": "oid", "text": "text", "oid": "oid", "s3": "text",
+            "s3lo": "oid",
+        }[self.to]  # fmt: skip
 
     def _made_of(self, data: sql.Composable) -> sql.Composable:
         """The new value made of an LO's bytes ``data``: decoded in the database encoding
@@ -108,8 +122,23 @@ class Move:
         if self.to == "lo":
             assert self.schema and self.run_id, "a move to LOs needs its run's LO maker"
             return sql.SQL("{fn}({s})").format(fn=self.lo_fn, s=s)
+        if self.to == "s3lo":
+            # The LO the run made of the object the value names (migrate/objects/back.py):
+            # NULL until it is made, which the switch waits for. The row's column is
+            # qualified: the state table's columns would hide one named like them.
+            own = s if prefix else sql.SQL("{}.{}").format(self.table, s)
+            return sql.SQL(
+                "(SELECT f.lo::pg_catalog.oid FROM {} f WHERE f.run_id = {} AND f.value = {})"
+            ).format(sql.Identifier(self.schema, "migration_objects"),
+                     sql.Literal(self.run_id), own)  # fmt: skip
         o = self.ref(prefix)
-        value = o if self.to == "oid" else self._made_of(sql.SQL("pg_catalog.lo_get({})").format(o))
+        value: sql.Composable = o
+        if self.to == "s3":
+            value = sql.SQL("{} OPERATOR(pg_catalog.||) {}::pg_catalog.text").format(
+                sql.Literal(self.value_prefix), o
+            )
+        elif self.to != "oid":
+            value = self._made_of(sql.SQL("pg_catalog.lo_get({})").format(o))
         return sql.SQL(
             "CASE WHEN {s} IS NULL THEN NULL WHEN " + LO_EXISTS + " THEN {v}{e} END"
         ).format(s=s, o=o, v=value, e=self._else(s))
@@ -217,7 +246,7 @@ def trigger_ddl(m: Move, schema: str, run_id: int, reach: Reach) -> list[sql.Com
         placeholder = _placeholder(m, s, d)
         # The row's value, and the OID it names (NULL for a value in no reference's form).
         checks: list[sql.Composable] = []
-        if m.to != "text":
+        if m.to not in ("text", "s3lo"):
             # a value naming no LO becomes NULL, the --missing policy's: said in the log
             checks.append(sql.SQL(
                 "has AND (cur IS NULL OR NOT " + lo_exists("cur") + ") THEN"

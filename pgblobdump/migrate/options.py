@@ -20,9 +20,13 @@ class LockPolicy:
 
 MISSING = ("error", "null", "skip")
 DIRECTIONS = ("bytea", "lo", "text", "oid")
-"""``bytea``: LO references become the bytes; ``lo``: bytea values become new LOs;
-``text``: a text column's LO references become the LOs' text (inline values stay);
-``oid``: a column of references (integers, digits) is retyped oid, no bytes move."""
+"""``bytea``: LO references become the bytes; ``lo``: bytea values become new LOs (or a
+column of object keys, new LOs of the objects); ``text``: a text column's LO references
+become the LOs' text (inline values stay); ``oid``: a column of references (integers,
+digits) is retyped oid, no bytes move. ``--to s3://bucket/prefix`` is the fifth way."""
+STATE_DIRECTIONS = (*DIRECTIONS, "s3", "s3lo")
+"""As a run's state records them: ``s3``: LO references become object keys (the LOs
+written as objects first); ``s3lo``: a column of object keys becomes new LOs of them."""
 
 
 @dataclass(frozen=True)
@@ -50,12 +54,33 @@ class RunOptions:
     reader of the column may then read every row's LO, not only its rows')."""
     owner: str | None = None
     """Backward: the owner of the new LOs (default: the table's owner)."""
+    store: str | None = None
+    """``--to s3://bucket/prefix`` (``to`` is then ``s3``), or ``--from s3://...`` with
+    ``--to lo`` of a text column of keys (``to`` is then ``s3lo``)."""
+    url: bool = False
+    """``--to s3://``: the column holds ``s3://bucket/key`` rather than the key."""
 
     def __post_init__(self) -> None:
         """UsageError for options that do not go together (before any server is asked)."""
-        if self.to not in DIRECTIONS:
-            raise UsageError(f"--to must be one of {', '.join(DIRECTIONS)}")
-        if self.owner is not None and self.to != "lo":
+        if self.to not in STATE_DIRECTIONS:
+            raise UsageError(f"--to must be one of {', '.join(DIRECTIONS)}, or s3://bucket/prefix")
+        if self.to in ("s3", "s3lo") and not (self.store or "").startswith("s3://"):
+            raise UsageError("object storage is named s3://bucket/prefix")
+        if self.store is not None:
+            from pgblobdump.migrate.objects.target import Target
+
+            # one spelling in the run's state: s3://bucket/prefix, no trailing slash
+            object.__setattr__(self, "store", Target.parse(self.store).where)
+        if self.store is not None and self.to not in ("s3", "s3lo", "lo"):
+            raise UsageError("--from s3://bucket/prefix goes with --to lo")
+        if self.url and self.to not in ("s3", "s3lo"):
+            raise UsageError("--url goes with --to s3://bucket/prefix")
+        if self.to == "s3" and (self.storage or self.compression or self.missing == "skip"):
+            raise UsageError(
+                "--storage, --compression and --missing skip are for a column of bytes:"
+                " --to s3:// makes a text column of keys"
+            )
+        if self.owner is not None and self.to not in ("lo", "s3lo"):
             raise UsageError("--owner goes with --to lo (it names the new LOs' owner)")
         if self.missing not in MISSING:
             raise UsageError(f"--missing must be one of {', '.join(MISSING)}")

@@ -65,7 +65,13 @@ class LoColumn:
         )
 
 
-STATE_TABLES = ("migrations", "migration_redo", "migration_los", "migration_undecodable")
+STATE_TABLES = (
+    "migrations",
+    "migration_redo",
+    "migration_los",
+    "migration_undecodable",
+    "migration_objects",
+)
 """The state tables in the state schema (``migration_los`` holds OIDs, not references)."""
 
 

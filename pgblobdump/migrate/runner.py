@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import psycopg
 from psycopg import sql
@@ -33,7 +33,7 @@ from pgblobdump.migrate.locking import LockClock, exclusively
 from pgblobdump.migrate.move import Move, check_name, drop_triggers_ddl
 from pgblobdump.migrate.options import RunOptions
 from pgblobdump.migrate.reach import access as access
-from pgblobdump.migrate.start import refuse_widening
+from pgblobdump.migrate.start import refuse_widening, value_prefix
 from pgblobdump.migrate.state import Migration
 from pgblobdump.pg import catalog
 from pgblobdump.pg.query import scalar
@@ -50,6 +50,13 @@ BATCH_ROWS = (100, 10_000)
 REPAIR_ROUNDS = 5
 
 
+class Objects(Protocol):
+    """The objects of a run to (``s3``) or from (``s3``lo) object storage."""
+
+    def sync(self) -> None: ...
+    def waiting(self) -> int: ...
+
+
 class Runner:
     """One run over one column; ``drive`` takes it from whatever phase it is in to done."""
 
@@ -62,8 +69,18 @@ class Runner:
         self.clock = LockClock(mig.lock_ms)
         self.move = Move(
             mig.direction, col.ident(), mig.column_name, mig.new_column, col.key, opts.schema,
-            mig.id, forms.Form(mig.source),
+            mig.id, forms.Form(mig.source), value_prefix(mig.target, mig.url),
         )  # fmt: skip
+        self.objects: Objects | None = None
+        """``s3``, ``s3lo``: the objects written, or read into LOs, before the switch."""
+        if mig.direction == "s3":
+            from pgblobdump.migrate.objects.upload import Uploader
+
+            self.objects = Uploader(conn, mig, opts.schema, col.ident(), self.move, reporter)
+        elif mig.direction == "s3lo":
+            from pgblobdump.migrate.objects.back import Fetcher
+
+            self.objects = Fetcher(conn, mig, opts.schema, col.ident(), self.move, reporter)
         self.recopied = mig.recopied
         self.notes: list[str] = list(mig.notes)
         self.kept_referenced = 0
@@ -91,6 +108,9 @@ class Runner:
     def drive(self) -> None:
         what = f"run {self.mig.id} of {self.col.qualified}"
         if self.mig.phase == "filling":
+            if self.objects is not None:
+                with logs.phase(log, f"{what}: objects first"):
+                    self.objects.sync()
             with logs.phase(log, f"{what}: filling the new column"):
                 self.fill()
         if self.mig.phase == "verifying":
@@ -136,7 +156,7 @@ class Runner:
             return self.opts.batch_rows
         if self.mig.direction == "lo":
             return 1000  # each batch creates its LOs in one transaction
-        if self.mig.direction == "oid":
+        if self.mig.direction in ("oid", "s3", "s3lo"):
             return BATCH_ROWS[1]  # no LO is read
         avg = (
             scalar(
@@ -262,7 +282,7 @@ class Runner:
     def _check_missing(self, where: sql.Composable, params: Mapping[str, object]) -> None:
         """With ``--missing error``, refuse rows whose OID names no LO. Called on verified
         rows, where a NULL copy of a non-NULL OID means exactly that (no LO is read)."""
-        if self.mig.direction not in ("bytea", "oid") or self.opts.missing != "error":
+        if self.mig.direction not in ("bytea", "oid", "s3") or self.opts.missing != "error":
             return
         s = sql.Identifier(self.mig.column_name)
         rows = self.conn.execute(
@@ -346,7 +366,7 @@ class Runner:
             if self.move.reads_bytes:
                 self._reach = None  # read afresh: the verify pass may have read it
                 refuse_widening(self.conn, self.col, self.mig.direction, self.reach)
-            elif self.mig.direction == "lo":
+            elif self.mig.direction in ("lo", "s3lo"):
                 refuse_widening(self.conn, self.col, "lo", None, self._new_lo_owner())
         self._refuse_undecodable()
         if self.col.not_null:
@@ -359,6 +379,12 @@ class Runner:
         for _ in range(REPAIR_ROUNDS):
             self._redo()
             self._refuse_undecodable()
+            if self.objects is not None:
+                # Rows written during the run name LOs (or keys) the first pass did not
+                # see: their objects (LOs) are made now, and such rows copied again.
+                self.objects.sync()
+                if self.mig.direction == "s3lo":
+                    self._repair(sql.SQL("true"), {})
             if exclusively(
                 self.conn, self.col.ident(), f"switching {self.col.qualified}", self._switch,
                 self.opts.lock, self.clock,
@@ -384,6 +410,8 @@ class Runner:
         if row and row[0]:
             self._redo()  # a few, logged since the last round: nobody writes meanwhile
             self._refuse_undecodable()
+        if self.objects is not None and self.objects.waiting():
+            return False  # rows written since name objects (LOs) still to be made
         for stmt in drop_triggers_ddl(self.move, self.opts.schema, m.id):
             c.execute(stmt)
         if m.direction != "lo":

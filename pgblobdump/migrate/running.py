@@ -4,6 +4,7 @@ and what it reports; ``runner.Runner`` moves the column through its phases."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import psycopg
@@ -70,12 +71,37 @@ def _reconcile(
         )
 
 
+def _from_objects(
+    conn: psycopg.Connection, col: Column, mig: Migration | None, opts: RunOptions
+) -> RunOptions:
+    """``--to lo`` of a text column of object keys is ``s3lo``: from the place ``--from``
+    names, or the one the run that made the column wrote to (its state says so)."""
+    if opts.to != "lo" or col.form.name == "oid" or col.base_type == "bytea":
+        return opts
+    if mig is not None and mig.direction == "s3lo":
+        return dataclasses.replace(opts, to="s3lo", store=opts.store or mig.target, url=mig.url)
+    store, url = opts.store, False
+    if store is None:
+        # the last run that made the column (a `--to lo` run aborted since does not count)
+        made = [m for m in state.every(conn, opts.schema) if m.relid == col.relid
+                and m.column_name == col.name and m.phase != "aborted"]  # fmt: skip
+        last = made[-1] if made else None
+        if last is None or last.direction != "s3" or last.phase != "done":
+            raise UsageError(
+                f"{col.qualified} is {col.type} and no `migrate run --to s3://` made it: name"
+                " the objects' place with --from s3://bucket/prefix to read its keys back"
+            )
+        store, url = last.target, last.url
+    return dataclasses.replace(opts, to="s3lo", store=store, url=url)
+
+
 def run(
     conn: psycopg.Connection, spec: str, opts: RunOptions, reporter: Reporter = QUIET
 ) -> RunResult:
     """Start, resume or finish the migration of ``spec`` (``[schema.]table.column``)."""
     t0 = time.monotonic()
     col, mig = under_way(conn, spec, opts.schema)
+    opts = _from_objects(conn, col, mig, opts)
     resumed = mig is not None
     clock = LockClock()
     if mig is None:
@@ -93,9 +119,18 @@ def run(
         else:
             mig = start(conn, col, opts, reporter, clock)
     elif mig.direction != opts.to:
+        shown = {"s3": mig.target, "s3lo": "lo"}.get(mig.direction, mig.direction)
         raise UsageError(
             f"a migration of {col.qualified} to {mig.direction} is under way (run {mig.id}):"
-            f" resume it with --to {mig.direction}, or `migrate abort` it"
+            f" resume it with --to {shown}, or `migrate abort` it"
+        )
+    elif mig.direction in ("s3", "s3lo") and (
+        mig.target != opts.store or (mig.direction == "s3" and mig.url != opts.url)
+    ):
+        url = " --url" if mig.url and mig.direction == "s3" else ""
+        raise UsageError(
+            f"run {mig.id} of {col.qualified} moves its LOs to or from {mig.target}{url}:"
+            " resume it with that, or `migrate abort` it"
         )
     else:
         reporter.note(f"resuming run {mig.id} of {col.qualified} at {mig.phase}")

@@ -3,6 +3,8 @@ one short exclusive moment that adds the new column, its check and the sync trig
 
 from __future__ import annotations
 
+import dataclasses
+
 import psycopg
 from psycopg import sql
 
@@ -20,8 +22,17 @@ from pgblobdump.pg.query import scalar
 from pgblobdump.pg.toast import lz4_available
 from pgblobdump.report.reporter import Reporter
 
-OLD_SUFFIX = {"bytea": "lo", "text": "lo", "lo": "bytea", "oid": "old"}
+OLD_SUFFIX = {"bytea": "lo", "text": "lo", "lo": "bytea", "oid": "old", "s3": "lo", "s3lo": "key"}
 """What the old column is called after the switch: ``<column>_<suffix>``."""
+
+
+def value_prefix(store: str | None, url: bool) -> str:
+    """``s3``: what the new column's values start with (the OID follows)."""
+    if store is None:
+        return ""
+    from pgblobdump.migrate.objects.target import Target
+
+    return Target.parse(store, url).value_prefix
 
 
 def _new_names(col: Column, to: str) -> tuple[str, str]:
@@ -56,8 +67,12 @@ def start(
         )
     storage, compression, reach = prepare(conn, col, opts, reporter)
     notes = defaults_note(col, opts.to)
+    if opts.to == "s3":
+        from pgblobdump.migrate.objects.access import readers
+
+        notes.extend(readers(conn, col))
     new_los = None
-    if opts.to == "lo":
+    if opts.to in ("lo", "s3lo"):
         new_los = access.new_lo_access(conn, col.relid, col.name, opts.owner)
         notes.append(new_los.note())
     rows_total = scalar(conn, sql.SQL("SELECT count(*) FROM {}").format(col.ident()))
@@ -72,11 +87,12 @@ def start(
             direction=opts.to, phase="filling", missing=opts.missing, keep_old=keep_old,
             storage=storage, compression=compression, rows_total=rows_total, notes=notes,
             allow_widening=opts.allow_acl_widening, source=col.form.name,
+            target=opts.store, url=opts.url,
         )  # fmt: skip
         holder.append(run_id)
         state.claim(conn, run_id)  # held for the session, past this transaction
         m = Move(opts.to, col.ident(), col.name, new_name, col.key, opts.schema, run_id,  # type: ignore[arg-type]
-                 col.form)  # fmt: skip
+                 col.form, value_prefix(opts.store, opts.url))  # fmt: skip
         if new_los is not None:
             for stmt in access.lo_maker_ddl(m.lo_fn, new_los):
                 conn.execute(stmt)
@@ -118,9 +134,11 @@ def prepare(
     columns.check_migratable(col, opts.to)
     moves_bytes = opts.to in ("bytea", "text")
     reach = access.reach(conn, col.relid, col.name) if moves_bytes else None
-    # --to oid moves no bytes: whoever reads the column reads OIDs, as before.
-    if not opts.allow_acl_widening and opts.to != "oid":
-        refuse_widening(conn, col, opts.to, reach, opts.owner)
+    # --to oid moves no bytes: whoever reads the column reads OIDs, as before. --to s3://
+    # gives no role of the database anything: the bucket's access is the user's (the
+    # report says who could read the LOs).
+    if not opts.allow_acl_widening and opts.to not in ("oid", "s3"):
+        refuse_widening(conn, col, "lo" if opts.to == "s3lo" else opts.to, reach, opts.owner)
     blocking = [d for d in columns.dependants(conn, col) if d.blocking]
     if blocking:
         listed = "; ".join(f"{d.kind} {d.name}" for d in blocking)
@@ -129,11 +147,14 @@ def prepare(
             " drop them first and recreate them after"
         )
     nobody = access.Reach(col.relid, col.name)
-    if opts.to == "lo":
+    if opts.to in ("lo", "s3lo"):
         return None, None, nobody
     found = refs.blockers(
-        conn, refs.as_lo_column(col), refs_only=opts.to == "text", sizes=moves_bytes
-    )
+        conn, refs.as_lo_column(col), refs_only=opts.to == "text",
+        sizes=moves_bytes or opts.to == "s3",
+    )  # fmt: skip
+    if opts.to == "s3":  # an object has no 1 GB limit
+        found = dataclasses.replace(found, over_1gb=0, over_1gb_sample=())
     check_refs(col, found, opts)
     if reach is None:
         return None, None, nobody

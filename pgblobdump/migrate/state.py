@@ -7,6 +7,8 @@ so a resume needs nothing from the client machine.
   LO it may not read); the switch re-copies them, or refuses.
 - ``migration_los``: after the switch, the LOs the old column referenced, which
   ``--unlink`` removes (in batches, deleting each row as its LO goes).
+- ``migration_objects``: ``--to s3://`` and back: each object the run wrote (or reused)
+  or read, its LO, size and sha256 (the LO's number kept as int8, not oid: no reference).
 - ``migration_undecodable``: ``--to text``: LOs the current pass found not valid in the
   database encoding; their rows are left out of the pass, and the run refuses, naming
   them, before the switch.
@@ -69,9 +71,15 @@ class Migration:
     source: str
     """The form the old column's values name LOs in (``forms.FORMS``): ``oid`` for an
     oid/lo column, ``int4`` for an integer one, ``text`` for text/varchar/char..."""
+    target: str | None
+    """``s3`` and ``s3lo``: the place of the objects, ``s3://bucket/prefix``."""
+    url: bool
+    """``s3``: the keys are written as ``s3://bucket/key``."""
 
 
-_DIRECTIONS = sql.SQL(", ").join(sql.Literal(d) for d in ("bytea", "lo", "text", "oid"))
+_DIRECTIONS = sql.SQL(", ").join(
+    sql.Literal(d) for d in ("bytea", "lo", "text", "oid", "s3", "s3lo")
+)
 
 
 def _ddl(schema: str) -> list[sql.Composed]:
@@ -108,6 +116,14 @@ def _ddl(schema: str) -> list[sql.Composed]:
             "CREATE TABLE IF NOT EXISTS {}.migration_undecodable (run_id bigint NOT NULL,"
             " oid oid NOT NULL, PRIMARY KEY (run_id, oid))"
         ).format(s),
+        # s3: an LO (lo) written as the object the column's value names (value), of
+        # size bytes and that sha256, verified against the object (verified); s3lo: the
+        # LO the run made of the object a value names.
+        sql.SQL(
+            "CREATE TABLE IF NOT EXISTS {}.migration_objects (run_id bigint NOT NULL,"
+            " value text NOT NULL, lo int8 NOT NULL, size int8 NOT NULL, sha256 bytea NOT NULL,"
+            " md5 bytea, verified boolean NOT NULL DEFAULT false, PRIMARY KEY (run_id, value))"
+        ).format(s),
     ]
 
 
@@ -116,7 +132,7 @@ def _upgrade(conn: psycopg.Connection, schema: str) -> None:
     the ALTER would wait behind every session whose sync trigger read the table)."""
     row = conn.execute(
         "SELECT count(*) FROM pg_attribute WHERE attrelid = %s::regclass"
-        " AND attname = 'source' AND NOT attisdropped",
+        " AND attname = 'target' AND NOT attisdropped",
         (sql.Identifier(schema, "migrations").as_string(conn),),
     ).fetchone()
     if row and row[0]:
@@ -128,6 +144,8 @@ def _upgrade(conn: psycopg.Connection, schema: str) -> None:
             " ADD COLUMN IF NOT EXISTS unlink boolean NOT NULL DEFAULT false,"
             " ADD COLUMN IF NOT EXISTS verify_xmin bigint,"
             " ADD COLUMN IF NOT EXISTS source text NOT NULL DEFAULT 'oid',"
+            " ADD COLUMN IF NOT EXISTS target text,"
+            " ADD COLUMN IF NOT EXISTS url boolean NOT NULL DEFAULT false,"
             # Releases before --to text and --to oid checked for bytea and lo only.
             " DROP CONSTRAINT IF EXISTS migrations_direction_check"
         ).format(sql.Identifier(schema))

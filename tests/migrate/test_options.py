@@ -29,6 +29,17 @@ NOWHERE = "host=/nonexistent port=1 dbname=x connect_timeout=1"
             {"to": "oid", "storage": "external"},
             "--to oid makes an oid column",
         ),
+        (["--url"], {"url": True}, "--url goes with --to s3://bucket/prefix"),
+        (
+            ["--to", "s3://b/p", "--storage", "external"],
+            {"to": "s3", "store": "s3://b/p", "storage": "external"},
+            "--to s3:// makes a text column of keys",
+        ),
+        (
+            ["--to", "s3://b/p", "--owner", "r"],
+            {"to": "s3", "store": "s3://b/p", "owner": "r"},
+            "--owner goes with --to lo",
+        ),
     ],
 )
 def test_run_options_refuse_what_the_cli_refuses(
@@ -49,3 +60,18 @@ def test_run_options_refuse_an_unknown_direction_or_missing_policy() -> None:
         RunOptions(to="clob")
     with pytest.raises(UsageError, match="--missing must be one of error, null, skip"):
         RunOptions(missing="ignore")
+
+
+def test_object_storage_options() -> None:
+    assert RunOptions(to="s3", store="s3://b/p/").store == "s3://b/p"  # one spelling
+    with pytest.raises(UsageError, match="s3://bucket/prefix"):
+        RunOptions(to="s3", store="/tmp/dir")
+    result = CliRunner().invoke(
+        cli, ["migrate", "run", "-d", NOWHERE, "t.c", "--from", "s3://b/p"],
+        catch_exceptions=False,
+    )  # fmt: skip
+    assert result.exit_code == 2 and "--from s3://bucket/prefix goes with --to lo" in result.stderr
+    result = CliRunner().invoke(
+        cli, ["migrate", "run", "-d", NOWHERE, "t.c", "--to", "ftp://x"], catch_exceptions=False
+    )
+    assert result.exit_code == 2 and "s3://bucket/prefix" in result.stderr
