@@ -75,7 +75,7 @@ def export_cmd(target: ConnectionTarget, output: str, template: str,
     Example: pgblobdump export -d mydb -o out --referenced-by docs.body
     --name '{docs.tenant}/{docs.filename}' --jobs 2
     """
-    from pgblobdump.files.export import ExportRequest, export
+    from pgblobdump.files.exporting.run import ExportRequest, export
     from pgblobdump.pg.lostream import Selection
 
     req = ExportRequest(output, template, Selection(*oids, referenced_by), jobs, part)

@@ -15,7 +15,7 @@ from pgblobdump.report import Column, Table
 from pgblobdump.units import format_bytes
 
 if TYPE_CHECKING:  # the core (and libpq) is imported by a run, not by --help
-    from pgblobdump.files.importrun import ImportResult
+    from pgblobdump.files.importing.run import ImportResult
 
 
 def result_table(r: ImportResult) -> Table:
@@ -94,8 +94,8 @@ def import_cmd(target: ConnectionTarget, where: str, jobs: int, follow_symlinks:
 
     Example: pgblobdump import ./scans -d app --table docs --path-column path --lo-column blob
     """
-    from pgblobdump.files.importrows import RowTarget
-    from pgblobdump.files.importrun import ImportRequest, parse_grant, run_import
+    from pgblobdump.files.importing.rows import RowTarget
+    from pgblobdump.files.importing.run import ImportRequest, parse_grant, run_import
 
     given = [table, path_column, lo_column]
     if any(given) and not all(given):

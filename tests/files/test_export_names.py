@@ -1,4 +1,4 @@
-"""files/names: export's template, safe names and clashes, without a server."""
+"""files/exporting/names: export's template, safe names and clashes, without a server."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pgblobdump.errors import UsageError
-from pgblobdump.files.names import Named, make_safe, parse, reserved, resolve
+from pgblobdump.files.exporting.names import Named, make_safe, parse, reserved, resolve
 from pgblobdump.files.objects import key_problem
 
 

@@ -14,8 +14,8 @@ import psycopg
 import pytest
 
 from pgblobdump.errors import DatabaseError, UsageError
-from pgblobdump.files.importrows import RowTarget
-from pgblobdump.files.importrun import ImportRequest, run_import
+from pgblobdump.files.importing.rows import RowTarget
+from pgblobdump.files.importing.run import ImportRequest, run_import
 from pgblobdump.files.objects import open_place
 from pgblobdump.servers.cluster import EmbeddedCluster
 from tests.clirun import assert_one_line_error, run
@@ -270,7 +270,7 @@ def test_cli_json_and_one_line_errors(tmp_path: Path, pg17: EmbeddedCluster,
 
 
 def test_the_listing_gives_back_what_it_was_given_across_blocks() -> None:
-    from pgblobdump.files.deal import Listing
+    from pgblobdump.files.importing.deal import Listing
     from pgblobdump.files.objects import Entry
 
     entries = [

@@ -17,10 +17,11 @@ import psycopg
 import pytest
 
 from pgblobdump.errors import DatabaseError
-from pgblobdump.files import importhooks, importstate
-from pgblobdump.files.importhooks import ChecksumMismatch, verify
-from pgblobdump.files.importrun import ImportRequest, run_import
-from pgblobdump.files.ingest import FileRec
+from pgblobdump.files.importing import hooks as importhooks
+from pgblobdump.files.importing import state as importstate
+from pgblobdump.files.importing.hooks import ChecksumMismatch, verify
+from pgblobdump.files.importing.ingest import FileRec
+from pgblobdump.files.importing.run import ImportRequest, run_import
 from pgblobdump.servers.cluster import EmbeddedCluster
 from tests.conftest import NewDb
 

@@ -1,7 +1,7 @@
 """``export``: one file (or S3 object) per LO, named from a template, read at the dump's
 speed (its reader, N jobs, one exported snapshot), each object's sha256 computed on the
 way, a manifest written last (CSV and JSON). Resumable: the target's journal
-(files/journal) says what an earlier run stored, a rerun of the same command skips it
+(files/exporting/journal) says what an earlier run stored, a rerun of the same command skips it
 and finishes; nothing the export did not write is ever overwritten or removed.
 """
 
@@ -19,12 +19,12 @@ from typing import IO, Any
 
 from pgblobdump import signals
 from pgblobdump.errors import InsufficientResources, Interrupted, UsageError
-from pgblobdump.files import manifest, names
-from pgblobdump.files.exportjobs import Job, Tally, Worker, run_jobs
-from pgblobdump.files.journal import Found, Journal, manifest_names
-from pgblobdump.files.leftovers import remove_parts
+from pgblobdump.files.exporting import manifest, names
+from pgblobdump.files.exporting.jobs import Job, Tally, Worker, run_jobs
+from pgblobdump.files.exporting.journal import Found, Journal, manifest_names
+from pgblobdump.files.exporting.leftovers import remove_parts
+from pgblobdump.files.exporting.plan import Names, for_oids, plan
 from pgblobdump.files.objects import Place, open_place
-from pgblobdump.files.plan import Names, for_oids, plan
 from pgblobdump.packed.dump import referenced
 from pgblobdump.pg import catalog
 from pgblobdump.pg import snapshot as snap
@@ -40,7 +40,7 @@ class ExportRequest:
     """What to export and how; refuses bad combinations on construction.
 
     ``output``: a directory or ``s3://bucket/prefix``. ``template``: the ``--name``
-    (files/names). ``jobs``: connections, each a contiguous OID range of one snapshot.
+    (files/exporting/names). ``jobs``: connections, each a contiguous OID range of one snapshot.
     ``part``: (K, N), share K of N of the selection by LO count (N exports at once)."""
 
     output: str

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from pgblobdump.errors import FileError, from_os_error
-from pgblobdump.files.follow import Readable
+from pgblobdump.files.importing.follow import Readable
 from pgblobdump.files.objects import Entry, Place
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -122,7 +122,7 @@ class DirReader:
 @contextlib.contextmanager
 def reader(place: Place, follow_symlinks: bool) -> Iterator[Readable]:
     """How one job reads ``place``'s files (see the module's docstring)."""
-    from pgblobdump.files.follow import readable
+    from pgblobdump.files.importing.follow import readable
 
     root = getattr(place, "root", None)
     if place.is_s3 or follow_symlinks or not isinstance(root, Path):

@@ -7,7 +7,7 @@ Order of work: every refusal first (the table and its columns, the roles, the jo
 schema, an unfinished run), then the files counted (a walk), the block reserved, and N
 jobs each importing a contiguous share of the files in key order (a second walk each).
 Each batch's transaction verifies its LOs' sha256 against their files', writes their
-``--table`` rows and enters them in the journal (files/importhooks.py). A failure or an
+``--table`` rows and enters them in the journal (files/importing/hooks.py). A failure or an
 interrupt removes exactly what the run made (the ledgers), rows put back; after a kill -9
 ``--resume`` imports the files the journal does not hold as they are now."""
 
@@ -25,11 +25,13 @@ import psycopg
 
 from pgblobdump import aclitem
 from pgblobdump.errors import DatabaseError, PgBlobDumpError, UsageError
-from pgblobdump.files import importrows, importstate, ingest
-from pgblobdump.files.deal import DEAL, Dealer, Listing
-from pgblobdump.files.importhooks import ImportHooks
+from pgblobdump.files.importing import ingest
+from pgblobdump.files.importing import rows as importrows
+from pgblobdump.files.importing import state as importstate
+from pgblobdump.files.importing.deal import DEAL, Dealer, Listing
+from pgblobdump.files.importing.hooks import ImportHooks
+from pgblobdump.files.importing.reading import reader
 from pgblobdump.files.objects import Place, Skipped, open_place
-from pgblobdump.files.reading import reader
 from pgblobdump.packed.format.index import Meta
 from pgblobdump.packed.restore.crew import Crew
 from pgblobdump.packed.restore.hooks import taken_meanwhile

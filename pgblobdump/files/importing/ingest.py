@@ -9,7 +9,7 @@ bytes than its size, is read once more; changed again, it is skipped and reporte
 (``Book.skip``). A large file's LO is written piece by piece in a transaction of its
 own: a change found at its end rolls that transaction back (a ``Damaged`` item) before
 it is read again. What each OID's file was is kept in the ``Book`` until its batch's
-transaction records and verifies it (files/importhooks.py)."""
+transaction records and verifies it (files/importing/hooks.py)."""
 
 from __future__ import annotations
 
@@ -19,9 +19,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from pgblobdump.files.follow import Readable
+from pgblobdump.files.importing.follow import Readable
+from pgblobdump.files.importing.reading import whole
 from pgblobdump.files.objects import Entry
-from pgblobdump.files.reading import whole
 from pgblobdump.packed.format.index import Meta
 from pgblobdump.packed.read.items import Damaged, Item, WholeLos
 from pgblobdump.packed.write.packer import SMALL_HOLE_PAGES

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import psycopg
 from psycopg import sql
 
-from pgblobdump.files.names import Named, Template, make_safe, resolve
+from pgblobdump.files.exporting.names import Named, Template, make_safe, resolve
 from pgblobdump.pg.lostream import Selection
 from pgblobdump.pgconstants import OID_MAX
 from pgblobdump.refs import coltype

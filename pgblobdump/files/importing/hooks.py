@@ -1,7 +1,7 @@
 """What import adds to each batch's transaction through restore's writer hooks
 (packed/restore/hooks.RemapHooks): the batch's LOs verified against their files'
 sha256, their ``--table`` rows written, their files entered in the journal
-(files/importstate.py), all before the batch commits; and, when a failed run's clean-up
+(files/importing/state.py), all before the batch commits; and, when a failed run's clean-up
 removes its LOs, their journal entries and rows undone in the removing transaction."""
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ from collections.abc import Sequence
 import psycopg
 
 from pgblobdump.errors import DatabaseError
-from pgblobdump.files import importrows, importstate
-from pgblobdump.files.ingest import Book, FileRec
+from pgblobdump.files.importing import rows as importrows
+from pgblobdump.files.importing import state as importstate
+from pgblobdump.files.importing.ingest import Book, FileRec
 
 VERIFY_ON_SERVER_MAX = 64 << 20
 """An LO up to this size is hashed on the server (``sha256(lo_get(oid))``, one

@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 import psycopg
 
 from pgblobdump.errors import FileError
-from pgblobdump.files import manifest
-from pgblobdump.files.journal import Found, Segments
+from pgblobdump.files.exporting import manifest
+from pgblobdump.files.exporting.journal import Found, Segments
+from pgblobdump.files.exporting.plan import Names
 from pgblobdump.files.objects import Place
-from pgblobdump.files.plan import Names
 from pgblobdump.packed.format.holes import runs
 from pgblobdump.pg import snapshot as snap
 from pgblobdump.pg.connect import connect

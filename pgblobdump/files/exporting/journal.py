@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pgblobdump.errors import UsageError
-from pgblobdump.files import manifest
-from pgblobdump.files.names import STATE_DIR, reserved
+from pgblobdump.files.exporting import manifest
+from pgblobdump.files.exporting.names import STATE_DIR, reserved
 from pgblobdump.files.objects import Entry, Place
 
 
