@@ -25,6 +25,7 @@ import psycopg
 
 from pgblobdump import aclitem
 from pgblobdump.errors import DatabaseError, PgBlobDumpError, UsageError
+from pgblobdump.files.exporting.names import STATE_DIR, reserved
 from pgblobdump.files.importing import ingest
 from pgblobdump.files.importing import rows as importrows
 from pgblobdump.files.importing import state as importstate
@@ -147,11 +148,15 @@ def _utf8(key: str) -> bool:
 
 def _walk(place: Place, req: ImportRequest, done: dict[str, importstate.Done]) -> _Walked:
     w = _Walked(Listing())
+    # an export's target: its manifests are the export's own files, not LOs
+    exported = place.stat(f"{STATE_DIR}/export.json") is not None
     for e in place.walk(req.follow_symlinks):
         if isinstance(e, Skipped):
             w.skipped.append((e.key, e.why))
         elif OWN_PREFIX in e.key and own(e.key):
             continue
+        elif exported and reserved(e.key):
+            w.skipped.append((e.key, "the manifest of the export made here"))
         elif not e.key.isascii() and not _utf8(e.key):
             w.skipped.append((e.key.encode("utf-8", "surrogateescape").decode("utf-8", "replace"),
                               NOT_UTF8))  # fmt: skip
