@@ -13,7 +13,6 @@ import hashlib
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import psycopg
@@ -100,8 +99,8 @@ class Worker:
     def run(self, conn: psycopg.Connection, side: snap.SideConnection, job: Job) -> None:
         last = time.monotonic()
         try:
-            with self.place.putter() as putter, _writers(self.place.is_s3) as writers:
-                self.putter, self.writers = putter, writers
+            with self.place.putter() as putter:
+                self.putter = putter
                 for sel in job.sels:
                     with contextlib.closing(iter_los(conn, sel, side)) as rows:
                         for item in rows:
@@ -158,8 +157,6 @@ class Worker:
             row = self._row(oid, meta, size, "")
             if row.path in self.found.others:
                 self._adopt(row, hashlib.sha256(data).hexdigest())
-            elif self.writers is not None:  # hashed there too, beside the reading
-                self.writers.submit(self._hash_put, row, data)
             else:
                 self._hash_put(row, data)
 
@@ -222,61 +219,6 @@ class Worker:
 
 def _with_sha(row: manifest.Row, sha: str) -> manifest.Row:
     return row._replace(sha256=sha)
-
-
-WRITERS = 2
-"""Threads hashing and writing a job's small files locally: sha256 releases the GIL and a
-file's system calls (create, write, link, unlink) wait on the file system, so the
-reader goes on meanwhile."""
-IN_FLIGHT = 64
-"""Small files queued to those threads at most (each holds a view of its run's bytes)."""
-
-
-class _Writers:
-    """A job's small LOs hashed and put locally on WRITERS threads; the first failure is
-    raised by the next ``submit`` or on leaving."""
-
-    def __init__(self) -> None:
-        self.pool = ThreadPoolExecutor(WRITERS, thread_name_prefix="export-write")
-        self.slots = threading.BoundedSemaphore(IN_FLIGHT)
-        self.failed: list[BaseException] = []
-
-    def submit(self, fn: Callable[..., None], *args: object) -> None:
-        if self.failed:
-            raise self.failed[0]
-        self.slots.acquire()
-        try:
-            self.pool.submit(self._one, fn, args)
-        except BaseException:
-            self.slots.release()
-            raise
-
-    def _one(self, fn: Callable[..., None], args: tuple[object, ...]) -> None:
-        try:
-            if not self.failed:
-                fn(*args)
-        except BaseException as e:
-            self.failed.append(e)
-        finally:
-            self.slots.release()
-
-
-@contextlib.contextmanager
-def _writers(is_s3: bool) -> Iterator[_Writers | None]:
-    """The job's writer threads (none on S3, whose putter has a pool of its own)."""
-    if is_s3:
-        yield None
-        return
-    w = _Writers()
-    try:
-        yield w
-    except BaseException:
-        w.failed.append(RuntimeError("stopped"))
-        w.pool.shutdown(wait=True, cancel_futures=True)
-        raise
-    w.pool.shutdown(wait=True)
-    if w.failed:
-        raise w.failed[0]
 
 
 def run_jobs(conninfo: str, snapshot: str, jobs: list[Job], worker: Callable[[], Worker],
