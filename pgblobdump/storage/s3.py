@@ -135,9 +135,10 @@ class S3Prefix:
         servers would create a bucket on a first PUT)."""
         if self._bucket_checked:
             return
-        self._call(
-            "listing", lambda: self._obstore.list_with_delimiter(self.store, self.url.key(""))
-        )
+        # one page of one key: a prefix of a million objects is not listed into memory
+        prefix = self.url.key("") or None
+        listing = self._obstore.list
+        self._call("listing", lambda: next(iter(listing(self.store, prefix, chunk_size=1)), None))
         self._bucket_checked = True
 
     # -- the Storage protocol --------------------------------------------------------
