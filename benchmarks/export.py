@@ -13,7 +13,8 @@ Cases:
 - peak RSS of export at two scales of 4 KiB LOs (``--small`` and the 100k): flat.
 
 Every contender is a child process under /usr/bin/time (wall includes start-up); the
-output directory is removed between runs. Each export's manifest is checked (its LO
+output directory is removed between runs, and the file system synced twice
+(the removal's own work is not the next contender's). Each export's manifest is checked (its LO
 count).
 
 Usage: .venv/bin/python benchmarks/export.py [--n 100000] [--small 10000]
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -41,6 +43,15 @@ PGBLOBDUMP = Path(sys.executable).with_name("pgblobdump")
 GNU_TIME = Path("/usr/bin/time")
 
 
+def _remove(path: Path) -> None:
+    """Remove an output and wait for the file system to settle (its writeback, a
+    removal of 100k files' journal work), so that the next contender does not pay for
+    this one: a sync, then a sync that finds nothing left to do."""
+    shutil.rmtree(path, ignore_errors=True)
+    os.sync()
+    os.sync()
+
+
 class Bench(Scratch):
     def __init__(self, cluster: EmbeddedCluster, work: Path) -> None:
         super().__init__(cluster)
@@ -56,7 +67,7 @@ class Bench(Scratch):
 
     def out(self, name: str) -> Path:
         p = self.work / name
-        shutil.rmtree(p, ignore_errors=True)
+        _remove(p)
         return p
 
     def generate(self, name: str, *args: str) -> str:
@@ -73,14 +84,14 @@ class Bench(Scratch):
                            str(jobs), "--json"], f"{case}: export --jobs {jobs}")  # fmt: skip
         doc = json.loads((out / "manifest.json").read_text())
         assert doc["los"] == n, (doc["los"], n)
-        shutil.rmtree(out)
+        _remove(out)
         return st
 
     def dump(self, db: str, jobs: int, case: str) -> ProcessStats:
         out = self.out("dump.pbd")
         st = self.measure([str(PGBLOBDUMP), "dump", "-d", db, "-o", str(out), "--jobs",
                            str(jobs)], f"{case}: dump --jobs {jobs}")  # fmt: skip
-        shutil.rmtree(out)
+        _remove(out)
         return st
 
     def lo_export_loop(self, db: str, n: int) -> tuple[float, int]:
@@ -97,7 +108,7 @@ class Bench(Scratch):
         argv = [str(self.psql), "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", db, "-f", str(script)]
         st = self.measure(argv, f"psql \\lo_export loop of {len(oids):,}")
         assert sum(1 for _ in out.iterdir()) == len(oids)
-        shutil.rmtree(out)
+        _remove(out)
         return st.wall_s, len(oids)
 
     def row(self, case: str, step: str, st: ProcessStats | float, ratio: str = "") -> None:
