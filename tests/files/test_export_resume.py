@@ -10,9 +10,7 @@ import hashlib
 import json
 import signal
 import subprocess
-import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import psycopg
@@ -20,7 +18,7 @@ import pytest
 
 from pgblobdump.files.objects import Entry, open_place
 from pgblobdump.servers.cluster import EmbeddedCluster
-from tests.clirun import assert_one_line_error, run
+from tests.clirun import assert_one_line_error, run, started, wait_for
 from tests.conftest import NewDb
 
 
@@ -35,21 +33,6 @@ def _bulk(db: str, first: int, n: int, size: int) -> None:
 
 def _expected(oid: int, size: int) -> bytes:
     return bytes.fromhex(hashlib.md5(str(oid).encode()).hexdigest()) * (size // 16)
-
-
-def _pgbd(*args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "pgblobdump", *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
-
-
-def _wait_for(proc: subprocess.Popen[str], ready: Callable[[], bool], timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not ready():
-        if proc.poll() is not None:
-            out, err = proc.communicate()
-            pytest.fail(f"ended (exit {proc.returncode}) before the fault: {err}{out}")
-        assert time.monotonic() < deadline, "the export never got under way"
-        time.sleep(0.01)
 
 
 def _count(out: Path) -> int:
@@ -77,15 +60,15 @@ def many(pg17: EmbeddedCluster, new_db: NewDb) -> str:
 def test_kill_9_then_the_same_command_finishes(many: str, tmp_path: Path) -> None:
     out = tmp_path / "out"
     args = ["export", "-d", many, "-o", str(out), "--jobs", "2"]
-    with _pgbd(*args) as proc:
-        _wait_for(proc, lambda: _count(out) > 3000)
+    with started(*args) as proc:
+        wait_for(proc, lambda: _count(out) > 3000, "the export")
         proc.kill()
         proc.communicate()
     assert not (out / "manifest.csv").exists()
     left = _count(out)
     assert 3000 < left < 30_000
     (out / "foreign.txt").write_bytes(b"someone else's")  # never touched
-    with _pgbd(*args, "--json") as proc:
+    with started(*args, "--json") as proc:
         stdout, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
     assert "resuming:" in err
@@ -122,8 +105,8 @@ def test_an_unjournaled_file_at_an_lo_name_is_refused_unless_it_is_that_lo(
 def test_sigint_stops_cleanly_and_names_the_remainder(many: str, tmp_path: Path) -> None:
     out = tmp_path / "out"
     args = ["export", "-d", many, "-o", str(out)]
-    with _pgbd(*args) as proc:
-        _wait_for(proc, lambda: _count(out) > 2000)
+    with started(*args) as proc:
+        wait_for(proc, lambda: _count(out) > 2000, "the export")
         proc.send_signal(signal.SIGINT)
         _out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
@@ -131,7 +114,7 @@ def test_sigint_stops_cleanly_and_names_the_remainder(many: str, tmp_path: Path)
     assert len(lines) == 1 and lines[0].startswith("Error: export interrupted by SIGINT"), err
     assert "run the same command again" in lines[0] and "OIDs" in lines[0]
     assert not list(out.rglob(".pgblobdump-part-*"))
-    with _pgbd(*args) as proc:
+    with started(*args) as proc:
         _out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
     _check_complete(out, 100_000, 30_000, 2048)

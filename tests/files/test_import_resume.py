@@ -7,10 +7,6 @@ from __future__ import annotations
 import hashlib
 import os
 import signal
-import subprocess
-import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import psycopg
@@ -23,24 +19,10 @@ from pgblobdump.files.importing.hooks import ChecksumMismatch, verify
 from pgblobdump.files.importing.ingest import FileRec
 from pgblobdump.files.importing.run import ImportRequest, run_import
 from pgblobdump.servers.cluster import EmbeddedCluster
+from tests.clirun import started, wait_for
 from tests.conftest import NewDb
 
 FILES = 30_000
-
-
-def _pgbd(*args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "pgblobdump", *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
-
-
-def _wait_for(proc: subprocess.Popen[str], ready: Callable[[], bool], timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not ready():
-        if proc.poll() is not None:
-            out, err = proc.communicate()
-            pytest.fail(f"ended (exit {proc.returncode}) before the fault: {err}{out}")
-        assert time.monotonic() < deadline, "the import never got under way"
-        time.sleep(0.01)
 
 
 def _scalar(db: str, query: str) -> int:
@@ -78,8 +60,8 @@ def test_kill_9_then_resume_imports_each_file_once(
         conn.execute("CREATE TABLE docs (path text, blob oid)")
     table = ["--table", "docs", "--path-column", "path", "--lo-column", "blob"]
     args = ["import", str(many), "-d", db, "--jobs", "2", *table]
-    with _pgbd(*args) as proc:
-        _wait_for(proc, lambda: _journaled(db) > 3000)
+    with started(*args) as proc:
+        wait_for(proc, lambda: _journaled(db) > 3000, "the import")
         proc.kill()
         proc.communicate()
     done = _journaled(db)
@@ -87,10 +69,10 @@ def test_kill_9_then_resume_imports_each_file_once(
     # every committed LO is journaled, and has its row: batches commit whole
     assert _scalar(db, "SELECT count(*) FROM pg_largeobject_metadata") == done
     assert _scalar(db, "SELECT count(*) FROM docs") == done
-    with _pgbd(*args) as proc:  # not without --resume
+    with started(*args) as proc:  # not without --resume
         _out, err = proc.communicate(timeout=60)
     assert proc.returncode == 4 and "add --resume" in err, err
-    with _pgbd(*args, "--resume", "--json") as proc:
+    with started(*args, "--resume", "--json") as proc:
         out, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err
     assert "resuming run" in err
@@ -128,8 +110,8 @@ def test_sigint_removes_what_the_run_made_and_puts_rows_back(
     before = _scalar(db, "SELECT count(*) FROM docs")
     args = ["import", str(many), "-d", db, "--table", "docs", "--path-column", "path",
             "--lo-column", "blob"]  # fmt: skip
-    with _pgbd(*args) as proc:
-        _wait_for(proc, lambda: _journaled(db) > 3000)
+    with started(*args) as proc:
+        wait_for(proc, lambda: _journaled(db) > 3000, "the import")
         proc.send_signal(signal.SIGINT)
         _out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err

@@ -6,10 +6,6 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
-import sys
-import time
-from collections.abc import Callable
 
 import psycopg
 import pytest
@@ -21,7 +17,7 @@ from pgblobdump.servers.cluster import EmbeddedCluster
 from pgblobdump.sync.copy import CopyRequest, copy
 from pgblobdump.sync.run import SyncRequest, sync
 from pgblobdump.sync.state import SCHEMA
-from tests.clirun import assert_one_line_error, run
+from tests.clirun import assert_one_line_error, run, started, wait_for
 from tests.conftest import NewDb
 from tests.losets import fill, state
 from tests.losets import roles as _roles
@@ -174,21 +170,6 @@ def test_cli_copy_json_and_refusals(pg17: EmbeddedCluster, new_db: NewDb) -> Non
                           "--part")  # fmt: skip
 
 
-def _pgbd(*args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "pgblobdump", *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
-
-
-def _wait_for(proc: subprocess.Popen[str], ready: Callable[[], bool], timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not ready():
-        if proc.poll() is not None:
-            out, err = proc.communicate()
-            pytest.fail(f"ended (exit {proc.returncode}) before the fault: {err}{out}")
-        assert time.monotonic() < deadline, "the copy never got under way"
-        time.sleep(0.01)
-
-
 @pytest.fixture
 def big(pg17: EmbeddedCluster, new_db: NewDb) -> str:
     """60,062 LOs (2 KiB each, but the decorated ones): a copy commits batches over
@@ -206,13 +187,13 @@ def test_kill_9_mid_copy_then_rerun_completes(big: str, pg17: EmbeddedCluster,
     fill(dst, {90_000: (10, 0, 0, False)})  # the target's own: never touched
     theirs = state(dst)[90_000]
     args = ["copy", "-d", big, "--target-dbname", dst, "--jobs", "2"]
-    with _pgbd(*args) as proc:
-        _wait_for(proc, lambda: _los(dst) > 5000)
+    with started(*args) as proc:
+        wait_for(proc, lambda: _los(dst) > 5000, "the copy")
         proc.kill()
         proc.communicate()
     left = _los(dst)
     assert 1 < left < 60_063
-    with _pgbd(*args) as proc:
+    with started(*args) as proc:
         _out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
     assert "resuming:" in err
@@ -226,8 +207,8 @@ def test_sigterm_mid_copy_removes_exactly_what_it_made(big: str, pg17: EmbeddedC
     dst = new_db(pg17)
     fill(dst, {90_000: (10, 0, 0, False)})
     before = state(dst)
-    with _pgbd("copy", "-d", big, "--target-dbname", dst, "--jobs", "2") as proc:
-        _wait_for(proc, lambda: _los(dst) > 5000)
+    with started("copy", "-d", big, "--target-dbname", dst, "--jobs", "2") as proc:
+        wait_for(proc, lambda: _los(dst) > 5000, "the copy")
         proc.send_signal(signal.SIGTERM)
         _out, err = proc.communicate(timeout=60)
     assert proc.returncode == 143, err
@@ -245,8 +226,8 @@ def test_writers_on_the_source_during_copy_then_sync_picks_them_up(
     dst = new_db(pg17)
     last = 200_000 + 59_999
     old = state(big)[last]
-    with _pgbd("copy", "-d", big, "--target-dbname", dst) as proc:
-        _wait_for(proc, lambda: _los(dst) > 1000)
+    with started("copy", "-d", big, "--target-dbname", dst) as proc:
+        wait_for(proc, lambda: _los(dst) > 1000, "the copy")
         with psycopg.connect(big, autocommit=True) as conn:
             conn.execute(f"SELECT lo_put({last}, 0, 'written during the copy')")
             conn.execute("SELECT lo_from_bytea(300000, 'made during the copy')")
@@ -263,8 +244,8 @@ def test_source_backends_terminated_mid_copy_then_rerun(
     big: str, pg17: EmbeddedCluster, new_db: NewDb
 ) -> None:
     dst = new_db(pg17)
-    with _pgbd("copy", "-d", big, "--target-dbname", dst, "--jobs", "2") as proc:
-        _wait_for(proc, lambda: _los(dst) > 2000)
+    with started("copy", "-d", big, "--target-dbname", dst, "--jobs", "2") as proc:
+        wait_for(proc, lambda: _los(dst) > 2000, "the copy")
         with psycopg.connect(big, autocommit=True) as conn:
             conn.execute(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname ="
@@ -277,7 +258,7 @@ def test_source_backends_terminated_mid_copy_then_rerun(
     assert "reading the source" in lines[0] or "on the source" in lines[0], err
     assert "removed the" in lines[0], err
     assert _los(dst) == 0  # exactly what it made, removed
-    with _pgbd("copy", "-d", big, "--target-dbname", dst, "--jobs", "2") as proc:
+    with started("copy", "-d", big, "--target-dbname", dst, "--jobs", "2") as proc:
         _out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
     assert state(dst) == state(big)
