@@ -90,3 +90,12 @@ def test_clashes_and_directories_are_settled_by_oid() -> None:
     assert resolve(dict(reversed(list(wanted.items())))) == got
     again = resolve({10: Named("r.pdf"), 30: Named("r.pdf")}, fixed=["r.pdf"])
     assert again[10].path == "r~10.pdf"
+
+
+@pytest.mark.parametrize("last", ["manifest.json", "manifest.csv", "manifest-1-of-2.csv"])
+def test_a_path_cut_to_its_last_part_is_never_a_manifests_name(last: str) -> None:
+    # a path over 1024 bytes is cut to its last part: that part was not checked again,
+    # and an LO written as manifest.json was removed by the rerun that finished the export
+    path, why = make_safe(("d" * 250 + "/") * 5 + last, 16390)
+    assert path == "_" + last and not reserved(path)
+    assert "path over 1024 bytes" in why and "the export's own name" in why

@@ -115,11 +115,19 @@ class Worker:
                                 self._flush(job.segments)
                                 last = now
         finally:
-            self._flush(job.segments)
+            self._flush(job.segments, final=True)
 
-    def _flush(self, segments: Segments) -> None:
+    def _flush(self, segments: Segments, final: bool = False) -> None:
+        """Journal the rows stored so far; while objects are in flight (S3), only those
+        below the lowest OID still in flight, so that a job's segments follow one another
+        in OID order (the manifest merges them as sorted streams) and the rest wait for
+        the next flush. ``final``: every row stored (the putter has ended)."""
         with self.lock:
             cells, self.stored = self.stored, []
+            floor = min((r.oid for r in self.pending.values()), default=None)
+            if floor is not None and not final:
+                self.stored = [c for c in cells if _oid(c) > floor]
+                cells = [c for c in cells if _oid(c) < floor]
         rows = [c[0] if isinstance(c, list) else c for c in cells]
         for r in rows:
             segments.add(r)
@@ -215,6 +223,10 @@ class Worker:
             self.stored.append(_with_sha(row, sha))
         with self.tally.lock:
             self.tally.adopted += 1
+
+
+def _oid(cell: manifest.Row | list[manifest.Row]) -> int:
+    return cell[0].oid if isinstance(cell, list) else cell.oid
 
 
 def _with_sha(row: manifest.Row, sha: str) -> manifest.Row:

@@ -23,6 +23,7 @@ from pgblobdump.errors import UsageError
 from pgblobdump.files.exporting import manifest
 from pgblobdump.files.exporting.names import STATE_DIR, reserved
 from pgblobdump.files.objects import Entry, Place
+from pgblobdump.storage.base import NameTaken
 
 
 def part_tag(part: tuple[int, int] | None) -> str:
@@ -156,10 +157,14 @@ class Journal:
     def begin(self, jobs: int) -> None:
         """This run entered (and the export's settings, the first time), before its
         first LO is written."""
-        if self._read(self.settings_key) is None:
-            data = json.dumps(self.settings, indent=1, sort_keys=True).encode() + b"\n"
-            self.place.replace(self.settings_key, data)
-        self.runs.append({"id": self.run, "jobs": jobs})
+        data = json.dumps(self.settings, indent=1, sort_keys=True).encode() + b"\n"
+        try:  # exclusively: of two exports that found this target empty, one goes on
+            with self.place.putter() as p:
+                p.put(self.settings_key, [(0, data)], len(data))
+        except NameTaken:  # an earlier run's (checked already), or another export's
+            self._check_settings(self._read(self.settings_key) or {})
+        # read again just before: a run of this export begun meanwhile keeps its entry
+        self.runs = [*list(self._read(self.runs_key) or []), {"id": self.run, "jobs": jobs}]
         self.place.replace(self.runs_key, json.dumps(self.runs, indent=1).encode() + b"\n")
 
     def _segment(self, run: str, job: int, seq: int) -> str:

@@ -172,12 +172,12 @@ def make_safe(name: str, oid: int) -> tuple[str, str]:
         parts = [str(oid)]
         why.append("empty name")
     path = "/".join(parts)
-    if reserved(path):
-        path = "_" + path
-        why.append("the export's own name")
     if len(path.encode()) > KEY_MAX:
         path = parts[-1]
         why.append(f"path over {KEY_MAX} bytes")
+    if reserved(path):  # checked on the final path: a cut one can be a manifest's name
+        path = "_" + path
+        why.append("the export's own name")
     return path, ", ".join(dict.fromkeys(why))
 
 

@@ -189,8 +189,8 @@ def _write_manifest(place: Place, journal: Journal, found: Found, csv_name: str,
     """The manifest from the journal: its rows read once into two unlinked temporary
     files (memory stays flat), then put, JSON first and CSV last (its presence says the
     export is complete). Returns its LOs and bytes."""
-    if found.half:  # ours: an earlier run's, stopped between the two
-        place.remove(json_name)
+    if found.half and all(r.path != json_name for r in found.done.values()):
+        place.remove(json_name)  # ours: an earlier run's, stopped between the two
     with (
         tempfile.TemporaryFile(prefix="pgblobdump-manifest-") as c,
         tempfile.TemporaryFile(prefix="pgblobdump-manifest-") as j,
