@@ -116,7 +116,7 @@ def test_table_rows_inserted_then_updated_old_lo_kept(
     (tmp_path / "x").write_bytes(b"one")
     (tmp_path / "y").write_bytes(b"two")
     with psycopg.connect(db, autocommit=True) as conn:
-        conn.execute("CREATE TABLE docs (id serial, path text, blob oid, note text)")
+        conn.execute("CREATE TABLE docs (id serial, path text UNIQUE, blob oid, note text)")
         conn.execute("INSERT INTO docs (path, blob, note) VALUES ('y', NULL, 'kept note')")
     rows = RowTarget("docs", "path", "blob")
     first = run_import(db, ImportRequest(str(tmp_path), rows=rows))
@@ -147,7 +147,7 @@ def test_table_refused_before_anything_is_written(
     db = new_db(pg17)
     (tmp_path / "x").write_bytes(b"one")
     with psycopg.connect(db, autocommit=True) as conn:
-        conn.execute("CREATE TABLE docs (path text, blob oid, n int)")
+        conn.execute("CREATE TABLE docs (path text PRIMARY KEY, blob oid, n int)")
         conn.execute("CREATE ROLE reader LOGIN")
         conn.execute("GRANT SELECT ON docs TO reader")
     for target, fragment in [
@@ -164,6 +164,35 @@ def test_table_refused_before_anything_is_written(
             ImportRequest(str(tmp_path), rows=RowTarget("docs", "path", "blob")),
         )
     assert los(db) == {}
+
+
+def test_a_path_column_without_a_unique_index_is_refused(
+    tmp_path: Path, pg17: EmbeddedCluster, new_db: NewDb
+) -> None:
+    """Two rows with one path would both be given back one old LO by a rollback (the
+    other's orphaned): a path column not unique on its own is refused, nothing written."""
+    db = new_db(pg17)
+    (tmp_path / "d00").mkdir()
+    (tmp_path / "d00" / "0000").write_bytes(b"new")
+    with psycopg.connect(db, autocommit=True) as conn:
+        conn.execute("CREATE TABLE plain (id int PRIMARY KEY, path text, blob oid)")
+        conn.execute("SELECT lo_from_bytea(77, 'a'), lo_from_bytea(78, 'b')")
+        conn.execute("INSERT INTO plain VALUES (1, 'd00/0000', 77), (2, 'd00/0000', 78)")
+        conn.execute("CREATE TABLE partial (path text, blob oid)")
+        conn.execute("CREATE UNIQUE INDEX ON partial (path) WHERE blob IS NOT NULL")
+        conn.execute("CREATE TABLE pair (tenant text, path text, blob oid, UNIQUE (tenant, path))")
+        conn.execute("CREATE TABLE lowered (path text, blob oid)")
+        conn.execute("CREATE UNIQUE INDEX ON lowered (lower(path))")
+    for table in ("plain", "partial", "pair", "lowered"):
+        with pytest.raises(DatabaseError, match="no unique index or primary key"):
+            run_import(db, ImportRequest(str(tmp_path), rows=RowTarget(table, "path", "blob")))
+    assert los(db) == {77: b"a", 78: b"b"}
+    with psycopg.connect(db) as conn:
+        kept = conn.execute("SELECT id, blob::int8 FROM plain ORDER BY id").fetchall()
+    assert kept == [(1, 77), (2, 78)]
+    out = run("import", str(tmp_path), "-d", db, "--table", "plain", "--path-column", "path",
+              "--lo-column", "blob")  # fmt: skip
+    assert_one_line_error(out, 4, "no unique index or primary key")
 
 
 def test_owner_and_grants(tmp_path: Path, pg17: EmbeddedCluster, new_db: NewDb) -> None:
