@@ -13,7 +13,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from pgblobdump.errors import DatabaseError, UsageError
+from pgblobdump.errors import DatabaseError, FileError, UsageError
+from pgblobdump.files.importing.follow import Followed, check_inside
 from pgblobdump.files.importing.rows import RowTarget
 from pgblobdump.files.importing.run import ImportRequest, run_import
 from pgblobdump.files.objects import open_place
@@ -313,3 +314,43 @@ def test_the_listing_gives_back_what_it_was_given_across_blocks() -> None:
     assert listing.count == len(entries)
     assert list(listing) == entries  # over 4 MiB: from the file, in 1 MiB blocks
     listing.close()
+
+
+def test_a_file_opened_out_of_the_root_through_a_swapped_directory_is_refused(
+    tmp_path: Path,
+) -> None:
+    """--follow-symlinks: the path is checked, then opened; a directory swapped for a
+    link in between would be read out of the root. The opened file's own path (as the
+    kernel has it) is checked again."""
+    root, out = tmp_path / "in", tmp_path / "out"
+    (root / "sub").mkdir(parents=True)
+    out.mkdir()
+    (root / "sub" / "f").write_bytes(b"inside")
+    (out / "f").write_bytes(b"secret")
+    os.symlink(out, root / "via")
+    real = root.resolve()
+    fd = os.open(root / "via" / "f", os.O_RDONLY)  # reached through a linked directory
+    try:
+        with pytest.raises(FileError, match="leads out of"):
+            check_inside(fd, real, "via/f")
+    finally:
+        os.close(fd)
+    fd = os.open(root / "sub" / "f", os.O_RDONLY)
+    try:
+        check_inside(fd, real, "sub/f")
+    finally:
+        os.close(fd)
+
+    class Swapped(Followed):
+        """Checks the path, then (the race, made certain) swaps ``sub`` for a link."""
+
+        def _path(self, key: str) -> Path | None:
+            p = super()._path(key)
+            os.rename(root / "sub", tmp_path / "moved")
+            os.symlink(out, root / "sub")
+            return p
+
+    with open_place(str(root)) as place:
+        followed = Swapped(place, root)
+        with pytest.raises(FileError, match="leads out of"), followed.open("sub/f") as f:
+            f.read()
