@@ -55,7 +55,7 @@ def tree(root: Path) -> dict[str, bytes]:
         f.seek(2 << 20)
         f.write(b"end")
     files["sparse"] = b"head" + b"\0" * ((2 << 20) - 4) + b"end"
-    (root / ".pgblobdump-part").write_bytes(b"ours")
+    (root / ".pgblobdump-part-1-2").write_bytes(b"ours")
     os.symlink(root / "a.txt", root / "link")
     return files
 
@@ -90,6 +90,24 @@ def test_a_tree_becomes_los_with_its_bytes_holes_and_names(
     # once more: a new run, new LOs (the journal does not refuse a finished run's place)
     again = run_import(db, ImportRequest(str(tmp_path)))
     assert again.files == len(files) and again.oids and again.oids[0] > r.oids[1]
+
+
+def test_files_named_like_the_tools_own_are_skipped_and_said(
+    tmp_path: Path, pg17: EmbeddedCluster, new_db: NewDb
+) -> None:
+    """A user's file or directory named .pgblobdump* is not imported but reported; the
+    tool's own (a part, a probe, an export's state with its export.json) are not."""
+    db = new_db(pg17)
+    for key in ("a", ".pgblobdump-notes.txt", "d/.pgblobdump", "d/.pgblobdump-export/x",
+                ".pgblobdump-part-7-1", "d/.pgblobdump-probe-7-2", "e/.pgblobdump-export/x",
+                "e/.pgblobdump-export/export.json"):  # fmt: skip
+        (tmp_path / key).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / key).write_bytes(key.encode())
+    r = run_import(db, ImportRequest(str(tmp_path)))
+    assert r.files == 1 and sorted(los(db).values()) == [b"a"]
+    assert [k for k, _ in r.skipped] == [".pgblobdump-notes.txt", "d/.pgblobdump",
+                                         "d/.pgblobdump-export"]  # fmt: skip
+    assert all("the tool's own" in why for _, why in r.skipped)
 
 
 def test_symbolic_links_followed_only_inside(tmp_path: Path, pg17: EmbeddedCluster,
