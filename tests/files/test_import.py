@@ -372,3 +372,30 @@ def test_a_file_opened_out_of_the_root_through_a_swapped_directory_is_refused(
         followed = Swapped(place, root)
         with pytest.raises(FileError, match="leads out of"), followed.open("sub/f") as f:
             f.read()
+
+
+def test_a_directory_changed_into_a_link_after_the_walk_is_skipped_not_fatal(
+    tmp_path: Path, pg17: EmbeddedCluster, new_db: NewDb
+) -> None:
+    """Once a/1 is read (the walk done), directory b becomes a link, c's big file's
+    directory too, and d a file: their files are skipped and said, the run goes on."""
+    db = new_db(pg17)
+    root = tmp_path / "in"
+    big = os.urandom(3 << 20)
+    for key, data in {"a/1": b"one", "b/2": b"two", "c/big": big, "d/4": b"four"}.items():
+        (root / key).parent.mkdir(parents=True, exist_ok=True)
+        (root / key).write_bytes(data)
+
+    def swap(key: str) -> None:
+        if key == "a/1":
+            for name in ("b", "c", "d"):
+                os.rename(root / name, tmp_path / name)
+            os.symlink(tmp_path / "b", root / "b")
+            os.symlink(tmp_path / "c", root / "c")
+            (root / "d").write_bytes(b"a file now")
+
+    r = run_import(db, ImportRequest(str(root)), after_read=swap)
+    assert r.files == 1 and sorted(los(db).values()) == [b"one"]
+    skipped = dict(r.skipped)
+    assert set(skipped) == {"b/2", "c/big", "d/4"}, skipped
+    assert all("changed into a link" in why for why in skipped.values())
