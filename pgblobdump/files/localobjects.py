@@ -257,7 +257,8 @@ class LocalObjects:
     def walk(self, follow_symlinks: bool = False) -> Iterator[Entry | Skipped]:
         """Every regular file in key order (a directory's entries sorted as their keys
         sort). A symbolic link is skipped, or with ``follow_symlinks`` followed when it
-        stays inside the root (a link out of it, or a loop, is skipped)."""
+        stays inside the root (a link out of it, or a loop, is skipped). The tool's own
+        files are left out; another name starting ``.pgblobdump`` is skipped (OWN_NAME)."""
         real = self.root.resolve()
         yield from self._walk(self.root, "", follow_symlinks, real, set())
 
@@ -274,19 +275,24 @@ class LocalObjects:
         except OSError as e:
             yield Skipped(rel or ".", f"cannot list it: {e.strerror}")
             return
-        keyed = []
+        keyed: list[tuple[str, str, os.DirEntry[str], bool | None]] = []
         for d in found:
-            if d.name.startswith(TOOL_PREFIX):
-                continue
             key = f"{rel}/{d.name}" if rel else d.name
+            if d.name.startswith(TOOL_PREFIX):
+                if not _tool_made(d):  # a user's file named like the tool's: said
+                    keyed.append((key, key, d, None))
+                continue
             try:
                 is_dir = d.is_dir(follow_symlinks=follow)
             except OSError:
                 is_dir = False
             keyed.append((key + "/" if is_dir else key, key, d, is_dir))
         keyed.sort(key=lambda t: t[0])
-        for _, key, d, is_dir in keyed:
-            yield from self._entry(d, key, is_dir, follow, real, seen)
+        for _, key, d, kind in keyed:
+            if kind is None:
+                yield Skipped(key, OWN_NAME)
+            else:
+                yield from self._entry(d, key, kind, follow, real, seen)
 
     def _entry(self, d: os.DirEntry[str], key: str, is_dir: bool, follow: bool, real: Path,
                seen: set[tuple[int, int]]) -> Iterator[Entry | Skipped]:  # fmt: skip
@@ -314,6 +320,18 @@ class LocalObjects:
             yield Skipped(key, "not a regular file")
             return
         yield Entry(key, st.st_size, st.st_mtime_ns)
+
+
+OWN_NAME = f"named {TOOL_PREFIX}*, as the tool's own files are (not read)"
+"""Why a walk skips a file or directory named like the tool's own but not one."""
+
+
+def _tool_made(d: os.DirEntry[str]) -> bool:
+    """A name the tool gives its own files: a part being written, a probe, an export's
+    state directory (with its ``export.json``)."""
+    if d.name.startswith((f"{TOOL_PREFIX}-part-", f"{TOOL_PREFIX}-probe-")):
+        return True
+    return d.name == f"{TOOL_PREFIX}-export" and os.path.isfile(os.path.join(d.path, "export.json"))
 
 
 def _close_all(fds: dict[str, int]) -> None:

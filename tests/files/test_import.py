@@ -13,7 +13,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from pgblobdump.errors import DatabaseError, UsageError
+from pgblobdump.errors import DatabaseError, FileError, UsageError
+from pgblobdump.files.importing.follow import Followed, check_inside
 from pgblobdump.files.importing.rows import RowTarget
 from pgblobdump.files.importing.run import ImportRequest, run_import
 from pgblobdump.files.objects import open_place
@@ -54,7 +55,7 @@ def tree(root: Path) -> dict[str, bytes]:
         f.seek(2 << 20)
         f.write(b"end")
     files["sparse"] = b"head" + b"\0" * ((2 << 20) - 4) + b"end"
-    (root / ".pgblobdump-part").write_bytes(b"ours")
+    (root / ".pgblobdump-part-1-2").write_bytes(b"ours")
     os.symlink(root / "a.txt", root / "link")
     return files
 
@@ -91,6 +92,24 @@ def test_a_tree_becomes_los_with_its_bytes_holes_and_names(
     assert again.files == len(files) and again.oids and again.oids[0] > r.oids[1]
 
 
+def test_files_named_like_the_tools_own_are_skipped_and_said(
+    tmp_path: Path, pg17: EmbeddedCluster, new_db: NewDb
+) -> None:
+    """A user's file or directory named .pgblobdump* is not imported but reported; the
+    tool's own (a part, a probe, an export's state with its export.json) are not."""
+    db = new_db(pg17)
+    for key in ("a", ".pgblobdump-notes.txt", "d/.pgblobdump", "d/.pgblobdump-export/x",
+                ".pgblobdump-part-7-1", "d/.pgblobdump-probe-7-2", "e/.pgblobdump-export/x",
+                "e/.pgblobdump-export/export.json"):  # fmt: skip
+        (tmp_path / key).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / key).write_bytes(key.encode())
+    r = run_import(db, ImportRequest(str(tmp_path)))
+    assert r.files == 1 and sorted(los(db).values()) == [b"a"]
+    assert [k for k, _ in r.skipped] == [".pgblobdump-notes.txt", "d/.pgblobdump",
+                                         "d/.pgblobdump-export"]  # fmt: skip
+    assert all("the tool's own" in why for _, why in r.skipped)
+
+
 def test_symbolic_links_followed_only_inside(tmp_path: Path, pg17: EmbeddedCluster,
                                             new_db: NewDb) -> None:  # fmt: skip
     db = new_db(pg17)
@@ -116,7 +135,7 @@ def test_table_rows_inserted_then_updated_old_lo_kept(
     (tmp_path / "x").write_bytes(b"one")
     (tmp_path / "y").write_bytes(b"two")
     with psycopg.connect(db, autocommit=True) as conn:
-        conn.execute("CREATE TABLE docs (id serial, path text, blob oid, note text)")
+        conn.execute("CREATE TABLE docs (id serial, path text UNIQUE, blob oid, note text)")
         conn.execute("INSERT INTO docs (path, blob, note) VALUES ('y', NULL, 'kept note')")
     rows = RowTarget("docs", "path", "blob")
     first = run_import(db, ImportRequest(str(tmp_path), rows=rows))
@@ -147,7 +166,7 @@ def test_table_refused_before_anything_is_written(
     db = new_db(pg17)
     (tmp_path / "x").write_bytes(b"one")
     with psycopg.connect(db, autocommit=True) as conn:
-        conn.execute("CREATE TABLE docs (path text, blob oid, n int)")
+        conn.execute("CREATE TABLE docs (path text PRIMARY KEY, blob oid, n int)")
         conn.execute("CREATE ROLE reader LOGIN")
         conn.execute("GRANT SELECT ON docs TO reader")
     for target, fragment in [
@@ -164,6 +183,35 @@ def test_table_refused_before_anything_is_written(
             ImportRequest(str(tmp_path), rows=RowTarget("docs", "path", "blob")),
         )
     assert los(db) == {}
+
+
+def test_a_path_column_without_a_unique_index_is_refused(
+    tmp_path: Path, pg17: EmbeddedCluster, new_db: NewDb
+) -> None:
+    """Two rows with one path would both be given back one old LO by a rollback (the
+    other's orphaned): a path column not unique on its own is refused, nothing written."""
+    db = new_db(pg17)
+    (tmp_path / "d00").mkdir()
+    (tmp_path / "d00" / "0000").write_bytes(b"new")
+    with psycopg.connect(db, autocommit=True) as conn:
+        conn.execute("CREATE TABLE plain (id int PRIMARY KEY, path text, blob oid)")
+        conn.execute("SELECT lo_from_bytea(77, 'a'), lo_from_bytea(78, 'b')")
+        conn.execute("INSERT INTO plain VALUES (1, 'd00/0000', 77), (2, 'd00/0000', 78)")
+        conn.execute("CREATE TABLE partial (path text, blob oid)")
+        conn.execute("CREATE UNIQUE INDEX ON partial (path) WHERE blob IS NOT NULL")
+        conn.execute("CREATE TABLE pair (tenant text, path text, blob oid, UNIQUE (tenant, path))")
+        conn.execute("CREATE TABLE lowered (path text, blob oid)")
+        conn.execute("CREATE UNIQUE INDEX ON lowered (lower(path))")
+    for table in ("plain", "partial", "pair", "lowered"):
+        with pytest.raises(DatabaseError, match="no unique index or primary key"):
+            run_import(db, ImportRequest(str(tmp_path), rows=RowTarget(table, "path", "blob")))
+    assert los(db) == {77: b"a", 78: b"b"}
+    with psycopg.connect(db) as conn:
+        kept = conn.execute("SELECT id, blob::int8 FROM plain ORDER BY id").fetchall()
+    assert kept == [(1, 77), (2, 78)]
+    out = run("import", str(tmp_path), "-d", db, "--table", "plain", "--path-column", "path",
+              "--lo-column", "blob")  # fmt: skip
+    assert_one_line_error(out, 4, "no unique index or primary key")
 
 
 def test_owner_and_grants(tmp_path: Path, pg17: EmbeddedCluster, new_db: NewDb) -> None:
@@ -284,3 +332,70 @@ def test_the_listing_gives_back_what_it_was_given_across_blocks() -> None:
     assert listing.count == len(entries)
     assert list(listing) == entries  # over 4 MiB: from the file, in 1 MiB blocks
     listing.close()
+
+
+def test_a_file_opened_out_of_the_root_through_a_swapped_directory_is_refused(
+    tmp_path: Path,
+) -> None:
+    """--follow-symlinks: the path is checked, then opened; a directory swapped for a
+    link in between would be read out of the root. The opened file's own path (as the
+    kernel has it) is checked again."""
+    root, out = tmp_path / "in", tmp_path / "out"
+    (root / "sub").mkdir(parents=True)
+    out.mkdir()
+    (root / "sub" / "f").write_bytes(b"inside")
+    (out / "f").write_bytes(b"secret")
+    os.symlink(out, root / "via")
+    real = root.resolve()
+    fd = os.open(root / "via" / "f", os.O_RDONLY)  # reached through a linked directory
+    try:
+        with pytest.raises(FileError, match="leads out of"):
+            check_inside(fd, real, "via/f")
+    finally:
+        os.close(fd)
+    fd = os.open(root / "sub" / "f", os.O_RDONLY)
+    try:
+        check_inside(fd, real, "sub/f")
+    finally:
+        os.close(fd)
+
+    class Swapped(Followed):
+        """Checks the path, then (the race, made certain) swaps ``sub`` for a link."""
+
+        def _path(self, key: str) -> Path | None:
+            p = super()._path(key)
+            os.rename(root / "sub", tmp_path / "moved")
+            os.symlink(out, root / "sub")
+            return p
+
+    with open_place(str(root)) as place:
+        followed = Swapped(place, root)
+        with pytest.raises(FileError, match="leads out of"), followed.open("sub/f") as f:
+            f.read()
+
+
+def test_a_directory_changed_into_a_link_after_the_walk_is_skipped_not_fatal(
+    tmp_path: Path, pg17: EmbeddedCluster, new_db: NewDb
+) -> None:
+    """Once a/1 is read (the walk done), directory b becomes a link, c's big file's
+    directory too, and d a file: their files are skipped and said, the run goes on."""
+    db = new_db(pg17)
+    root = tmp_path / "in"
+    big = os.urandom(3 << 20)
+    for key, data in {"a/1": b"one", "b/2": b"two", "c/big": big, "d/4": b"four"}.items():
+        (root / key).parent.mkdir(parents=True, exist_ok=True)
+        (root / key).write_bytes(data)
+
+    def swap(key: str) -> None:
+        if key == "a/1":
+            for name in ("b", "c", "d"):
+                os.rename(root / name, tmp_path / name)
+            os.symlink(tmp_path / "b", root / "b")
+            os.symlink(tmp_path / "c", root / "c")
+            (root / "d").write_bytes(b"a file now")
+
+    r = run_import(db, ImportRequest(str(root)), after_read=swap)
+    assert r.files == 1 and sorted(los(db).values()) == [b"one"]
+    skipped = dict(r.skipped)
+    assert set(skipped) == {"b/2", "c/big", "d/4"}, skipped
+    assert all("changed into a link" in why for why in skipped.values())

@@ -57,7 +57,7 @@ def test_kill_9_then_resume_imports_each_file_once(
 ) -> None:
     db = new_db(pg17)
     with psycopg.connect(db, autocommit=True) as conn:
-        conn.execute("CREATE TABLE docs (path text, blob oid)")
+        conn.execute("CREATE TABLE docs (path text PRIMARY KEY, blob oid)")
     table = ["--table", "docs", "--path-column", "path", "--lo-column", "blob"]
     args = ["import", str(many), "-d", db, "--jobs", "2", *table]
     with started(*args) as proc:
@@ -100,7 +100,7 @@ def test_sigint_removes_what_the_run_made_and_puts_rows_back(
 ) -> None:
     db = new_db(pg17)
     with psycopg.connect(db, autocommit=True) as conn:
-        conn.execute("CREATE TABLE docs (path text, blob oid)")
+        conn.execute("CREATE TABLE docs (path text PRIMARY KEY, blob oid)")
         conn.execute("SELECT lo_from_bytea(77, 'old')")
         # the first files' rows exist: the run updates them, then must give them back
         conn.execute(

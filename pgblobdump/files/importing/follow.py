@@ -1,6 +1,8 @@
 """``import --follow-symlinks`` on a directory: a file reached through symbolic links
 (the walk lists a link that stays inside the directory under the link's key) opened and
-stat'ed at its real path, which must still be inside the directory when it is opened.
+stat'ed at its real path, which must still be inside the directory when it is opened
+(and the file opened, as the kernel names it, too: a directory swapped for a link
+between the check and the open is caught).
 The place itself never follows a link (files/localobjects.py)."""
 
 from __future__ import annotations
@@ -53,6 +55,8 @@ class Followed:
         except OSError as e:
             raise FileError(f"cannot read {self.root / key}: {e.strerror}") from e
         with os.fdopen(fd, "rb") as f:
+            # a directory of the path swapped for a link between _path() and the open
+            check_inside(fd, self.real, f"{self.root / key}")
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 raise FileError(f"{self.root / key} is not a regular file")
             yield f
@@ -65,6 +69,17 @@ class Followed:
         if not stat.S_ISREG(st.st_mode):
             raise FileError(f"{self.root / key} is not a regular file")
         return Entry(key, st.st_size, st.st_mtime_ns)
+
+
+def check_inside(fd: int, real: Path, name: str) -> None:
+    """The file open as ``fd`` is inside ``real`` (a resolved directory) where it is
+    now, as the kernel has it opened; else FileError (the caller closes ``fd``)."""
+    try:
+        at = Path(os.readlink(f"/proc/self/fd/{fd}"))
+    except OSError as e:
+        raise FileError(f"cannot tell where {name} is ({e.strerror}): not read") from e
+    if not at.is_absolute() or not at.is_relative_to(real):
+        raise FileError(f"{name} now leads out of {real}: not read")
 
 
 def readable(place: Place, follow_symlinks: bool) -> Readable:

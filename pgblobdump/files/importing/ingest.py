@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pgblobdump.files.importing.follow import Readable
-from pgblobdump.files.importing.reading import whole
+from pgblobdump.files.importing.reading import LINKED, Linked, whole
 from pgblobdump.files.objects import Entry
 from pgblobdump.packed.format.index import Meta
 from pgblobdump.packed.read.items import Damaged, Item, WholeLos
@@ -140,7 +140,11 @@ def _small(place: Readable, e: Entry, book: Book, after_read: AfterRead | None, 
            ) -> bytes | None:  # fmt: skip
     """A file of at most CHUNK bytes, whole, checked unchanged (once more if not)."""
     for attempt in range(2):
-        data, now = whole(place, e.key, e.size + 1, after_read)
+        try:
+            data, now = whole(place, e.key, e.size + 1, after_read)
+        except Linked:
+            book.skip(e.key, LINKED)
+            return None
         if now is None:
             book.skip(e.key, GONE)
             return None
@@ -195,6 +199,9 @@ def _large(place: Readable, oid: int, e: Entry, meta: Meta, book: Book,
             return
         except _Changed:
             pass
+        except Linked:  # at the open: no piece of this attempt was yielded
+            book.skip(e.key, LINKED)
+            return
         # the LO's transaction, open since its first piece, rolls back
         yield Damaged([oid], e.key, f"{e.key} changed while it was read; it is read again")
         if attempt == 0:

@@ -3,11 +3,15 @@ directory's descriptor (reached from the root one directory at a time, never thr
 symbolic link, and kept while the files come from it, as they do in key order), one
 ``read``, one ``fstat`` of the descriptor read, one ``close``: a third of what a file
 object and a second stat by path cost, which is most of import's work on small files.
-Elsewhere (S3, ``--follow-symlinks``) through the place's ``open`` and ``stat``."""
+Elsewhere (S3, ``--follow-symlinks``) through the place's ``open`` and ``stat``.
+A directory on a file's path turned into a link (or a file) since the walk makes the
+open fail with ELOOP or ENOTDIR: ``Linked``, and the file is skipped (files/importing/
+ingest.py), not the run failed."""
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import stat
 from collections.abc import Callable, Iterator
@@ -20,6 +24,23 @@ from pgblobdump.files.objects import Entry, Place
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NOCTTY | os.O_NONBLOCK
+
+
+LINKED = "changed into a link while imported (a part of its path is now a link or a file)"
+
+
+class Linked(FileError):
+    """A directory on the file's path (or the file) became a symbolic link or a file
+    after the walk (ELOOP, ENOTDIR at the open): the file is skipped, not read through."""
+
+
+def _linked(e: BaseException | None) -> bool:
+    """``e``, or an error it was raised from, is ELOOP or ENOTDIR."""
+    while e is not None:
+        if isinstance(e, OSError) and e.errno in (errno.ELOOP, errno.ENOTDIR):
+            return True
+        e = e.__cause__
+    return False
 
 
 Hook = Callable[[str], None] | None
@@ -58,8 +79,16 @@ class DirReader:
         self._rel: str | None = None
         self._fd = -1
 
-    def open(self, key: str) -> contextlib.AbstractContextManager[BinaryIO]:
-        return self.place.open(key)
+    @contextlib.contextmanager
+    def open(self, key: str) -> Iterator[BinaryIO]:
+        with contextlib.ExitStack() as stack:
+            try:
+                f = stack.enter_context(self.place.open(key))
+            except FileError as e:
+                if _linked(e):
+                    raise Linked(f"{self.root / key}: {LINKED}") from e
+                raise
+            yield f
 
     def stat(self, key: str) -> Entry | None:
         return self.place.stat(key)
@@ -92,6 +121,8 @@ class DirReader:
         except FileNotFoundError:
             return b"", None
         except OSError as e:  # ELOOP, ENOTDIR: a link or a file on the way
+            if _linked(e):
+                raise Linked(f"{self.root / key}: {LINKED}") from e
             raise from_os_error(e, what=f"cannot read {self.root / key}") from e
         try:
             # O_NONBLOCK: a FIFO put in the file's place since the walk does not hang the

@@ -1,8 +1,9 @@
 """``import --table T --path-column P --lo-column L``: a row per file imported, inserted,
 or updated where a row has the file's path already, in the transaction that creates the
-file's LO (so a row never names a missing LO). The LO an updated row named before is
-never unlinked: it is reported as now unreferenced (by this column). A failed run's
-clean-up puts each row back as it was (``undo``)."""
+file's LO (so a row never names a missing LO). The path column must be unique (a unique
+index or primary key on it alone): a row's old LO is remembered by its path. The LO an
+updated row named before is never unlinked: it is reported as now unreferenced (by this
+column). A failed run's clean-up puts each row back as it was (``undo``)."""
 
 from __future__ import annotations
 
@@ -88,6 +89,11 @@ def resolve(conn: psycopg.Connection, t: RowTarget) -> Resolved:
             )
     if t.path_column == t.lo_column:
         raise UsageError("--path-column and --lo-column name the same column")
+    if not _unique(conn, relid, t.path_column):
+        raise DatabaseError(
+            f"--path-column {t.path_column} of {t.table} has no unique index or primary key"
+            " on exactly it: a path in several rows could not be rolled back row by row"
+        )
     missing = [
         f"{priv} on {col}"
         for col in (t.path_column, t.lo_column)
@@ -101,6 +107,20 @@ def resolve(conn: psycopg.Connection, t: RowTarget) -> Resolved:
             f"--table {t.table}: this role may not write it ({', '.join(missing)} missing)"
         )
     return Resolved(t, int(relid), sql.Identifier(nsp, rel))
+
+
+def _unique(conn: psycopg.Connection, relid: int, column: str) -> bool:
+    """A valid unique index (or primary key) on ``column`` alone, not partial and not
+    on an expression: no two rows have the same path."""
+    row = conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_index i"
+        " JOIN pg_catalog.pg_attribute a ON a.attrelid = i.indrelid AND a.attname = %s"
+        " WHERE i.indrelid = %s::int8::oid AND i.indisunique AND i.indisvalid"
+        " AND i.indpred IS NULL AND i.indexprs IS NULL AND i.indnkeyatts = 1"
+        " AND i.indkey[0] = a.attnum)",
+        (column, relid),
+    ).fetchone()
+    return bool(row and row[0])
 
 
 def apply(

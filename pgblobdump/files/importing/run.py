@@ -32,6 +32,7 @@ from pgblobdump.files.importing import state as importstate
 from pgblobdump.files.importing.deal import DEAL, Dealer, Listing
 from pgblobdump.files.importing.hooks import ImportHooks
 from pgblobdump.files.importing.reading import reader
+from pgblobdump.files.localobjects import OWN_NAME
 from pgblobdump.files.objects import Place, Skipped, open_place
 from pgblobdump.packed.format.index import Meta
 from pgblobdump.packed.restore.crew import Crew
@@ -45,7 +46,8 @@ from pgblobdump.report.reporter import QUIET, Reporter
 from pgblobdump.units import plural
 
 OWN_PREFIX = ".pgblobdump-"
-"""Names the tool's own files have (a part being written, a manifest): never imported."""
+"""Names the tool's own files have (a part being written, a manifest): never imported
+(the walk leaves the tool's own out and says which others it skipped)."""
 PRIVILEGES = ("SELECT", "UPDATE")
 NOT_UTF8 = "its name is not UTF-8: the journal and --table keep paths as text"
 SKIPPED_LISTED = 1000
@@ -154,7 +156,7 @@ def _walk(place: Place, req: ImportRequest, done: dict[str, importstate.Done]) -
         if isinstance(e, Skipped):
             w.skipped.append((e.key, e.why))
         elif OWN_PREFIX in e.key and own(e.key):
-            continue
+            w.skipped.append((e.key, OWN_NAME))
         elif exported and reserved(e.key):
             w.skipped.append((e.key, "the manifest of the export made here"))
         elif not e.key.isascii() and not _utf8(e.key):
