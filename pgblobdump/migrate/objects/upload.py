@@ -19,6 +19,7 @@ read in 1 MiB ranges and held whole while it is stored.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import threading
@@ -66,6 +67,8 @@ class Written:
     sha256: bytes
     md5: bytes
     """What a store's ETag of an object stored in one PUT is (verify reads it listed)."""
+    reused: bool = False
+    """At its key before this run wrote it: never removed by the run."""
 
 
 def objects_table(schema: str) -> sql.Identifier:
@@ -180,7 +183,7 @@ class Uploader:
                     if key in existing:
                         self._reuse(place, key, existing[key], w)
                         with lock:
-                            stored.append(w)
+                            stored.append(dataclasses.replace(w, reused=True))
                         continue
                     with lock:
                         pending[key] = w
@@ -219,10 +222,10 @@ class Uploader:
         with self.conn.transaction(), self.conn.cursor() as cur:
             cur.executemany(
                 sql.SQL(
-                    "INSERT INTO {} (run_id, value, lo, size, sha256, md5)"
-                    " VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING"
+                    "INSERT INTO {} (run_id, value, lo, size, sha256, md5, reused)"
+                    " VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING"
                 ).format(objects_table(self.schema)),
-                [(self.mig.id, w.value, w.lo, w.size, w.sha256, w.md5) for w in batch],
+                [(self.mig.id, w.value, w.lo, w.size, w.sha256, w.md5, w.reused) for w in batch],
             )
 
     def _verify(self, place: Place) -> bool:
@@ -238,8 +241,15 @@ class Uploader:
             return False
         self.reporter.task("verifying objects", todo)
         changed = self._changed_los()
-        for key in changed:
-            place.remove(key)  # ours: entered as stored by this run
+        for key, reused in changed:
+            if reused:
+                # Found at its key, not written by this run (another run's object of the
+                # same LO, perhaps named by its rows): left alone; its entry is dropped,
+                # and the LO's new bytes are refused there unless they match.
+                log.warning("LO %s changed; the object %s/%s this run found is left in"
+                            " place", key, self.target.where, key)  # fmt: skip
+            else:
+                place.remove(key)  # ours: entered as stored by this run
         if changed:
             return True
         done = 0
@@ -265,20 +275,21 @@ class Uploader:
                         self.mig.id)  # fmt: skip
         return bool(gone)
 
-    def _changed_los(self) -> list[str]:
+    def _changed_los(self) -> list[tuple[str, bool]]:
         """Keys of unverified objects whose LO now differs from what was stored (read on
-        the server, not the way the upload read it); their entries are deleted."""
+        the server, not the way the upload read it), and whether the run reused them
+        (found them there) rather than wrote them; their entries are deleted."""
         f = objects_table(self.schema)
         with self.conn.transaction():
             rows = self.conn.execute(
                 sql.SQL(
                     "DELETE FROM {f} d WHERE d.run_id = %(id)s AND NOT d.verified AND"
                     " (NOT " + lo_exists("d.lo::oid") + " OR pg_catalog.sha256("
-                    "pg_catalog.lo_get(d.lo::oid)) <> d.sha256) RETURNING d.lo"
+                    "pg_catalog.lo_get(d.lo::oid)) <> d.sha256) RETURNING d.lo, d.reused"
                 ).format(f=f),
                 {"id": self.mig.id},
             ).fetchall()  # fmt: skip
-        return [str(r[0]) for r in rows]
+        return [(str(r[0]), bool(r[1])) for r in rows]
 
     def _verify_page(self, place: Place, pool: ThreadPoolExecutor, page: list[Entry]) -> int:
         """Mark verified the entries whose object, in ``page`` (listed), has their size

@@ -1,0 +1,49 @@
+"""``--to s3://`` of two columns naming one LO, under one prefix: an object one run
+found at its key (another run's) is never removed by it, whatever the LO does."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+
+import psycopg
+import pytest
+
+from pgblobdump.errors import PgBlobDumpError
+from pgblobdump.migrate.objects.upload import Uploader
+from pgblobdump.servers.cluster import EmbeddedCluster
+from tests.conftest import NewDb
+from tests.migrate.test_to_s3 import go, keys_of, objects
+
+DATA = b"shared by t1 and t2 " * 100
+
+
+def test_an_object_reused_from_another_run_is_not_removed_when_the_lo_goes(
+    pg17: EmbeddedCluster, new_db: NewDb, s3_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = new_db(pg17)
+    with psycopg.connect(db, autocommit=True) as conn:
+        conn.execute("CREATE TABLE t1 (id int PRIMARY KEY, lo oid)")
+        conn.execute("CREATE TABLE t2 (id int PRIMARY KEY, lo oid)")
+        oid = conn.execute("SELECT lo_from_bytea(0, %s)", (DATA,)).fetchone()[0]  # type: ignore[index]
+        conn.execute("INSERT INTO t1 VALUES (1, %s)", (oid,))
+        conn.execute("INSERT INTO t2 VALUES (1, %s)", (oid,))
+    assert go(db, "t1.lo", to="s3", store=s3_url).phase == "done"  # type: ignore[attr-defined]
+    key = keys_of(db, "t1")[1]
+    assert key is not None and key.endswith(f"/{oid}")
+
+    store = Uploader._store
+
+    def store_then_unlink(self: Uploader, *a: object) -> None:
+        store(self, *a)  # type: ignore[arg-type]
+        # t2's application unlinks the LO once t2's run has reused t1's object.
+        with psycopg.connect(db, autocommit=True) as conn:
+            conn.execute("SELECT lo_unlink(%s)", (oid,))
+
+    monkeypatch.setattr(Uploader, "_store", store_then_unlink)
+    with contextlib.suppress(PgBlobDumpError):
+        go(db, "t2.lo", to="s3", store=s3_url)
+    got = objects(s3_url)
+    assert str(oid) in got, "t2's run removed the object t1's rows name"
+    data, meta = got[str(oid)]
+    assert data == DATA and meta["sha256"] == hashlib.sha256(DATA).hexdigest()
