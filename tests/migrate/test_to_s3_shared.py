@@ -47,3 +47,38 @@ def test_an_object_reused_from_another_run_is_not_removed_when_the_lo_goes(
     assert str(oid) in got, "t2's run removed the object t1's rows name"
     data, meta = got[str(oid)]
     assert data == DATA and meta["sha256"] == hashlib.sha256(DATA).hexdigest()
+
+
+def test_the_way_back_gives_the_new_los_no_grants_without_allow_acl_widening(
+    pg17: EmbeddedCluster, new_db: NewDb, s3_url: str
+) -> None:
+    db = new_db(pg17)
+    with psycopg.connect(db, autocommit=True) as conn:
+        conn.execute("CREATE TABLE docs (id int PRIMARY KEY, lo oid)")
+        conn.execute("INSERT INTO docs SELECT i, lo_from_bytea(0, %s) FROM generate_series(1, 3) i",
+                     (DATA,))  # fmt: skip
+        conn.execute("DO $$ BEGIN CREATE ROLE pgbd_s3back_reader; EXCEPTION WHEN duplicate_object"
+                     " THEN NULL; END $$")  # fmt: skip
+        conn.execute("GRANT SELECT ON docs TO pgbd_s3back_reader")  # the keys, never the LOs
+
+    def reader_reads() -> bool:
+        with psycopg.connect(db, autocommit=True) as conn:
+            conn.execute("SET ROLE pgbd_s3back_reader")
+            try:
+                conn.execute("SELECT lo_get(lo) FROM docs").fetchall()
+            except psycopg.errors.InsufficientPrivilege:
+                return False
+            return True
+
+    assert not reader_reads()  # the LOs are owner-only
+    assert go(db, to="s3", store=s3_url).phase == "done"  # type: ignore[attr-defined]
+    r = go(db, to="lo")
+    assert r.phase == "done" and r.direction == "s3lo"  # type: ignore[attr-defined]
+    with psycopg.connect(db) as conn:
+        got = conn.execute("SELECT lo_get(lo) FROM docs").fetchall()
+    assert [bytes(g[0]) for g in got] == [DATA] * 3
+    assert not reader_reads(), "the way back granted pgbd_s3back_reader the new LOs"
+    # --allow-acl-widening grants the column's readers, as it says.
+    assert go(db, to="s3", store=s3_url).phase == "done"  # type: ignore[attr-defined]
+    assert go(db, to="lo", allow_acl_widening=True).phase == "done"  # type: ignore[attr-defined]
+    assert reader_reads()
