@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
+import tracemalloc
 
 import psycopg
 import pytest
@@ -82,3 +84,28 @@ def test_the_way_back_gives_the_new_los_no_grants_without_allow_acl_widening(
     assert go(db, to="s3", store=s3_url).phase == "done"  # type: ignore[attr-defined]
     assert go(db, to="lo", allow_acl_widening=True).phase == "done"  # type: ignore[attr-defined]
     assert reader_reads()
+
+
+def test_a_20_mib_lo_is_streamed_to_its_object_not_held_whole(
+    pg17: EmbeddedCluster, new_db: NewDb, s3_url: str
+) -> None:
+    big = os.urandom(20 << 20)
+    db = new_db(pg17)
+    with psycopg.connect(db, autocommit=True) as conn:
+        conn.execute("CREATE TABLE docs (id int PRIMARY KEY, lo oid)")
+        conn.execute("INSERT INTO docs VALUES (1, lo_from_bytea(0, %s))", (big,))
+        conn.execute("INSERT INTO docs VALUES (2, lo_from_bytea(0, 'small'))")
+    tracemalloc.start()
+    try:
+        assert go(db, to="s3", store=s3_url).phase == "done"  # type: ignore[attr-defined]
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    # Held whole, the LO's ranges and their join were 40 MiB at once.
+    assert peak < 28 << 20, f"peak {peak / (1 << 20):.1f} MiB for a 20 MiB LO"
+    stored = objects(s3_url)
+    keys = keys_of(db)
+    data, meta = stored[keys[1].rsplit("/", 1)[1]]  # type: ignore[union-attr]
+    assert data == big
+    assert meta["sha256"] == hashlib.sha256(big).hexdigest()
+    assert stored[keys[2].rsplit("/", 1)[1]][0] == b"small"  # type: ignore[union-attr]

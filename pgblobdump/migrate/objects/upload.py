@@ -14,7 +14,8 @@ until every value of the new column names a verified object (``waiting``).
 
 Memory: OIDs are kept in a 4-byte array, LOs read in windows of ``WINDOW`` bytes a few
 hundred at a time, objects listed and verified in pages; an LO larger than a window is
-read in 1 MiB ranges and held whole while it is stored.
+read in 1 MiB ranges twice (its digests, then its bytes streamed to the store), never
+held whole (an object up to the store's one-PUT size is, by the putter).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import hashlib
 import logging
 import threading
 from array import array
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -33,8 +34,8 @@ import psycopg
 from psycopg import sql
 
 from pgblobdump import logs
-from pgblobdump.errors import FileError, ObjectStorageError
-from pgblobdump.files.keys import Entry
+from pgblobdump.errors import DatabaseError, FileError, ObjectStorageError
+from pgblobdump.files.keys import Entry, Pieces
 from pgblobdump.migrate.move import Move
 from pgblobdump.migrate.objects.target import Target
 from pgblobdump.migrate.state import Migration
@@ -42,7 +43,7 @@ from pgblobdump.pg.catalog import lo_exists
 from pgblobdump.report.reporter import Reporter
 
 if TYPE_CHECKING:
-    from pgblobdump.files.objects import Place
+    from pgblobdump.files.objects import Place, Putter
 
 log = logging.getLogger(__name__)
 
@@ -130,8 +131,9 @@ class Uploader:
             out.append(int(r[0]))
         return out
 
-    def _read(self, oids: array[int]) -> Iterator[tuple[int, bytes]]:
-        """Each LO's bytes (a window in one query, the rest by ranges)."""
+    def _read(self, oids: array[int]) -> Iterator[tuple[int, bytes | None]]:
+        """Each LO's bytes when they fit a window (one query for all), else None: the
+        LO is read on in ranges, streamed (``_big``)."""
         rows = self.conn.execute(
             "SELECT o, pg_catalog.lo_get(o, 0, %s) FROM unnest(%s::oid[]) o"
             " WHERE " + lo_exists("o"),
@@ -139,20 +141,7 @@ class Uploader:
         ).fetchall()
         for oid, head in rows:
             data = bytes(head)
-            if len(data) > WINDOW:
-                parts = [data]
-                off = len(data)
-                while True:
-                    row = self.conn.execute(
-                        "SELECT pg_catalog.lo_get(%s, %s, %s)", (oid, off, RANGE)
-                    ).fetchone()
-                    part = bytes(row[0]) if row and row[0] is not None else b""
-                    if not part:
-                        break
-                    parts.append(part)
-                    off += len(part)
-                data = b"".join(parts)
-            yield int(oid), data
+            yield int(oid), (data if len(data) <= WINDOW else None)
 
     def _store(self, place: Place, todo: array[int]) -> None:
         if self.mig.verify_xmin is None:
@@ -171,28 +160,77 @@ class Uploader:
             with lock:
                 stored.append(pending.pop(key))
 
+        def put(putter: Putter, w: Written, pieces: Pieces) -> None:
+            key = str(w.lo)
+            if key in existing:
+                self._reuse(place, key, existing[key], w)
+                with lock:
+                    stored.append(dataclasses.replace(w, reused=True))
+                return
+            with lock:
+                pending[key] = w
+            putter.put(key, pieces, w.size, {SHA: w.sha256.hex()}, done)
+            self.written += 1
+
         count = 0
         with place.putter(in_flight=IN_FLIGHT) as putter:
             for start in range(0, len(todo), CHUNK):
                 for oid, data in self._read(todo[start : start + CHUNK]):
-                    key = str(oid)
+                    if data is None:
+                        self._big(oid, lambda w, pieces: put(putter, w, pieces))
+                        continue
                     w = Written(
                         self.target.value(oid), oid, len(data), hashlib.sha256(data).digest(),
                         hashlib.md5(data, usedforsecurity=False).digest(),
                     )  # fmt: skip
-                    if key in existing:
-                        self._reuse(place, key, existing[key], w)
-                        with lock:
-                            stored.append(dataclasses.replace(w, reused=True))
-                        continue
-                    with lock:
-                        pending[key] = w
-                    putter.put(key, [(0, data)], len(data), {SHA: w.sha256.hex()}, done)
-                    self.written += 1
+                    put(putter, w, [(0, data)])
                 count += min(CHUNK, len(todo) - start)
                 self._enter(lock, stored)
                 self.reporter.progress(count, 0)
         self._enter(lock, stored)
+
+    def _big(self, oid: int, put: Callable[[Written, Pieces], None]) -> None:
+        """An LO over a window, never held whole: read once in ``RANGE``s for its size
+        and digests (the sha256 goes in the object's metadata, so it comes first), then
+        again as the object's pieces, both in one REPEATABLE READ snapshot (the same
+        bytes both times; the second read's digest is checked before its last piece)."""
+        with self.conn.transaction():
+            if self.conn.autocommit:  # else the caller's transaction: as it is
+                self.conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            sha, md5, size = hashlib.sha256(), hashlib.md5(usedforsecurity=False), 0
+            for part in self._ranges(oid):
+                sha.update(part)
+                md5.update(part)
+                size += len(part)
+            w = Written(self.target.value(oid), oid, size, sha.digest(), md5.digest())
+            put(w, self._pieces(w))
+
+    def _ranges(self, oid: int) -> Iterator[bytes]:
+        off = 0
+        while True:
+            row = self.conn.execute(
+                "SELECT pg_catalog.lo_get(%s, %s, %s)", (oid, off, RANGE)
+            ).fetchone()
+            part = bytes(row[0]) if row and row[0] is not None else b""
+            if not part:
+                return
+            yield part
+            off += len(part)
+
+    def _pieces(self, w: Written) -> Iterator[tuple[int, bytes]]:
+        """``w``'s LO again, as (offset, bytes); its last piece held back until the
+        bytes are found to be those hashed (a store then never completes the object)."""
+        sha, off, last = hashlib.sha256(), 0, b""
+        for part in self._ranges(w.lo):
+            if last:
+                yield off - len(last), last
+            sha.update(part)
+            off += len(part)
+            last = part
+        if off != w.size or sha.digest() != w.sha256:
+            raise DatabaseError(f"LO {w.lo} read twice in one snapshot gave other bytes")
+        if last:
+            yield off - len(last), last
 
     def _existing(self, place: Place) -> dict[str, int]:
         """Objects already under the prefix named like an LO (a key of digits): size."""
