@@ -239,13 +239,16 @@ class Direction(click.ParamType):  # type: ignore[type-arg]
     help="Move LOs that some role may read in the column (or through a view or SECURITY"
     " DEFINER function over it) but not as an LO: their bytes become readable by all who"
     " reach the column. With --to lo: a table with row-level security (each reader of the"
-    " column may then read every row's LO). Refused without it.",
+    " column may then read every row's LO). Refused without it. With --to lo of object"
+    " keys: the new LOs get SELECT for the column's readers (without it, only their owner"
+    " reads them).",
 )
 @click.option(
     "--owner",
     metavar="ROLE",
     help="With --to lo: the owner of the new LOs (default: the table's owner). They get"
-    " SELECT for the roles that may read the column.",
+    " SELECT for the roles that may read the column (of object keys: only with"
+    " --allow-acl-widening).",
 )
 @click.option(
     "--lock-wait",

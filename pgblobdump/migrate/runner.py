@@ -367,7 +367,7 @@ class Runner:
                 self._reach = None  # read afresh: the verify pass may have read it
                 refuse_widening(self.conn, self.col, self.mig.direction, self.reach)
             elif self.mig.direction in ("lo", "s3lo"):
-                refuse_widening(self.conn, self.col, "lo", None, self._new_lo_owner())
+                refuse_widening(self.conn, self.col, self.mig.direction, None, self._new_lo_owner())
         self._refuse_undecodable()
         if self.col.not_null:
             self.reporter.note("validating the NOT NULL check (writes go on meanwhile)")

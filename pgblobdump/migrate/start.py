@@ -73,7 +73,7 @@ def start(
         notes.extend(readers(conn, col))
     new_los = None
     if opts.to in ("lo", "s3lo"):
-        new_los = access.new_lo_access(conn, col.relid, col.name, opts.owner)
+        new_los = new_lo_access(conn, col, opts.to, opts.owner, opts.allow_acl_widening)
         notes.append(new_los.note())
     rows_total = scalar(conn, sql.SQL("SELECT count(*) FROM {}").format(col.ident()))
     keep_old = opts.keep_old or opts.missing == "skip"
@@ -138,7 +138,7 @@ def prepare(
     # gives no role of the database anything: the bucket's access is the user's (the
     # report says who could read the LOs).
     if not opts.allow_acl_widening and opts.to not in ("oid", "s3"):
-        refuse_widening(conn, col, "lo" if opts.to == "s3lo" else opts.to, reach, opts.owner)
+        refuse_widening(conn, col, opts.to, reach, opts.owner)
     blocking = [d for d in columns.dependants(conn, col) if d.blocking]
     if blocking:
         listed = "; ".join(f"{d.kind} {d.name}" for d in blocking)
@@ -169,6 +169,21 @@ def prepare(
     return storage, compression, reach
 
 
+def new_lo_access(
+    conn: psycopg.Connection, col: Column, to: str, owner: str | None, widen: bool
+) -> access.NewLoAccess:
+    """Who the new LOs of a ``lo`` or ``s3lo`` run belong to and who may read them. To
+    lo from bytea, the column's readers (they read those bytes today); from object keys
+    (``s3lo``), nobody but the owner: the column held keys, not the bytes, and whoever
+    could read the LOs the objects were made of is not known here, so granting the
+    column's readers could open an owner-only LO to them. ``widen``
+    (``--allow-acl-widening``) grants them all the same."""
+    new = access.new_lo_access(conn, col.relid, col.name, owner)
+    if to == "s3lo" and not widen:
+        new = dataclasses.replace(new, readers=())
+    return new
+
+
 def refuse_widening(
     conn: psycopg.Connection, col: Column, to: str, reach: access.Reach | None,
     owner: str | None = None,
@@ -178,8 +193,9 @@ def refuse_widening(
     view or SECURITY DEFINER function over it) may not read; to lo, a table whose rows
     row-level security hides from some of the readers the new LOs would be granted to
     (their owner ``owner`` included), or an owner that may not read the column."""
-    if to == "lo":
-        new = access.new_lo_access(conn, col.relid, col.name, owner)
+    if to in ("lo", "s3lo"):
+        # Only called without --allow-acl-widening.
+        new = new_lo_access(conn, col, to, owner, widen=False)
         wider = access.new_lo_widening(conn, col.relid, col.name, new)
         if not wider:
             return

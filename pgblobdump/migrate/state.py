@@ -8,7 +8,9 @@ so a resume needs nothing from the client machine.
 - ``migration_los``: after the switch, the LOs the old column referenced, which
   ``--unlink`` removes (in batches, deleting each row as its LO goes).
 - ``migration_objects``: ``--to s3://`` and back: each object the run wrote (or reused)
-  or read, its LO, size and sha256 (the LO's number kept as int8, not oid: no reference).
+  or read, its LO, size and sha256 (the LO's number kept as int8, not oid: no reference);
+  ``reused``: the object was at its key before the run wrote it (perhaps another run's
+  that the same LO made), so the run never removes it.
 - ``migration_undecodable``: ``--to text``: LOs the current pass found not valid in the
   database encoding; their rows are left out of the pass, and the run refuses, naming
   them, before the switch.
@@ -122,7 +124,8 @@ def _ddl(schema: str) -> list[sql.Composed]:
         sql.SQL(
             "CREATE TABLE IF NOT EXISTS {}.migration_objects (run_id bigint NOT NULL,"
             " value text NOT NULL, lo int8 NOT NULL, size int8 NOT NULL, sha256 bytea NOT NULL,"
-            " md5 bytea, verified boolean NOT NULL DEFAULT false, PRIMARY KEY (run_id, value))"
+            " md5 bytea, verified boolean NOT NULL DEFAULT false,"
+            " reused boolean NOT NULL DEFAULT false, PRIMARY KEY (run_id, value))"
         ).format(s),
     ]
 
@@ -130,12 +133,13 @@ def _ddl(schema: str) -> list[sql.Composed]:
 def _upgrade(conn: psycopg.Connection, schema: str) -> None:
     """Add the columns later releases use to a state table made before them (only then:
     the ALTER would wait behind every session whose sync trigger read the table)."""
-    row = conn.execute(
-        "SELECT count(*) FROM pg_attribute WHERE attrelid = %s::regclass"
-        " AND attname = 'target' AND NOT attisdropped",
-        (sql.Identifier(schema, "migrations").as_string(conn),),
-    ).fetchone()
-    if row and row[0]:
+    if not _has(conn, schema, "migration_objects", "reused"):
+        conn.execute(
+            sql.SQL(
+                "ALTER TABLE {} ADD COLUMN IF NOT EXISTS reused boolean NOT NULL DEFAULT false"
+            ).format(sql.Identifier(schema, "migration_objects"))
+        )
+    if _has(conn, schema, "migrations", "target"):
         return
     conn.execute(
         sql.SQL(
@@ -156,6 +160,15 @@ def _upgrade(conn: psycopg.Connection, schema: str) -> None:
             " CHECK (direction IN ({}))"
         ).format(sql.Identifier(schema), _DIRECTIONS)
     )
+
+
+def _has(conn: psycopg.Connection, schema: str, table: str, column: str) -> bool:
+    row = conn.execute(
+        "SELECT count(*) FROM pg_attribute WHERE attrelid = %s::regclass"
+        " AND attname = %s AND NOT attisdropped",
+        (sql.Identifier(schema, table).as_string(conn), column),
+    ).fetchone()
+    return bool(row and row[0])
 
 
 def ensure(conn: psycopg.Connection, schema: str) -> None:

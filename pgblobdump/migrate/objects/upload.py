@@ -14,16 +14,18 @@ until every value of the new column names a verified object (``waiting``).
 
 Memory: OIDs are kept in a 4-byte array, LOs read in windows of ``WINDOW`` bytes a few
 hundred at a time, objects listed and verified in pages; an LO larger than a window is
-read in 1 MiB ranges and held whole while it is stored.
+read in 1 MiB ranges twice (its digests, then its bytes streamed to the store), never
+held whole (an object up to the store's one-PUT size is, by the putter).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import threading
 from array import array
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -32,8 +34,8 @@ import psycopg
 from psycopg import sql
 
 from pgblobdump import logs
-from pgblobdump.errors import FileError, ObjectStorageError
-from pgblobdump.files.keys import Entry
+from pgblobdump.errors import DatabaseError, FileError, ObjectStorageError
+from pgblobdump.files.keys import Entry, Pieces
 from pgblobdump.migrate.move import Move
 from pgblobdump.migrate.objects.target import Target
 from pgblobdump.migrate.state import Migration
@@ -41,7 +43,7 @@ from pgblobdump.pg.catalog import lo_exists
 from pgblobdump.report.reporter import Reporter
 
 if TYPE_CHECKING:
-    from pgblobdump.files.objects import Place
+    from pgblobdump.files.objects import Place, Putter
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +68,8 @@ class Written:
     sha256: bytes
     md5: bytes
     """What a store's ETag of an object stored in one PUT is (verify reads it listed)."""
+    reused: bool = False
+    """At its key before this run wrote it: never removed by the run."""
 
 
 def objects_table(schema: str) -> sql.Identifier:
@@ -127,8 +131,9 @@ class Uploader:
             out.append(int(r[0]))
         return out
 
-    def _read(self, oids: array[int]) -> Iterator[tuple[int, bytes]]:
-        """Each LO's bytes (a window in one query, the rest by ranges)."""
+    def _read(self, oids: array[int]) -> Iterator[tuple[int, bytes | None]]:
+        """Each LO's bytes when they fit a window (one query for all), else None: the
+        LO is read on in ranges, streamed (``_big``)."""
         rows = self.conn.execute(
             "SELECT o, pg_catalog.lo_get(o, 0, %s) FROM unnest(%s::oid[]) o"
             " WHERE " + lo_exists("o"),
@@ -136,20 +141,7 @@ class Uploader:
         ).fetchall()
         for oid, head in rows:
             data = bytes(head)
-            if len(data) > WINDOW:
-                parts = [data]
-                off = len(data)
-                while True:
-                    row = self.conn.execute(
-                        "SELECT pg_catalog.lo_get(%s, %s, %s)", (oid, off, RANGE)
-                    ).fetchone()
-                    part = bytes(row[0]) if row and row[0] is not None else b""
-                    if not part:
-                        break
-                    parts.append(part)
-                    off += len(part)
-                data = b"".join(parts)
-            yield int(oid), data
+            yield int(oid), (data if len(data) <= WINDOW else None)
 
     def _store(self, place: Place, todo: array[int]) -> None:
         if self.mig.verify_xmin is None:
@@ -168,28 +160,77 @@ class Uploader:
             with lock:
                 stored.append(pending.pop(key))
 
+        def put(putter: Putter, w: Written, pieces: Pieces) -> None:
+            key = str(w.lo)
+            if key in existing:
+                self._reuse(place, key, existing[key], w)
+                with lock:
+                    stored.append(dataclasses.replace(w, reused=True))
+                return
+            with lock:
+                pending[key] = w
+            putter.put(key, pieces, w.size, {SHA: w.sha256.hex()}, done)
+            self.written += 1
+
         count = 0
         with place.putter(in_flight=IN_FLIGHT) as putter:
             for start in range(0, len(todo), CHUNK):
                 for oid, data in self._read(todo[start : start + CHUNK]):
-                    key = str(oid)
+                    if data is None:
+                        self._big(oid, lambda w, pieces: put(putter, w, pieces))
+                        continue
                     w = Written(
                         self.target.value(oid), oid, len(data), hashlib.sha256(data).digest(),
                         hashlib.md5(data, usedforsecurity=False).digest(),
                     )  # fmt: skip
-                    if key in existing:
-                        self._reuse(place, key, existing[key], w)
-                        with lock:
-                            stored.append(w)
-                        continue
-                    with lock:
-                        pending[key] = w
-                    putter.put(key, [(0, data)], len(data), {SHA: w.sha256.hex()}, done)
-                    self.written += 1
+                    put(putter, w, [(0, data)])
                 count += min(CHUNK, len(todo) - start)
                 self._enter(lock, stored)
                 self.reporter.progress(count, 0)
         self._enter(lock, stored)
+
+    def _big(self, oid: int, put: Callable[[Written, Pieces], None]) -> None:
+        """An LO over a window, never held whole: read once in ``RANGE``s for its size
+        and digests (the sha256 goes in the object's metadata, so it comes first), then
+        again as the object's pieces, both in one REPEATABLE READ snapshot (the same
+        bytes both times; the second read's digest is checked before its last piece)."""
+        with self.conn.transaction():
+            if self.conn.autocommit:  # else the caller's transaction: as it is
+                self.conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            sha, md5, size = hashlib.sha256(), hashlib.md5(usedforsecurity=False), 0
+            for part in self._ranges(oid):
+                sha.update(part)
+                md5.update(part)
+                size += len(part)
+            w = Written(self.target.value(oid), oid, size, sha.digest(), md5.digest())
+            put(w, self._pieces(w))
+
+    def _ranges(self, oid: int) -> Iterator[bytes]:
+        off = 0
+        while True:
+            row = self.conn.execute(
+                "SELECT pg_catalog.lo_get(%s, %s, %s)", (oid, off, RANGE)
+            ).fetchone()
+            part = bytes(row[0]) if row and row[0] is not None else b""
+            if not part:
+                return
+            yield part
+            off += len(part)
+
+    def _pieces(self, w: Written) -> Iterator[tuple[int, bytes]]:
+        """``w``'s LO again, as (offset, bytes); its last piece held back until the
+        bytes are found to be those hashed (a store then never completes the object)."""
+        sha, off, last = hashlib.sha256(), 0, b""
+        for part in self._ranges(w.lo):
+            if last:
+                yield off - len(last), last
+            sha.update(part)
+            off += len(part)
+            last = part
+        if off != w.size or sha.digest() != w.sha256:
+            raise DatabaseError(f"LO {w.lo} read twice in one snapshot gave other bytes")
+        if last:
+            yield off - len(last), last
 
     def _existing(self, place: Place) -> dict[str, int]:
         """Objects already under the prefix named like an LO (a key of digits): size."""
@@ -219,10 +260,10 @@ class Uploader:
         with self.conn.transaction(), self.conn.cursor() as cur:
             cur.executemany(
                 sql.SQL(
-                    "INSERT INTO {} (run_id, value, lo, size, sha256, md5)"
-                    " VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING"
+                    "INSERT INTO {} (run_id, value, lo, size, sha256, md5, reused)"
+                    " VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING"
                 ).format(objects_table(self.schema)),
-                [(self.mig.id, w.value, w.lo, w.size, w.sha256, w.md5) for w in batch],
+                [(self.mig.id, w.value, w.lo, w.size, w.sha256, w.md5, w.reused) for w in batch],
             )
 
     def _verify(self, place: Place) -> bool:
@@ -238,8 +279,15 @@ class Uploader:
             return False
         self.reporter.task("verifying objects", todo)
         changed = self._changed_los()
-        for key in changed:
-            place.remove(key)  # ours: entered as stored by this run
+        for key, reused in changed:
+            if reused:
+                # Found at its key, not written by this run (another run's object of the
+                # same LO, perhaps named by its rows): left alone; its entry is dropped,
+                # and the LO's new bytes are refused there unless they match.
+                log.warning("LO %s changed; the object %s/%s this run found is left in"
+                            " place", key, self.target.where, key)  # fmt: skip
+            else:
+                place.remove(key)  # ours: entered as stored by this run
         if changed:
             return True
         done = 0
@@ -265,20 +313,21 @@ class Uploader:
                         self.mig.id)  # fmt: skip
         return bool(gone)
 
-    def _changed_los(self) -> list[str]:
+    def _changed_los(self) -> list[tuple[str, bool]]:
         """Keys of unverified objects whose LO now differs from what was stored (read on
-        the server, not the way the upload read it); their entries are deleted."""
+        the server, not the way the upload read it), and whether the run reused them
+        (found them there) rather than wrote them; their entries are deleted."""
         f = objects_table(self.schema)
         with self.conn.transaction():
             rows = self.conn.execute(
                 sql.SQL(
                     "DELETE FROM {f} d WHERE d.run_id = %(id)s AND NOT d.verified AND"
                     " (NOT " + lo_exists("d.lo::oid") + " OR pg_catalog.sha256("
-                    "pg_catalog.lo_get(d.lo::oid)) <> d.sha256) RETURNING d.lo"
+                    "pg_catalog.lo_get(d.lo::oid)) <> d.sha256) RETURNING d.lo, d.reused"
                 ).format(f=f),
                 {"id": self.mig.id},
             ).fetchall()  # fmt: skip
-        return [str(r[0]) for r in rows]
+        return [(str(r[0]), bool(r[1])) for r in rows]
 
     def _verify_page(self, place: Place, pool: ThreadPoolExecutor, page: list[Entry]) -> int:
         """Mark verified the entries whose object, in ``page`` (listed), has their size
