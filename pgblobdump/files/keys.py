@@ -15,6 +15,9 @@ TOOL_PREFIX = ".pgblobdump"
 """Names the tool keeps for itself in a place (temporary parts, journals, probes):
 ``walk`` never lists them."""
 
+OWN_NAME = f"named {TOOL_PREFIX}*, as the tool's own files are (not read)"
+"""Why a walk skips a file or directory named like the tool's own but not one."""
+
 PART_MAX = 255
 """Bytes of one part of a key (NAME_MAX of Linux file systems)."""
 KEY_MAX = 1024

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from pgblobdump.errors import FileError, NotFound, PgBlobDumpError, from_os_error
-from pgblobdump.files.keys import TOOL_PREFIX, Entry, Pieces, Skipped, check_key
+from pgblobdump.files.keys import OWN_NAME, TOOL_PREFIX, Entry, Pieces, Skipped, check_key
 from pgblobdump.storage.base import NameTaken
 
 DIR_MODE = 0o700
@@ -320,10 +320,6 @@ class LocalObjects:
             yield Skipped(key, "not a regular file")
             return
         yield Entry(key, st.st_size, st.st_mtime_ns)
-
-
-OWN_NAME = f"named {TOOL_PREFIX}*, as the tool's own files are (not read)"
-"""Why a walk skips a file or directory named like the tool's own but not one."""
 
 
 def _tool_made(d: os.DirEntry[str]) -> bool:

@@ -21,7 +21,15 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, BinaryIO
 
 from pgblobdump.errors import NotFound, ObjectStorageError
-from pgblobdump.files.keys import TOOL_PREFIX, Entry, Pieces, Skipped, check_key, filled
+from pgblobdump.files.keys import (
+    OWN_NAME,
+    TOOL_PREFIX,
+    Entry,
+    Pieces,
+    Skipped,
+    check_key,
+    filled,
+)
 from pgblobdump.storage.base import NameTaken
 from pgblobdump.storage.s3 import PART_SIZE, PARTS_IN_FLIGHT, S3Prefix
 
@@ -144,21 +152,32 @@ class S3Objects:
 
     def walk(self, follow_symlinks: bool = False) -> Iterator[Entry | Skipped]:
         """Every object under the prefix in key order (a store has no links). An object
-        whose key ends in ``/`` (a console's folder marker) is skipped."""
+        whose key ends in ``/`` (a console's folder marker) is skipped, and so is one
+        named like the tool's own (said, as the local walk says it); the tool's own (an
+        export's state, a probe) are left out."""
         base = self._key("")
         base = base + "/" if base and not base.endswith("/") else base
+        export = f"{TOOL_PREFIX}-export/"
+        exported = self.stat(f"{export}export.json") is not None
         try:
             for batch in self._ob.list(self.prefix.store, base or None, chunk_size=1000):
                 for meta in batch:
                     key = str(meta["path"])[len(base) :]
-                    if not key or any(p.startswith(TOOL_PREFIX) for p in key.split("/")):
-                        continue  # the tool's own (a journal under .pgblobdump-export/)
+                    if not key or (exported and key.startswith(export)):
+                        continue  # the export's own state
+                    if any(p.startswith(TOOL_PREFIX) for p in key.split("/")):
+                        if not key.split("/")[-1].startswith(_MADE):  # a probe left: ours
+                            yield Skipped(key, OWN_NAME)
+                        continue
                     if key.endswith("/"):
                         yield Skipped(key, "a folder marker")
                         continue
                     yield _entry(key, meta)
         except Exception as e:
             raise self._error("listing", e) from e
+
+
+_MADE = (f"{TOOL_PREFIX}-part-", f"{TOOL_PREFIX}-probe-")
 
 
 def _entry(key: str, meta: Any) -> Entry:

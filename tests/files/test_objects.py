@@ -163,3 +163,17 @@ def test_an_s3_prefix_stores_objects_with_metadata_and_never_overwrites(s3_url: 
 def test_a_missing_bucket_is_refused_before_any_work(s3_url: str) -> None:
     with pytest.raises(ObjectStorageError, match="no-such-bucket"):
         open_place("s3://no-such-bucket/x", create=True)
+
+
+def test_an_s3_walk_says_which_tool_like_names_it_skipped(s3_url: str) -> None:
+    place = open_place(s3_url, create=True)
+    for key in ("a", ".pgblobdump-notes/x", "d/.pgblobdumprc", ".pgblobdump-export/export.json",
+                ".pgblobdump-export/1-of-1/r-00-000000.csv"):  # fmt: skip
+        place.replace(key, b"{}")  # the tool's own way of writing: no name refused
+    found = list(place.walk())
+    assert [e.key for e in found if isinstance(e, Entry)] == ["a"]
+    # the user's names are said; the export's own state (its export.json is there) is not
+    assert sorted(s.key for s in found if isinstance(s, Skipped)) == [
+        ".pgblobdump-notes/x",
+        "d/.pgblobdumprc",
+    ]

@@ -32,7 +32,7 @@ from pgblobdump.files.importing import state as importstate
 from pgblobdump.files.importing.deal import DEAL, Dealer, Listing
 from pgblobdump.files.importing.hooks import ImportHooks
 from pgblobdump.files.importing.reading import reader
-from pgblobdump.files.localobjects import OWN_NAME
+from pgblobdump.files.keys import OWN_NAME
 from pgblobdump.files.objects import Place, Skipped, open_place
 from pgblobdump.packed.format.index import Meta
 from pgblobdump.packed.restore.crew import Crew
