@@ -70,7 +70,7 @@ SUBCOMMANDS = {
         "Create many large objects fast, with sizes, content, owners, ACLs and comments.",
     ),
     "import": Subcommand(
-        "pgblobdump.cli.importing:import_cmd",
+        "pgblobdump.cli.files.importing:import_cmd",
         "Import every regular file under a directory or an S3 prefix as a large object,...",
     ),
     "toc": Subcommand(
@@ -138,7 +138,7 @@ SUBCOMMANDS = {
         "Report on a database's LOs from the catalogs: count and sizes (a histogram, over...",
     ),
     "export": Subcommand(
-        "pgblobdump.cli.files:export_cmd",
+        "pgblobdump.cli.files.export:export_cmd",
         "Export large objects as files in a directory or objects under an S3 prefix, one...",
     ),
     "vacuum": Subcommand(

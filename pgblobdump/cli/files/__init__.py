@@ -1,0 +1,1 @@
+"""The commands that move LOs out to files and objects and back: export, import."""
