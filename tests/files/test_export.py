@@ -195,3 +195,14 @@ def test_refused_before_any_lo_is_read(
     ro.mkdir(mode=0o500)
     if os.geteuid() != 0:
         assert_one_line_error(run("export", "-d", db, "-o", str(ro)), 11, str(ro))
+
+
+def test_a_refused_export_leaves_no_directory_it_made(tmp_path: Path) -> None:
+    out = tmp_path / "new"
+    dead = "host=/nonexistent-socket-dir port=1 dbname=x"
+    assert_one_line_error(run("export", "-d", dead, "-o", str(out)), 3, "cannot connect")
+    assert not out.exists()  # made for the run, left empty: removed
+    out.mkdir()
+    (out / "keep").write_bytes(b"mine")
+    assert_one_line_error(run("export", "-d", dead, "-o", str(out)), 3, "cannot connect")
+    assert (out / "keep").read_bytes() == b"mine"  # one that was there: as it was

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import tempfile
 import threading
 import time
@@ -31,6 +32,7 @@ from pgblobdump.pg import snapshot as snap
 from pgblobdump.pg.connect import connect
 from pgblobdump.pg.lostream import Selection
 from pgblobdump.report.reporter import QUIET, Reporter
+from pgblobdump.storage.s3config import is_s3
 
 PARTS_MAX = 1000
 
@@ -104,8 +106,15 @@ def export(conninfo: str, req: ExportRequest, reporter: Reporter = QUIET) -> Exp
     t0 = time.perf_counter()
     template = names.parse(req.template, (t for t, _ in req.selection.referenced_by))
     # before any LO is read: the bucket exists, the directory can be written
-    with open_place(req.output, create=True) as place:
-        return _export(conninfo, req, reporter, template, place, t0)
+    made = not is_s3(req.output) and not os.path.lexists(req.output)
+    try:
+        with open_place(req.output, create=True) as place:
+            return _export(conninfo, req, reporter, template, place, t0)
+    except BaseException:
+        if made:  # the directory this run made, if it stayed empty (a refused run)
+            with contextlib.suppress(OSError):
+                os.rmdir(req.output)
+        raise
 
 
 def _export(conninfo: str, req: ExportRequest, reporter: Reporter, template: names.Template,
