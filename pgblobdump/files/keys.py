@@ -18,6 +18,15 @@ TOOL_PREFIX = ".pgblobdump"
 OWN_NAME = f"named {TOOL_PREFIX}*, as the tool's own files are (not read)"
 """Why a walk skips a file or directory named like the tool's own but not one."""
 
+TOOL_MADE = (f"{TOOL_PREFIX}-part-", f"{TOOL_PREFIX}-probe-")
+"""How the names of the files the tool writes for itself in a place begin: a part being
+written, a probe of write access."""
+EXPORT_STATE = f"{TOOL_PREFIX}-export"
+"""An export's own directory (prefix) in its target: its settings and journal."""
+EXPORT_SETTINGS = f"{EXPORT_STATE}/export.json"
+"""An export's settings: their presence says the target is an export's (the walks then
+leave its state out, and import its manifests)."""
+
 PART_MAX = 255
 """Bytes of one part of a key (NAME_MAX of Linux file systems)."""
 KEY_MAX = 1024

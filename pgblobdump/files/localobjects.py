@@ -20,7 +20,16 @@ from pathlib import Path
 from typing import BinaryIO
 
 from pgblobdump.errors import FileError, NotFound, PgBlobDumpError, from_os_error
-from pgblobdump.files.keys import OWN_NAME, TOOL_PREFIX, Entry, Pieces, Skipped, check_key
+from pgblobdump.files.keys import (
+    EXPORT_STATE,
+    OWN_NAME,
+    TOOL_MADE,
+    TOOL_PREFIX,
+    Entry,
+    Pieces,
+    Skipped,
+    check_key,
+)
 from pgblobdump.storage.base import NameTaken
 
 DIR_MODE = 0o700
@@ -325,9 +334,9 @@ class LocalObjects:
 def _tool_made(d: os.DirEntry[str]) -> bool:
     """A name the tool gives its own files: a part being written, a probe, an export's
     state directory (with its ``export.json``)."""
-    if d.name.startswith((f"{TOOL_PREFIX}-part-", f"{TOOL_PREFIX}-probe-")):
+    if d.name.startswith(TOOL_MADE):
         return True
-    return d.name == f"{TOOL_PREFIX}-export" and os.path.isfile(os.path.join(d.path, "export.json"))
+    return d.name == EXPORT_STATE and os.path.isfile(os.path.join(d.path, "export.json"))
 
 
 def _close_all(fds: dict[str, int]) -> None:

@@ -22,7 +22,10 @@ from typing import Any, BinaryIO
 
 from pgblobdump.errors import NotFound, ObjectStorageError
 from pgblobdump.files.keys import (
+    EXPORT_SETTINGS,
+    EXPORT_STATE,
     OWN_NAME,
+    TOOL_MADE,
     TOOL_PREFIX,
     Entry,
     Pieces,
@@ -157,16 +160,15 @@ class S3Objects:
         export's state, a probe) are left out."""
         base = self._key("")
         base = base + "/" if base and not base.endswith("/") else base
-        export = f"{TOOL_PREFIX}-export/"
-        exported = self.stat(f"{export}export.json") is not None
+        exported = self.stat(EXPORT_SETTINGS) is not None
         try:
             for batch in self._ob.list(self.prefix.store, base or None, chunk_size=1000):
                 for meta in batch:
                     key = str(meta["path"])[len(base) :]
-                    if not key or (exported and key.startswith(export)):
+                    if not key or (exported and key.startswith(EXPORT_STATE + "/")):
                         continue  # the export's own state
                     if any(p.startswith(TOOL_PREFIX) for p in key.split("/")):
-                        if not key.split("/")[-1].startswith(_MADE):  # a probe left: ours
+                        if not key.split("/")[-1].startswith(TOOL_MADE):  # a probe left: ours
                             yield Skipped(key, OWN_NAME)
                         continue
                     if key.endswith("/"):
@@ -175,9 +177,6 @@ class S3Objects:
                     yield _entry(key, meta)
         except Exception as e:
             raise self._error("listing", e) from e
-
-
-_MADE = (f"{TOOL_PREFIX}-part-", f"{TOOL_PREFIX}-probe-")
 
 
 def _entry(key: str, meta: Any) -> Entry:

@@ -21,7 +21,8 @@ from typing import Any
 
 from pgblobdump.errors import UsageError
 from pgblobdump.files.exporting import manifest
-from pgblobdump.files.exporting.names import STATE_DIR, reserved
+from pgblobdump.files.exporting.names import reserved
+from pgblobdump.files.keys import EXPORT_SETTINGS, EXPORT_STATE
 from pgblobdump.files.objects import Entry, Place
 from pgblobdump.storage.base import NameTaken
 
@@ -63,8 +64,8 @@ class Journal:
         self.part = part
         self.tag = part_tag(part)
         self.run = f"{time.time_ns():x}-{os.getpid()}"
-        self.settings_key = f"{STATE_DIR}/export.json"
-        self.runs_key = f"{STATE_DIR}/runs-{self.tag}.json"
+        self.settings_key = EXPORT_SETTINGS
+        self.runs_key = f"{EXPORT_STATE}/runs-{self.tag}.json"
         self.runs: list[dict[str, Any]] = []
 
     def _read(self, key: str) -> Any | None:
@@ -74,10 +75,9 @@ class Journal:
             return json.loads(f.read())
 
     def _entries(self) -> Iterator[Entry]:
-        # an S3 walk lists keys under a TOOL_PREFIX directory (only a last part starting
-        # with it is left out): the export's own state is not among what it exported
+        # objects only: a walk never lists the export's own state (files/keys.TOOL_PREFIX)
         for e in self.place.walk():
-            if isinstance(e, Entry) and not e.key.startswith(STATE_DIR + "/"):
+            if isinstance(e, Entry):
                 yield e
 
     def look(self) -> Found:
@@ -168,7 +168,7 @@ class Journal:
         self.place.replace(self.runs_key, json.dumps(self.runs, indent=1).encode() + b"\n")
 
     def _segment(self, run: str, job: int, seq: int) -> str:
-        return f"{STATE_DIR}/{self.tag}/{run}-{job:02d}-{seq:06d}.csv"
+        return f"{EXPORT_STATE}/{self.tag}/{run}-{job:02d}-{seq:06d}.csv"
 
     def writer(self, job: int) -> Segments:
         return Segments(self, job)

@@ -27,10 +27,6 @@ from dataclasses import dataclass
 from pgblobdump.errors import UsageError
 from pgblobdump.files.keys import KEY_MAX, PART_MAX, TOOL_PREFIX
 
-STATE_DIR = f"{TOOL_PREFIX}-export"
-"""The export's own directory (prefix) in the target: its settings and journal (hidden
-from walks, as every TOOL_PREFIX name)."""
-
 _RESERVED_TOP = re.compile(r"manifest(-\d+-of-\d+)?\.(csv|json)")
 """The manifest's names at the top of the target (``manifest-K-of-N.*`` for a --part)."""
 

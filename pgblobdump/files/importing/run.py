@@ -25,14 +25,14 @@ import psycopg
 
 from pgblobdump import aclitem
 from pgblobdump.errors import DatabaseError, PgBlobDumpError, UsageError
-from pgblobdump.files.exporting.names import STATE_DIR, reserved
+from pgblobdump.files.exporting.names import reserved
 from pgblobdump.files.importing import ingest
 from pgblobdump.files.importing import rows as importrows
 from pgblobdump.files.importing import state as importstate
 from pgblobdump.files.importing.deal import DEAL, Dealer, Listing
 from pgblobdump.files.importing.hooks import ImportHooks
 from pgblobdump.files.importing.reading import reader
-from pgblobdump.files.keys import OWN_NAME
+from pgblobdump.files.keys import EXPORT_SETTINGS
 from pgblobdump.files.objects import Place, Skipped, open_place
 from pgblobdump.packed.format.index import Meta
 from pgblobdump.packed.restore.crew import Crew
@@ -45,9 +45,6 @@ from pgblobdump.pg.ledger import Ledger
 from pgblobdump.report.reporter import QUIET, Reporter
 from pgblobdump.units import plural
 
-OWN_PREFIX = ".pgblobdump-"
-"""Names the tool's own files have (a part being written, a manifest): never imported
-(the walk leaves the tool's own out and says which others it skipped)."""
 PRIVILEGES = ("SELECT", "UPDATE")
 NOT_UTF8 = "its name is not UTF-8: the journal and --table keep paths as text"
 SKIPPED_LISTED = 1000
@@ -125,11 +122,6 @@ class ImportResult:
         }  # fmt: skip
 
 
-def own(key: str) -> bool:
-    """A name the tool writes for itself (``.pgblobdump-*``), in any directory."""
-    return any(part.startswith(OWN_PREFIX) for part in key.split("/"))
-
-
 @dataclass
 class _Walked:
     """The walk: the files to import (``listing``), what is skipped and why, and how
@@ -151,12 +143,10 @@ def _utf8(key: str) -> bool:
 def _walk(place: Place, req: ImportRequest, done: dict[str, importstate.Done]) -> _Walked:
     w = _Walked(Listing())
     # an export's target: its manifests are the export's own files, not LOs
-    exported = place.stat(f"{STATE_DIR}/export.json") is not None
+    exported = place.stat(EXPORT_SETTINGS) is not None
     for e in place.walk(req.follow_symlinks):
         if isinstance(e, Skipped):
             w.skipped.append((e.key, e.why))
-        elif OWN_PREFIX in e.key and own(e.key):
-            w.skipped.append((e.key, OWN_NAME))
         elif exported and reserved(e.key):
             w.skipped.append((e.key, "the manifest of the export made here"))
         elif not e.key.isascii() and not _utf8(e.key):

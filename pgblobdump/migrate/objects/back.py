@@ -25,11 +25,7 @@ import psycopg
 from psycopg import sql
 
 from pgblobdump.errors import DatabaseError, FileError, ObjectStorageError
-from pgblobdump.migrate.move import Move
-from pgblobdump.migrate.objects.target import Target
-from pgblobdump.migrate.objects.upload import SHA, objects_table
-from pgblobdump.migrate.state import Migration
-from pgblobdump.report.reporter import Reporter
+from pgblobdump.migrate.objects.upload import SHA, Step, objects_table
 
 if TYPE_CHECKING:
     from pgblobdump.files.objects import Place
@@ -50,18 +46,10 @@ class Fetched:
     """The object's sha256 metadata (None: it has none)."""
 
 
-class Fetcher:
+class Fetcher(Step):
     """The LOs of one ``s3lo`` run: ``sync`` makes those still missing."""
 
-    def __init__(
-        self, conn: psycopg.Connection, mig: Migration, schema: str, table: sql.Composable,
-        move: Move, reporter: Reporter,
-    ) -> None:  # fmt: skip
-        assert mig.target is not None
-        self.conn, self.mig, self.schema, self.table = conn, mig, schema, table
-        self.move, self.reporter = move, reporter
-        self.target = Target.parse(mig.target, mig.url)
-        self.made = 0
+    made = 0
 
     def _unmade(self) -> list[str]:
         s = sql.Identifier(self.mig.column_name)

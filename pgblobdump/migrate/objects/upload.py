@@ -76,8 +76,9 @@ def objects_table(schema: str) -> sql.Identifier:
     return sql.Identifier(schema, "migration_objects")
 
 
-class Uploader:
-    """The objects of one ``s3`` run: ``sync`` writes and verifies what is missing."""
+class Step:
+    """What a run's step between its column and its objects works with (the way out,
+    Uploader; the way back, back.Fetcher): the run, its state, its table and place."""
 
     def __init__(
         self, conn: psycopg.Connection, mig: Migration, schema: str, table: sql.Composable,
@@ -87,6 +88,16 @@ class Uploader:
         self.conn, self.mig, self.schema, self.table = conn, mig, schema, table
         self.move, self.reporter = move, reporter
         self.target = Target.parse(mig.target, mig.url)
+
+
+class Uploader(Step):
+    """The objects of one ``s3`` run: ``sync`` writes and verifies what is missing."""
+
+    def __init__(
+        self, conn: psycopg.Connection, mig: Migration, schema: str, table: sql.Composable,
+        move: Move, reporter: Reporter,
+    ) -> None:  # fmt: skip
+        super().__init__(conn, mig, schema, table, move, reporter)
         self.written = 0
         self.reused = 0
         self.checked = False
